@@ -1,0 +1,18 @@
+"""Kernel Foundry: turn PyTorch reference programs into fast, verified GPU kernels.
+
+`kfoundry.evaluate(problem_path, candidate_path, **settings)` returns an `Evaluation`.
+"""
+
+__version__ = "0.1.0"
+
+_LAZY = {"evaluate", "Evaluator", "EvalOptions"}
+
+
+def __getattr__(name: str):
+    # torch loads only when the evaluator is used, so `kfoundry --help` stays fast
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module("kfoundry.evaluate")
+        return module if name == "evaluate" else getattr(module, name)
+    raise AttributeError(f"module 'kfoundry' has no attribute {name!r}")

@@ -1,0 +1,149 @@
+"""The `kfoundry` command: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kfoundry.errors import KFoundryError
+
+app = typer.Typer(
+    help="Kernel Foundry: turn PyTorch reference programs into fast, verified GPU kernels (forward passes).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+EXIT_BAD_INPUT = 2
+
+
+@app.callback()
+def _root() -> None:
+    """Kernel Foundry."""
+
+
+def _fmt(value, unit: str = "", digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}{unit}"
+    return f"{value}{unit}"
+
+
+def _bytes(value) -> str:
+    return "-" if value is None else f"{value / 2**20:.1f} MiB"
+
+
+def render_evaluation(evaluation, console: Console) -> None:
+    colour = "green" if evaluation.ok else "red"
+    console.print(f"[bold {colour}]{evaluation.status}[/]  {evaluation.message}", highlight=False)
+    for warning in evaluation.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    c, t = evaluation.correctness, evaluation.timing
+    table = Table(title="correctness", show_header=False, title_justify="left")
+    table.add_row("trials passed", f"{c.trials_passed} of {len(c.seeds)} (seed {evaluation.settings.get('seed')})")
+    table.add_row("precision / tolerance", f"{c.precision}, atol = rtol = {c.tolerance:g}")
+    table.add_row("max abs / rel error", f"{_fmt(c.max_abs_error, digits=3)} / {_fmt(c.max_rel_error, digits=3)}")
+    table.add_row("fraction of elements off", _fmt(c.mismatch_fraction, digits=3))
+    table.add_row("e(candidate) / e(reference)",
+                  f"{_fmt(c.error_ratio_candidate, digits=3)} / {_fmt(c.error_ratio_reference, digits=3)} "
+                  f"(vs {c.ground_truth} truth, in tolerance units)")
+    console.print(table)
+    timing = Table(title="timing", show_header=True, title_justify="left")
+    for column in ("", "median ms", "IQR ms", "min..max ms", "trials", "speedup"):
+        timing.add_column(column)
+    if t.runtime_ms is None:
+        console.print(f"timing: {t.reason or 'not measured'}", highlight=False)
+    else:
+        rows = [("candidate", t.candidate, None)]
+        rows += [(name, stats, t.runtime_ms) for name, stats in t.baselines.items()]
+        for name, stats, candidate_ms in rows:
+            if stats is None:
+                continue
+            speed = f"{stats.median_ms / candidate_ms:.3g}x" if candidate_ms else ""
+            timing.add_row(name, f"{stats.median_ms:.4g}", f"{stats.q1_ms:.4g}..{stats.q3_ms:.4g}",
+                           f"{stats.min_ms:.4g}..{stats.max_ms:.4g}", str(stats.trials), speed)
+        console.print(timing)
+        for name, problem in t.baseline_errors.items():
+            console.print(f"baseline {name} failed: {problem}", highlight=False)
+        console.print(
+            f"{t.device} (uuid {t.device_uuid}), torch {t.torch_version}, triton {t.triton_version}; "
+            f"statistic: median of trials; {t.method}; baselines {'from cache' if t.baselines_cached else 'measured now'}; "
+            f"peak extra memory: candidate {_bytes(t.candidate_peak_memory_bytes)}, "
+            f"eager reference {_bytes(t.reference_peak_memory_bytes)}",
+            highlight=False, style="dim",
+        )
+    if evaluation.cost is not None:
+        cost = evaluation.cost
+        console.print(
+            f"problem cost: {_fmt(cost.flops)} FLOPs (torch flop counter), minimum bytes {cost.min_bytes} "
+            f"(inputs {cost.input_bytes} + outputs {cost.output_bytes}; parameters {cost.parameter_bytes} apart)",
+            highlight=False, style="dim",
+        )
+
+
+@app.command("eval")
+def eval_command(
+    problem: Path = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs)."),
+    candidate: Path = typer.Argument(..., help="Candidate file defining ModelNew."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU)."),
+    precision: str = typer.Option("fp32", help="fp32, fp16 or bf16 (bf16 is refused on CPU)."),
+    trials: int = typer.Option(5, help="Correctness trials, each with fresh seeded inputs."),
+    tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16)."),
+    timeout: float = typer.Option(300.0, help="Seconds allowed for the candidate's whole evaluation."),
+    seed: Optional[int] = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported)."),
+    eval_mode: bool = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable)."),
+    timing_trials: int = typer.Option(100, help="Timed trials on a GPU (fewer if one run is very long)."),
+    baselines: str = typer.Option("eager,compile", help="Baselines to time: eager, compile, compile-max-autotune, compile-reduce-overhead."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Re-measure the baselines instead of using the cache."),
+    wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
+    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+) -> None:
+    """Evaluate CANDIDATE against PROBLEM: verdict, correctness and timing.
+
+    Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
+    """
+    from kfoundry.evaluate import EvalOptions, evaluate
+    from kfoundry.problem import parse_set_values
+
+    try:
+        options = EvalOptions(
+            device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout, seed=seed,
+            eval_mode=eval_mode, set_values=parse_set_values(set_), timing_trials=timing_trials,
+            baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()), no_cache=no_cache,
+            wrapper=wrapper.split() if wrapper else None,
+        )
+        if as_json:
+            evaluation = evaluate(problem, candidate, options)
+        else:
+            with err.status("evaluating") as status:
+                evaluation = evaluate(problem, candidate, options, progress=lambda m: status.update(m))
+    except KFoundryError as exc:
+        if as_json:
+            print(json.dumps({"status": "error", "message": str(exc)}))
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if as_json:
+        print(json.dumps(evaluation.to_dict()))
+    else:
+        render_evaluation(evaluation, Console())
+    raise typer.Exit(0 if evaluation.ok else 1)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

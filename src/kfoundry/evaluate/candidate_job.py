@@ -1,0 +1,128 @@
+"""The candidate side of an evaluation, run in a fresh worker process of its own.
+
+Loads the candidate, builds ModelNew with the reference's seed, runs it on each trial's inputs
+(given as files: it never sees the expected outputs) and, on a GPU, times it. Outputs go back as
+files; judging them is the parent's job.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kfoundry import problem as problems
+from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
+from kfoundry.evaluate.reference_job import clone_inputs, plain, synchronize
+from kfoundry.types import to_jsonable
+
+CANDIDATE_MODULE = "kfoundry_candidate"
+
+
+def uses_cuda_extension(source: str) -> bool:
+    """True if the candidate builds CUDA C++ through torch.utils.cpp_extension."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "load_inline" and (any(k.arg == "cuda_sources" for k in node.keywords) or len(node.args) >= 3):
+                return True
+            if name == "load" and ".cu" in ast.unparse(node):
+                return True
+    return False
+
+
+def poison(output_meta: list[dict[str, Any]], device: str) -> None:
+    """Fill memory of each output's size with NaN (or a sentinel) and free it, so that an
+    allocation that is not written reads as garbage, not as someone else's right answer."""
+    for meta in output_meta or []:
+        dtype = getattr(torch, meta["dtype"], None)
+        if dtype is None:
+            continue
+        decoy = torch.empty(meta["shape"], dtype=dtype, device=device)
+        if decoy.is_floating_point() or decoy.is_complex():
+            decoy.fill_(float("nan"))
+        elif dtype == torch.bool:
+            decoy.fill_(True)
+        else:
+            decoy.fill_(torch.iinfo(dtype).max // 2 if dtype != torch.uint8 else 255)
+        del decoy
+
+
+def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
+    path, device = job["candidate_path"], job["device"]
+    workdir = Path.cwd()
+    channel.phase("load")
+    source = Path(path).read_text(encoding="utf-8")
+    if not device.startswith("cuda") and uses_cuda_extension(source):
+        return {
+            "status": "runtime_error",
+            "message": "CUDA candidates need a GPU: this candidate builds CUDA C++ with "
+            "torch.utils.cpp_extension, which cannot run on the CPU (evaluate it with --device cuda on a GPU machine)",
+            "error": {"type": "NeedsGPU", "phase": "load"},
+        }
+    try:
+        module = problems.load_module(Path(path), source, CANDIDATE_MODULE)
+    except SyntaxError as exc:
+        return describe_syntax_error(exc)
+    except BaseException as exc:
+        return describe_exception(exc, path, "load")
+    model_class = getattr(module, "ModelNew", None)
+    if not isinstance(model_class, type) or not issubclass(model_class, torch.nn.Module):
+        found = "defines no ModelNew" if model_class is None else f"defines ModelNew as a {type(model_class).__name__}"
+        return {"status": "compile_error", "message": f"the candidate {found}: it must define class ModelNew(nn.Module)",
+                "error": {"type": "MissingModelNew", "phase": "load"}}
+
+    channel.phase("init")
+    dtype = problems.torch_dtype(job["precision"])
+    try:
+        init_inputs = torch.load(workdir / "init_inputs.pt", weights_only=False)
+        model = problems.build_model(model_class, init_inputs, job["init_seed"], dtype, device, job["eval_mode"])
+    except BaseException as exc:
+        return describe_exception(exc, path, "init")
+
+    channel.phase("correctness")
+    phase = "correctness"
+    try:
+        for k in range(job["trials"]):
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x
+                      for x in torch.load(workdir / f"inputs_{k}.pt", weights_only=False)]
+            poison(job.get("output_meta"), device)
+            with torch.no_grad():
+                out = model(*inputs)
+            synchronize(device)
+            torch.save({"output": plain(out), "inputs_after": plain(inputs)}, workdir / f"outputs_{k}.pt")
+            del out
+        result: dict[str, Any] = {"status": "ran"}
+        if job.get("timing") and device.startswith("cuda"):
+            phase = "timing"
+            channel.phase("timing")
+            result["timing"] = time_candidate(job, model, workdir, device)
+    except BaseException as exc:
+        return describe_exception(exc, path, phase)
+    return result
+
+
+def time_candidate(job: dict[str, Any], model, workdir: Path, device: str) -> dict[str, Any]:
+    from kfoundry.evaluate.timing import GpuTimer, peak_memory
+
+    timing = job["timing"]
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x
+              for x in torch.load(workdir / "inputs_0.pt", weights_only=False)]
+    run_inputs = clone_inputs(inputs)
+
+    def call():
+        with torch.no_grad():
+            return model(*run_inputs)
+
+    timer = GpuTimer(device)
+    stats, last = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"])
+    torch.save({"output": plain(last), "inputs_after": plain(run_inputs)}, workdir / "timing_output.pt")
+    del last
+    return {"stats": to_jsonable(stats), "peak_memory_bytes": peak_memory(device, call),
+            "host_overhead_ms": timer.host_overhead_ms}

@@ -1,0 +1,230 @@
+"""Comparing a candidate's outputs with the reference's, with the float64 ground truth as arbiter.
+
+A float output passes if allclose(c, r, atol, rtol, equal_nan) holds, or if its error against the
+float64 truth t, e(c) = max |c - t| / (atol + rtol |t|), is within max(1, 2 e(r)): the PyTorch
+reference may itself be off (TF32 convolutions), and an exact kernel must not fail for that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class OutputComparison:
+    passed: bool
+    message: str = ""
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatch_fraction: float | None = None
+    first_bad_index: list[int] | None = None
+    error_ratio_candidate: float | None = None
+    error_ratio_reference: float | None = None
+
+
+@dataclass
+class IndexSource:
+    """Where an integer output came from: argmax/argmin of `values` along `dim`."""
+
+    values: torch.Tensor
+    dim: int | None
+    keepdim: bool
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    message: str
+    outputs: list[OutputComparison] = field(default_factory=list)
+    failed_output: int | None = None
+
+    def worst(self, attr: str) -> float | None:
+        values = [getattr(o, attr) for o in self.outputs if getattr(o, attr) is not None]
+        return max(values) if values else None
+
+
+def flatten_outputs(value: Any) -> list:
+    """The leaves of a forward's result: tensors and plain values, in order."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in flatten_outputs(item)]
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value, key=str) for leaf in flatten_outputs(value[key])]
+    return [value]
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    return type(value).__name__
+
+
+def error_ratio(x: torch.Tensor, truth: torch.Tensor, atol: float, rtol: float) -> float:
+    """e(x) = max |x - t| / (atol + rtol |t|), with NaN in both places counting as agreement."""
+    diff = (x - truth).abs()
+    both_nan = torch.isnan(x) & torch.isnan(truth)
+    same_inf = torch.isinf(x) & (x == truth)
+    diff = torch.where(both_nan | same_inf, torch.zeros_like(diff), diff)
+    diff = torch.nan_to_num(diff, nan=float("inf"))
+    ratio = diff / (atol + rtol * truth.abs().nan_to_num(nan=0.0, posinf=0.0))
+    return float(ratio.max()) if ratio.numel() else 0.0
+
+
+def _index_list(flat_index: int, shape: torch.Size) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat_index % size)
+        flat_index //= size
+    return list(reversed(index))
+
+
+def _gather(values: torch.Tensor, index: torch.Tensor, source: IndexSource) -> torch.Tensor:
+    if source.dim is None:
+        return values.flatten()[index.flatten()].reshape(index.shape)
+    idx = index if source.keepdim else index.unsqueeze(source.dim)
+    return values.gather(source.dim, idx)
+
+
+def compare_index_output(c: torch.Tensor, r: torch.Tensor, source: IndexSource, atol: float, rtol: float) -> OutputComparison:
+    """argmax/argmin outputs pass where the values they point at agree (near-ties)."""
+    values = source.values
+    size = values.numel() if source.dim is None else values.shape[source.dim]
+    if bool(((c < 0) | (c >= size)).any()):
+        return OutputComparison(False, f"index output holds indices outside [0, {size})")
+    picked_c = _gather(values, c.long(), source).double()
+    picked_r = _gather(values, r.long(), source).double()
+    close = torch.isclose(picked_c, picked_r, atol=atol, rtol=rtol, equal_nan=True)
+    differing = float((c != r).double().mean())
+    if bool(close.all()):
+        return OutputComparison(True, f"index output: {differing:.2%} of indices differ, all at near-ties", mismatch_fraction=0.0)
+    bad = (~close).flatten()
+    first = int(bad.nonzero()[0])
+    return OutputComparison(
+        False,
+        f"index output points at values that differ from the reference's: {float(bad.double().mean()):.2%} off, "
+        f"first at {_index_list(first, c.shape)}",
+        max_abs_error=float((picked_c - picked_r).abs().max()),
+        mismatch_fraction=float(bad.double().mean()),
+        first_bad_index=_index_list(first, c.shape),
+    )
+
+
+def compare_tensor(
+    c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol: float, rtol: float,
+    index_source: IndexSource | None = None,
+) -> OutputComparison:
+    if tuple(c.shape) != tuple(r.shape):
+        return OutputComparison(False, f"shape {tuple(c.shape)} but the reference's is {tuple(r.shape)}")
+    if c.dtype != r.dtype:
+        return OutputComparison(False, f"dtype {c.dtype} but the reference's is {r.dtype}")
+    if c.is_complex():
+        c, r = torch.view_as_real(c), torch.view_as_real(r)
+        t = torch.view_as_real(t) if t is not None and t.is_complex() else None
+    if not c.is_floating_point():
+        if torch.equal(c, r):
+            return OutputComparison(True, "", max_abs_error=0.0, mismatch_fraction=0.0)
+        if index_source is not None:
+            return compare_index_output(c, r, index_source, atol, rtol)
+        bad = (c != r).flatten()
+        first = int(bad.nonzero()[0])
+        return OutputComparison(
+            False,
+            f"integer output differs (exact comparison): {float(bad.double().mean()):.2%} of elements, first at "
+            f"{_index_list(first, c.shape)} ({c.flatten()[first].item()} vs {r.flatten()[first].item()})",
+            max_abs_error=float((c.double() - r.double()).abs().max()),
+            mismatch_fraction=float(bad.double().mean()),
+            first_bad_index=_index_list(first, c.shape),
+        )
+    cd, rd = c.double(), r.double()
+    nonfinite = ~torch.isfinite(cd) & torch.isfinite(rd)
+    diff = (cd - rd).abs()
+    diff = torch.where(torch.isnan(cd) & torch.isnan(rd), torch.zeros_like(diff), diff)
+    close = torch.isclose(cd, rd, atol=atol, rtol=rtol, equal_nan=True)
+    finite_diff = diff[torch.isfinite(diff)]
+    result = OutputComparison(
+        passed=False,
+        max_abs_error=float(finite_diff.max()) if finite_diff.numel() else (float("inf") if diff.numel() else 0.0),
+        mismatch_fraction=float((~close).double().mean()) if close.numel() else 0.0,
+    )
+    significant = rd.abs() > atol
+    if bool(significant.any()):
+        rel = diff[significant] / rd.abs()[significant]
+        rel = rel[torch.isfinite(rel)]
+        result.max_rel_error = float(rel.max()) if rel.numel() else None
+    if t is not None:
+        td = t.double()
+        result.error_ratio_candidate = error_ratio(cd, td, atol, rtol)
+        result.error_ratio_reference = error_ratio(rd, td, atol, rtol)
+    if bool(nonfinite.any()):
+        first = int(nonfinite.flatten().nonzero()[0])
+        result.first_bad_index = _index_list(first, c.shape)
+        count = int(nonfinite.sum())
+        result.message = (
+            f"NaN/Inf where the reference is finite: {count} element(s), first at {result.first_bad_index} "
+            f"({cd.flatten()[first].item()} vs {rd.flatten()[first].item()})"
+        )
+        return result
+    if bool(close.all()):
+        result.passed = True
+        return result
+    first = int((~close).flatten().nonzero()[0])
+    result.first_bad_index = _index_list(first, c.shape)
+    if result.error_ratio_candidate is not None:
+        limit = max(1.0, 2.0 * result.error_ratio_reference)
+        if result.error_ratio_candidate <= limit:
+            result.passed = True
+            result.message = (
+                f"differs from the PyTorch reference but is as close to the float64 truth: "
+                f"e(candidate)={result.error_ratio_candidate:.3g} <= max(1, 2*e(reference)={result.error_ratio_reference:.3g})"
+            )
+            return result
+    result.message = (
+        f"values off: max abs error {result.max_abs_error:.3g}, {result.mismatch_fraction:.2%} of elements outside "
+        f"atol=rtol={atol:g}, first at {result.first_bad_index} "
+        f"({cd.flatten()[first].item():.6g} vs reference {rd.flatten()[first].item():.6g})"
+    )
+    if result.error_ratio_candidate is not None:
+        result.message += (
+            f"; against the float64 truth e(candidate)={result.error_ratio_candidate:.3g}, "
+            f"e(reference)={result.error_ratio_reference:.3g}"
+        )
+    return result
+
+
+def compare_value(c: Any, r: Any, atol: float, rtol: float) -> OutputComparison:
+    """Non-tensor outputs (Python numbers and the like)."""
+    if isinstance(r, float) and isinstance(c, (int, float)):
+        ok = abs(c - r) <= atol + rtol * abs(r) or (c != c and r != r)
+    else:
+        ok = type(c) is type(r) and c == r
+    return OutputComparison(ok, "" if ok else f"value {c!r} but the reference's is {r!r}")
+
+
+def compare_outputs(
+    candidate: Any, reference: Any, truth: Any | None, atol: float, rtol: float,
+    index_sources: dict[int, IndexSource] | None = None,
+) -> Comparison:
+    cand, ref = flatten_outputs(candidate), flatten_outputs(reference)
+    tru = flatten_outputs(truth) if truth is not None else None
+    if tru is not None and len(tru) != len(ref):
+        tru = None
+    if len(cand) != len(ref):
+        return Comparison(False, f"forward returned {len(cand)} output(s) but the reference returns {len(ref)}")
+    results: list[OutputComparison] = []
+    for i, (c, r) in enumerate(zip(cand, ref)):
+        if isinstance(r, torch.Tensor):
+            if not isinstance(c, torch.Tensor):
+                result = OutputComparison(False, f"{_describe(c)} where the reference returns {_describe(r)}")
+            else:
+                t = tru[i] if tru is not None and isinstance(tru[i], torch.Tensor) else None
+                result = compare_tensor(c, r, t, atol, rtol, (index_sources or {}).get(i))
+        else:
+            result = compare_value(c, r, atol, rtol)
+        results.append(result)
+        if not result.passed:
+            where = f"output {i}: " if len(ref) > 1 else ""
+            return Comparison(False, where + result.message, results, failed_output=i)
+    notes = [f"output {i}: {o.message}" if len(ref) > 1 else o.message for i, o in enumerate(results) if o.message]
+    return Comparison(True, "; ".join(notes), results)

@@ -1,0 +1,75 @@
+"""The settings of an evaluation, with their defaults and validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kfoundry.errors import UsageError
+from kfoundry.problem import DEFAULT_TOLERANCE, PRECISIONS
+
+BASELINE_NAMES = ("eager", "compile", "compile-max-autotune", "compile-reduce-overhead")
+
+
+@dataclass
+class EvalOptions:
+    device: str | None = None  # None: CUDA when available, else CPU
+    precision: str = "fp32"
+    trials: int = 5
+    tolerance: float | None = None  # None: the precision's default (atol = rtol)
+    timeout_s: float = 300.0  # per candidate evaluation
+    seed: int | None = None  # None: unpredictable trial seeds (recorded in the result)
+    eval_mode: bool = False
+    set_values: dict[str, Any] = field(default_factory=dict)
+    timing_trials: int = 100
+    timing_budget_s: float = 10.0  # per timed callable: fewer trials when one run is long
+    baselines: tuple[str, ...] = ("eager", "compile")
+    no_cache: bool = False
+    wrapper: list[str] | None = None  # a command to run the candidate's worker under
+    cache_dir: Path | None = None  # None: kfoundry.paths.cache_dir()
+    reference_timeout_s: float = 1800.0
+    measure_device: bool = True
+    memory_limit_bytes: int | None = None  # CPU workers; None: kfoundry.evaluate.process default
+
+    @property
+    def atol(self) -> float:
+        return self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCE[self.precision]
+
+    def validate(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"unknown precision {self.precision!r}: use one of {', '.join(PRECISIONS)}")
+        if self.trials < 1:
+            raise UsageError("--trials must be at least 1")
+        if self.timing_trials < 1:
+            raise UsageError("timing trials must be at least 1")
+        if self.tolerance is not None and not self.tolerance > 0:
+            raise UsageError("--tolerance must be a positive number")
+        if self.timeout_s <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        unknown = [b for b in self.baselines if b not in BASELINE_NAMES]
+        if unknown:
+            raise UsageError(f"unknown baseline(s) {', '.join(unknown)}: choose from {', '.join(BASELINE_NAMES)}")
+
+
+def resolve_device(device: str | None, precision: str) -> str:
+    """'cpu', or 'cuda:N' for a GPU that exists; bf16 is refused on CPU."""
+    import torch
+
+    if device is None or device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        if precision == "bf16":
+            raise UsageError(
+                "bf16 on CPU is refused: Triton's interpreter computes bf16 wrongly (it holds bf16 as uint16); "
+                "use --precision fp32 or fp16 on CPU, or bf16 on a GPU"
+            )
+        return "cpu"
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: no CUDA GPU is available on this machine (use --device cpu)")
+        index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+        if not 0 <= index < torch.cuda.device_count():
+            raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        return f"cuda:{index}"
+    raise UsageError(f"unknown device {device!r}: use cpu, cuda or cuda:N")

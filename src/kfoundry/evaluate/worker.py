@@ -1,0 +1,70 @@
+"""Entry point of a worker process (`python -m kfoundry.evaluate.worker`).
+
+Imports torch (and Triton) first, says `ready`, then reads one job from stdin, runs it and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from kfoundry.evaluate.process import MESSAGES
+
+
+class Channel:
+    """Appends JSON lines to the messages file, flushed at once so they survive a kill."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = open(path, "a", encoding="utf-8")
+        self._t0 = time.monotonic()
+
+    def send(self, **message: Any) -> None:
+        message["t"] = round(time.monotonic() - self._t0, 4)
+        self._file.write(json.dumps(message, default=str) + "\n")
+        self._file.flush()
+
+    def phase(self, name: str) -> None:
+        self.send(phase=name)
+
+    def result(self, result: dict[str, Any]) -> None:
+        self.send(result=result)
+
+
+def main() -> int:
+    channel = Channel(Path.cwd() / MESSAGES)
+    import torch  # noqa: F401  (the expensive import, done before the job arrives)
+
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+    channel.phase("ready")
+    line = sys.stdin.readline()
+    if not line:
+        return 0
+    job = json.loads(line)
+    channel.phase("start")
+    try:
+        if job["kind"] == "reference":
+            from kfoundry.evaluate.reference_job import run_reference_job
+
+            result = run_reference_job(job, channel)
+        elif job["kind"] == "candidate":
+            from kfoundry.evaluate.candidate_job import run_candidate_job
+
+            result = run_candidate_job(job, channel)
+        else:
+            result = {"internal_error": f"unknown job kind {job['kind']!r}"}
+    except BaseException as exc:  # last resort: report rather than die silently
+        result = {"internal_error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    channel.result(result)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

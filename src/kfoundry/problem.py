@@ -1,0 +1,242 @@
+"""Problems in KernelBench form: checking, loading (with --set overrides), building model and
+inputs with a seed on a device and precision, and measuring the problem's cost once."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kfoundry.errors import ProblemError, UsageError
+from kfoundry.types import ProblemCost
+
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+
+
+@dataclass
+class ProblemSource:
+    """A checked problem file with its overrides applied (not yet executed)."""
+
+    path: Path
+    text: str  # the file as written
+    source: str  # the source that runs: `text` with --set overrides applied
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        payload = json.dumps({"source": self.text, "set": self.overrides}, sort_keys=True, default=repr)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def parse_set_values(items: list[str] | None) -> dict[str, Any]:
+    """Turn ["batch_size=4", "mode='x'"] into {"batch_size": 4, "mode": "x"}."""
+    values: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--set expects NAME=VALUE with NAME a Python identifier, got {item!r}")
+        try:
+            values[name] = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            values[name] = raw.strip()
+    return values
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.stmt]:
+    constants: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    constants[target.id] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            constants[node.target.id] = node
+    return constants
+
+
+def apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> ast.Module:
+    """Replace the value of each overridden module-level assignment, in place, so constants
+    derived from it later in the file follow it."""
+    constants = _module_constants(tree)
+    for name, value in overrides.items():
+        node = constants.get(name)
+        if node is None:
+            known = ", ".join(sorted(n for n in constants if not n.startswith("_"))) or "none"
+            raise UsageError(f"--set {name}: {path} has no module-level constant {name!r} (constants: {known})")
+        if isinstance(node, ast.Assign) and len(node.targets) > 1:
+            raise UsageError(f"--set {name}: {name!r} is assigned together with other names on line {node.lineno}")
+        node.value = ast.copy_location(ast.Constant(value=value), node.value)
+    return ast.fix_missing_locations(tree)
+
+
+def read_problem(path: str | Path, overrides: dict[str, Any] | None = None) -> ProblemSource:
+    """Check a problem file without running it: it exists, parses, and defines the three names."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProblemError(f"problem file not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"cannot read problem file {path}: {exc}") from None
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        line = (exc.text or "").rstrip("\n")
+        caret = " " * max((exc.offset or 1) - 1, 0) + "^"
+        raise ProblemError(f"syntax error in problem {path}, line {exc.lineno}: {exc.msg}\n    {line}\n    {caret}") from None
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    missing = [name for name in REQUIRED_NAMES if name not in defined]
+    if missing:
+        raise ProblemError(
+            f"{path} is not a problem in KernelBench form: missing {', '.join(missing)} "
+            "(a problem defines class Model(nn.Module), get_inputs() and get_init_inputs())"
+        )
+    overrides = dict(overrides or {})
+    source = ast.unparse(apply_overrides(tree, overrides, path)) if overrides else text
+    return ProblemSource(path=path.resolve(), text=text, source=source, overrides=overrides)
+
+
+def load_module(path: Path, source: str, module_name: str) -> ModuleType:
+    """Execute `source` as a module whose code objects name `path` (tracebacks and
+    `inspect.getsource`, which Triton's @jit needs, point at the real file)."""
+    spec = importlib.util.spec_from_loader(module_name, loader=None, origin=str(path))
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = str(path)
+    sys.modules[module_name] = module
+    code = compile(source, str(path), "exec")
+    exec(code, module.__dict__)
+    return module
+
+
+def load_problem_module(problem: ProblemSource) -> ModuleType:
+    try:
+        module = load_module(problem.path, problem.source, f"kfoundry_problem_{problem.content_hash}")
+    except Exception as exc:  # the user's problem file failed while running its top level
+        raise ProblemError(f"problem {problem.path} failed to load: {type(exc).__name__}: {exc}") from None
+    for name in REQUIRED_NAMES:
+        if not hasattr(module, name):
+            raise ProblemError(f"problem {problem.path} defines no {name} after loading")
+    return module
+
+
+def torch_dtype(precision: str):
+    import torch
+
+    if precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+    return getattr(torch, PRECISIONS[precision])
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:
+        pass
+
+
+def cast_floats(value: Any, dtype, device=None) -> Any:
+    """Cast floating tensors (nested in lists/tuples/dicts too) to dtype and move tensors to device."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() and dtype is not None:
+            value = value.to(dtype)
+        return value.to(device) if device is not None else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(cast_floats(v, dtype, device) for v in value)
+    if isinstance(value, dict):
+        return {k: cast_floats(v, dtype, device) for k, v in value.items()}
+    return value
+
+
+def make_inputs(module: ModuleType, seed: int, dtype, device) -> list:
+    """The problem's inputs for one trial: seeded get_inputs(), floats cast, on the device."""
+    seed_everything(seed)
+    try:
+        inputs = module.get_inputs()
+    except Exception as exc:
+        raise ProblemError(f"get_inputs() of the problem raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(inputs, (list, tuple)):
+        raise ProblemError(f"get_inputs() must return a list of inputs, got {type(inputs).__name__}")
+    return list(cast_floats(list(inputs), dtype, device))
+
+
+def init_inputs_of(module: ModuleType) -> list:
+    try:
+        init_inputs = module.get_init_inputs()
+    except Exception as exc:
+        raise ProblemError(f"get_init_inputs() of the problem raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(init_inputs, (list, tuple)):
+        raise ProblemError(f"get_init_inputs() must return a list, got {type(init_inputs).__name__}")
+    return list(init_inputs)
+
+
+def build_model(cls, init_inputs: list, seed: int, dtype, device, eval_mode: bool):
+    """Construct like KernelBench does: the same seed right before construction, on the CPU,
+    then cast and moved; training mode unless eval_mode."""
+    seed_everything(seed)
+    model = cls(*init_inputs)
+    model = model.to(device=device, dtype=dtype) if dtype is not None else model.to(device)
+    return model.eval() if eval_mode else model.train()
+
+
+def tensor_bytes(value: Any) -> int:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    return 0
+
+
+def measure_cost(model, inputs: list, outputs: Any) -> ProblemCost:
+    """FLOPs by PyTorch's flop counter on one reference run; minimum bytes from the tensors."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flops: int | None
+    try:
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            model(*inputs)
+        flops = int(counter.get_total_flops())
+    except Exception:
+        flops = None
+    parameter_bytes = sum(tensor_bytes(p) for p in model.parameters()) + sum(tensor_bytes(b) for b in model.buffers())
+    return ProblemCost(
+        flops=flops,
+        input_bytes=tensor_bytes(inputs),
+        output_bytes=tensor_bytes(outputs),
+        parameter_bytes=parameter_bytes,
+    )

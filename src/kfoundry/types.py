@@ -1,0 +1,131 @@
+"""Shared value types: plain dataclasses, serializable to JSON with `to_dict`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("ok", "compile_error", "runtime_error", "wrong_output", "cheating", "timeout", "crash")
+PHASES = ("start", "load", "init", "correctness", "timing")
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value
+
+
+@dataclass
+class ProblemCost:
+    """What the problem must compute and move, measured once on the reference."""
+
+    flops: int | None
+    input_bytes: int
+    output_bytes: int
+    parameter_bytes: int
+    flop_counter: str = "torch.utils.flop_counter"
+
+    @property
+    def min_bytes(self) -> int:
+        """Inputs read once and outputs written once (parameters listed apart)."""
+        return self.input_bytes + self.output_bytes
+
+
+@dataclass
+class DeviceFacts:
+    kind: str  # "cuda" or "cpu"
+    name: str
+    uuid: str | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    shared_memory_per_block_bytes: int | None = None
+    shared_memory_per_sm_bytes: int | None = None
+    memory_bytes: int | None = None
+    peak_bandwidth_gbs: float | None = None
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    source: str = ""  # how the peaks were obtained: measured, datasheet, none
+
+
+@dataclass
+class CorrectnessReport:
+    trials: int = 0
+    trials_passed: int = 0
+    seeds: list[int] = field(default_factory=list)
+    init_seed: int | None = None
+    tolerance: float = 0.0
+    precision: str = "fp32"
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatch_fraction: float | None = None
+    first_bad_index: list[int] | None = None
+    error_ratio_candidate: float | None = None  # e(c): error against the float64 truth, in tolerance units
+    error_ratio_reference: float | None = None  # e(r): the PyTorch reference's own error
+    ground_truth: str = ""  # "float64" or the reason it is unavailable
+    failed_trial: int | None = None
+    failed_output: int | None = None
+
+
+@dataclass
+class TimingStats:
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    max_ms: float
+    trials: int
+    host_flagged_trials: int = 0
+
+
+@dataclass
+class TimingReport:
+    runtime_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    trials: int | None = None
+    statistic: str = "median"
+    device: str | None = None
+    device_uuid: str | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    method: str = ""
+    candidate: TimingStats | None = None
+    baselines: dict[str, TimingStats | None] = field(default_factory=dict)
+    baseline_errors: dict[str, str] = field(default_factory=dict)
+    baselines_cached: bool = False
+    candidate_peak_memory_bytes: int | None = None
+    reference_peak_memory_bytes: int | None = None
+    reason: str | None = None  # why timing is missing
+
+
+@dataclass
+class Evaluation:
+    status: str
+    message: str
+    phase: str | None = None
+    correctness: CorrectnessReport = field(default_factory=CorrectnessReport)
+    timing: TimingReport = field(default_factory=TimingReport)
+    warnings: list[str] = field(default_factory=list)
+    problem: str = ""
+    candidate: str = ""
+    device: str = ""
+    error: dict[str, Any] | None = None  # structured error details: type, file, line, text, traceback
+    cost: ProblemCost | None = None
+    device_facts: DeviceFacts | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    durations_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_jsonable(self)
