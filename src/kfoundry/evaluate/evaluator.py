@@ -87,7 +87,9 @@ class PreparedProblem:
 class Evaluator:
     """Evaluates candidates for one problem; the reference runs once, in its own process."""
 
-    def __init__(self, problem: str | Path, options: EvalOptions | None = None, progress: Progress | None = None):
+    def __init__(self, problem: str | Path, options: EvalOptions | None = None, progress: Progress | None = None,
+                 spare: bool = True):
+        self.spare = spare  # keep a worker started ahead for the next candidate
         self.options = options or EvalOptions()
         self.options.validate()
         self.device = resolve_device(self.options.device, self.options.precision)
@@ -159,7 +161,7 @@ class Evaluator:
             raise CandidateFileError(f"cannot read candidate file {path}: {exc}") from None
         prepared = self.prepare()
         evaluation = self._new_evaluation(path.resolve())
-        worker = self.pool.take(keep_spare=False)
+        worker = self.pool.take(keep_spare=self.spare)
         try:
             for k in range(len(self.trial_seeds)):
                 shutil.copy(prepared.exchange / f"inputs_{k}.pt", worker.workdir / f"inputs_{k}.pt")
@@ -372,7 +374,7 @@ def evaluate(problem: str | Path, candidate: str | Path, options: EvalOptions | 
         options = EvalOptions(**settings)
     elif settings:
         raise TypeError("give either options or keyword settings, not both")
-    with Evaluator(problem, options, progress) as evaluator:
+    with Evaluator(problem, options, progress, spare=False) as evaluator:
         return evaluator.evaluate(candidate)
 
 

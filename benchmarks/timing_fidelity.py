@@ -1,0 +1,132 @@
+"""Timing fidelity of the evaluator, on a GPU.
+
+(a) repeatability: the same candidate evaluated N times, each in a fresh worker process: the
+    spread of the medians, (max - min) / median;
+(b) agreement: the evaluator's eager baseline median against triton.testing.do_bench's median
+    for the same reference on the same inputs (do_bench flushes L2 too, but times back-to-back
+    launches, so launch-bound cases differ by design and are reported apart);
+(c) cost: seconds of one full evaluation of a small example, split by phase.
+
+Prints a table and writes JSON to benchmarks/results/.
+
+    python benchmarks/timing_fidelity.py [--examples a,b,c] [--repeats 5] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+import torch  # noqa: E402
+
+from kfoundry import problem as problems  # noqa: E402
+from kfoundry.evaluate import EvalOptions, Evaluator  # noqa: E402
+
+LAUNCH_BOUND_MS = 0.1
+SMALL = {"row_softmax": {"batch_size": 64, "dim": 1000}}
+
+
+def do_bench_eager(problem_path: Path, precision: str) -> float:
+    """do_bench median (ms) of the eager reference on the problem's inputs, in this process."""
+    import triton.testing
+
+    source = problems.read_problem(problem_path)
+    module = problems.load_problem_module(source)
+    dtype = problems.torch_dtype(precision)
+    model = problems.build_model(module.Model, problems.init_inputs_of(module), 0, dtype, "cuda", False)
+    inputs = problems.make_inputs(module, 1, dtype, "cuda")
+    with torch.no_grad():
+        return float(triton.testing.do_bench(lambda: model(*inputs), warmup=100, rep=1000, return_mode="median"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", default="pointwise_chain,row_softmax,linear_epilogue,conv_relu,layernorm")
+    parser.add_argument("--repeat-examples", default="row_softmax,layernorm,pointwise_chain")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("timing_fidelity needs a CUDA GPU", file=sys.stderr)
+        return 2
+    import triton
+
+    cache = Path(tempfile.mkdtemp(prefix="kfoundry-bench-cache-"))
+    device_name = torch.cuda.get_device_name()
+    rows, repeat_rows = [], []
+    for name in [e for e in args.examples.split(",") if e]:
+        problem, kernel = ROOT / "examples" / name / "problem.py", ROOT / "examples" / name / "kernel.py"
+        options = EvalOptions(device="cuda", precision=args.precision, cache_dir=cache, no_cache=True)
+        repeats = args.repeats if name in args.repeat_examples.split(",") else 1
+        with Evaluator(problem, options, progress=lambda m: print(f"  [{name}] {m}", flush=True)) as evaluator:
+            evaluations = [evaluator.evaluate(kernel) for _ in range(repeats)]
+        first = evaluations[0]
+        bench_ms = do_bench_eager(problem, args.precision)
+        eager_ms = first.timing.eager_ms
+        row = {
+            "example": name, "status": [e.status for e in evaluations],
+            "candidate_ms": [e.timing.runtime_ms for e in evaluations],
+            "eager_ms": eager_ms, "compile_ms": first.timing.compile_ms, "do_bench_eager_ms": bench_ms,
+            "eager_vs_do_bench": (eager_ms / bench_ms - 1) if eager_ms else None,
+            "launch_bound": bench_ms < LAUNCH_BOUND_MS,
+            "speedup_eager": first.timing.speedup_eager, "speedup_compile": first.timing.speedup_compile,
+            "eager_trials": first.timing.baselines["eager"].trials if first.timing.baselines.get("eager") else None,
+            "candidate_trials": first.timing.trials, "durations_s": first.durations_s,
+            "message": first.message, "warnings": first.warnings,
+        }
+        times = [t for t in row["candidate_ms"] if t is not None]
+        if len(times) > 1:
+            row["repeat_spread"] = (max(times) - min(times)) / statistics.median(times)
+            repeat_rows.append(row)
+        rows.append(row)
+        print(f"{name}: {row['status'][0]} {first.message}", flush=True)
+
+    # (c) one full evaluation of a small example, cold: fresh cache, default settings
+    small_name, small_set = next(iter(SMALL.items()))
+    with Evaluator(ROOT / "examples" / small_name / "problem.py",
+                   EvalOptions(device="cuda", set_values=small_set, cache_dir=Path(tempfile.mkdtemp()))) as evaluator:
+        small = evaluator.evaluate(ROOT / "examples" / small_name / "kernel.py")
+    cost = {"example": small_name, "set": small_set, "status": small.status, "durations_s": small.durations_s}
+
+    print()
+    print(f"device: {device_name}; torch {torch.__version__}; triton {triton.__version__}; "
+          f"python {platform.python_version()}; precision {args.precision}; statistic: median")
+    print("(b) eager baseline (evaluator) vs triton.testing.do_bench, and candidate timings")
+    header = f"{'example':<16}{'eager ms':>10}{'do_bench':>10}{'diff':>8}{'cand ms':>10}{'x eager':>9}{'x compile':>10}  note"
+    print(header)
+    for row in rows:
+        diff = f"{100 * row['eager_vs_do_bench']:+.1f}%" if row["eager_vs_do_bench"] is not None else "-"
+        cand = row["candidate_ms"][0]
+        print(f"{row['example']:<16}{row['eager_ms'] or float('nan'):>10.4f}{row['do_bench_eager_ms']:>10.4f}{diff:>8}"
+              f"{cand or float('nan'):>10.4f}{row['speedup_eager'] or float('nan'):>9.3f}"
+              f"{row['speedup_compile'] or float('nan'):>10.3f}  {'launch-bound' if row['launch_bound'] else ''}")
+    print(f"(a) the same candidate in {args.repeats} fresh worker processes: spread of medians")
+    for row in repeat_rows:
+        print(f"{row['example']:<16} medians {', '.join(f'{t:.4f}' for t in row['candidate_ms'])} ms; "
+              f"spread {100 * row['repeat_spread']:.2f}%")
+    print(f"(c) one cold evaluation of {small_name} {small_set}: {small.status}; seconds by phase: {small.durations_s}")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = args.out / f"timing_fidelity-{stamp}.json"
+    path.write_text(json.dumps({
+        "device": device_name, "torch": torch.__version__, "triton": triton.__version__,
+        "python": platform.python_version(), "precision": args.precision, "examples": rows,
+        "evaluation_cost": cost,
+    }, indent=2, default=str))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
