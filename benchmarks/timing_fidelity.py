@@ -66,7 +66,9 @@ def main() -> int:
     rows, repeat_rows = [], []
     for name in [e for e in args.examples.split(",") if e]:
         problem, kernel = ROOT / "examples" / name / "problem.py", ROOT / "examples" / name / "kernel.py"
-        options = EvalOptions(device="cuda", precision=args.precision, cache_dir=cache, no_cache=True)
+        # eager only and two correctness trials: this script is about timing, not verdicts
+        options = EvalOptions(device="cuda", precision=args.precision, cache_dir=cache, no_cache=True,
+                              trials=2, baselines=("eager",))
         repeats = args.repeats if name in args.repeat_examples.split(",") else 1
         with Evaluator(problem, options, progress=lambda m: print(f"  [{name}] {m}", flush=True)) as evaluator:
             evaluations = [evaluator.evaluate(kernel) for _ in range(repeats)]
