@@ -28,8 +28,12 @@ class ProblemSource:
 
     path: Path
     text: str  # the file as written
-    source: str  # the source that runs: `text` with --set overrides applied
     overrides: dict[str, Any] = field(default_factory=dict)
+
+    def syntax_tree(self) -> ast.Module:
+        """The code that runs: `text` with the --set overrides applied (line numbers kept)."""
+        tree = ast.parse(self.text, filename=str(self.path))
+        return apply_overrides(tree, self.overrides, self.path) if self.overrides else tree
 
     @property
     def content_hash(self) -> str:
@@ -56,15 +60,20 @@ def parse_set_values(items: list[str] | None) -> dict[str, Any]:
     return values
 
 
-def _module_constants(tree: ast.Module) -> dict[str, ast.stmt]:
-    constants: dict[str, ast.stmt] = {}
+def _module_constants(tree: ast.Module) -> dict[str, tuple[ast.stmt, int | None]]:
+    """Module-level names -> (assignment, position in a tuple target such as `d, h, w = 16, 64, 64`)."""
+    constants: dict[str, tuple[ast.stmt, int | None]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if isinstance(target, ast.Name):
-                    constants[target.id] = node
+                    constants[target.id] = (node, None)
+                elif isinstance(target, (ast.Tuple, ast.List)):
+                    for i, element in enumerate(target.elts):
+                        if isinstance(element, ast.Name):
+                            constants[element.id] = (node, i)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            constants[node.target.id] = node
+            constants[node.target.id] = (node, None)
     return constants
 
 
@@ -73,13 +82,21 @@ def apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> 
     derived from it later in the file follow it."""
     constants = _module_constants(tree)
     for name, value in overrides.items():
-        node = constants.get(name)
-        if node is None:
+        if name not in constants:
             known = ", ".join(sorted(n for n in constants if not n.startswith("_"))) or "none"
             raise UsageError(f"--set {name}: {path} has no module-level constant {name!r} (constants: {known})")
-        if isinstance(node, ast.Assign) and len(node.targets) > 1:
-            raise UsageError(f"--set {name}: {name!r} is assigned together with other names on line {node.lineno}")
-        node.value = ast.copy_location(ast.Constant(value=value), node.value)
+        node, position = constants[name]
+        literal = ast.parse(repr(value), mode="eval").body  # lists and tuples too, not only scalars
+        for child in ast.walk(literal):
+            ast.copy_location(child, node.value)
+        if position is None:
+            if isinstance(node, ast.Assign) and len(node.targets) > 1:
+                raise UsageError(f"--set {name}: {name!r} is assigned together with other names on line {node.lineno}")
+            node.value = literal
+        elif isinstance(node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == len(node.targets[0].elts):
+            node.value.elts[position] = literal
+        else:
+            raise UsageError(f"--set {name}: line {node.lineno} unpacks {name!r} from an expression, not a literal tuple")
     return ast.fix_missing_locations(tree)
 
 
@@ -114,12 +131,12 @@ def read_problem(path: str | Path, overrides: dict[str, Any] | None = None) -> P
             "(a problem defines class Model(nn.Module), get_inputs() and get_init_inputs())"
         )
     overrides = dict(overrides or {})
-    source = ast.unparse(apply_overrides(tree, overrides, path)) if overrides else text
-    return ProblemSource(path=path.resolve(), text=text, source=source, overrides=overrides)
+    apply_overrides(tree, overrides, path)  # checks every name now, before anything runs
+    return ProblemSource(path=path.resolve(), text=text, overrides=overrides)
 
 
-def load_module(path: Path, source: str, module_name: str) -> ModuleType:
-    """Execute `source` as a module whose code objects name `path` (tracebacks and
+def load_module(path: Path, source: str | ast.Module, module_name: str) -> ModuleType:
+    """Execute `source` (text or syntax tree) as a module whose code objects name `path` (tracebacks and
     `inspect.getsource`, which Triton's @jit needs, point at the real file)."""
     spec = importlib.util.spec_from_loader(module_name, loader=None, origin=str(path))
     module = importlib.util.module_from_spec(spec)
@@ -132,7 +149,7 @@ def load_module(path: Path, source: str, module_name: str) -> ModuleType:
 
 def load_problem_module(problem: ProblemSource) -> ModuleType:
     try:
-        module = load_module(problem.path, problem.source, f"kfoundry_problem_{problem.content_hash}")
+        module = load_module(problem.path, problem.syntax_tree(), f"kfoundry_problem_{problem.content_hash}")
     except Exception as exc:  # the user's problem file failed while running its top level
         raise ProblemError(f"problem {problem.path} failed to load: {type(exc).__name__}: {exc}") from None
     for name in REQUIRED_NAMES:

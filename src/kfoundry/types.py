@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("ok", "compile_error", "runtime_error", "wrong_output", "cheating", "timeout", "crash")
-PHASES = ("start", "load", "init", "correctness", "timing")
+PHASES = ("start", "load", "init", "compile", "correctness", "timing")
 
 
 def to_jsonable(value: Any) -> Any:

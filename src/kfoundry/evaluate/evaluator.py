@@ -119,7 +119,6 @@ class Evaluator:
             "kind": "reference",
             "problem_path": str(self.source.path),
             "problem_text": self.source.text,
-            "problem_source": self.source.source,
             "problem_hash": self.source.content_hash,
             "overrides": self.source.overrides,
             "device": self.device,
@@ -174,7 +173,7 @@ class Evaluator:
                 "precision": self.options.precision,
                 "eval_mode": self.options.eval_mode,
                 "init_seed": self.init_seed,
-                "trials": len(self.trial_seeds),
+                "trial_seeds": self.trial_seeds,
                 "output_meta": prepared.output_meta,
                 "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
                 if self.device != "cpu" else None,
@@ -373,7 +372,7 @@ class Evaluator:
 
 def _durations(times: dict[str, float], elapsed: float, reference_s: float) -> dict[str, float]:
     """Seconds per phase of the candidate's worker (load covers import and Triton set-up)."""
-    order = ["start", "load", "init", "correctness", "timing", "end"]
+    order = ["start", "load", "init", "compile", "correctness", "timing", "end"]
     marks = [(name, times[name]) for name in order if name in times]
     out = {"reference_s": round(reference_s, 3), "candidate_total_s": round(elapsed, 3)}
     for (name, t0), (_, t1) in zip(marks, marks[1:]):

@@ -52,13 +52,16 @@ def describe_exception(exc: BaseException, candidate_path: str, phase: str) -> d
     frame = candidate_frame(exc, candidate_path)
     compile_error = is_compile_error(exc) or (phase == "load" and isinstance(exc, (ImportError, NameError)))
     status = "compile_error" if compile_error else "runtime_error"
-    what = {"load": "loading the candidate", "init": "constructing ModelNew", "correctness": "running forward",
+    what = {"load": "loading the candidate", "init": "constructing ModelNew",
+            "compile": "running forward the first time (where kernels compile)", "correctness": "running forward",
             "timing": "running forward for timing"}.get(phase, phase)
     kind = "kernel compilation failed" if compile_error and phase != "load" else f"{type(exc).__name__} while {what}"
     where = f" at {frame['file']}:{frame['line']} ({frame['text']})" if frame else ""
     message = f"{kind}{where}: {_short(exc)}"
     lowered = str(exc).lower()
-    if "out of memory" in lowered or isinstance(exc, MemoryError):
+    if isinstance(exc, MemoryError) or any(
+        phrase in lowered for phrase in ("out of memory", "can't allocate memory", "cannot allocate memory")
+    ):
         message += " [out of memory]"
     elif "illegal memory access" in lowered or "misaligned address" in lowered:
         message += " [CUDA memory fault: check the masks of loads and stores]"

@@ -23,7 +23,7 @@ from typing import Any
 
 import kfoundry
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 MESSAGES = "messages.jsonl"
 STDERR = "stderr.log"
 
@@ -87,6 +87,8 @@ class Worker:
         (self.workdir / "tmp").mkdir()
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        else:
+            env.pop("TRITON_INTERPRET", None)  # a GPU worker must compile, not interpret
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
         env.update(extra_env or {})
         self._stderr = open(self.workdir / STDERR, "wb")
@@ -159,12 +161,13 @@ class Worker:
         return data[-limit:].decode(errors="replace").strip()
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+        """Kill the worker's whole process group, also what it left running after it exited."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            if self.process.poll() is None:
                 self.process.kill()
-            self.process.wait()
+        self.process.wait()
 
     def close(self) -> None:
         self.kill()

@@ -66,17 +66,25 @@ def near_zero(value: Any, tol: float) -> bool:
     return bool(leaves) and all(bool((x.double().abs() <= tol).all()) for x in leaves)
 
 
+NONDETERMINISTIC = (
+    "weak problem: the reference's output differs between two identical runs "
+    "(random ops such as Dropout in training mode; try --eval-mode): no candidate can match it reliably"
+)
+
+
+def runs_differ(model, inputs: list, seed: int, tol: float) -> bool:
+    """Two runs in a row on the same inputs (the RNG not reset in between) disagree."""
+    problems.seed_everything(seed)
+    with torch.no_grad():
+        first = plain(model(*clone_inputs(inputs)))
+        second = plain(model(*clone_inputs(inputs)))
+    return not all_close(first, second, tol)
+
+
 def weak_problem_warnings(model, module, job, inputs0, ref0, refs, tol) -> list[str]:
-    """Problems on which a comparison proves nothing: say so, the verdict stands."""
+    """Problems on which a comparison proves nothing (besides randomness, checked first)."""
     device, dtype = job["device"], problems.torch_dtype(job["precision"])
     warnings = []
-    with torch.no_grad():
-        again = plain(model(*clone_inputs(inputs0)))
-    if not all_close(again, ref0, tol):
-        warnings.append(
-            "weak problem: the reference's output differs between two identical runs "
-            "(random ops such as Dropout in training mode; try --eval-mode): no candidate can match it reliably"
-        )
     if all(near_zero(r, tol) for r in refs):
         warnings.append(
             f"weak problem: every reference output is within the tolerance ({tol:g}) of zero, "
@@ -84,6 +92,7 @@ def weak_problem_warnings(model, module, job, inputs0, ref0, refs, tol) -> list[
         )
     other_seed = job["trial_seeds"][1] if len(job["trial_seeds"]) > 1 else job["trial_seeds"][0] + 1
     other_inputs = problems.make_inputs(module, other_seed, dtype, device)
+    problems.seed_everything(job["trial_seeds"][0])
     with torch.no_grad():
         other = plain(model(*other_inputs))
     if all_close(other, ref0, tol) and not all_close(plain(other_inputs), plain(inputs0), 0.0):
@@ -99,8 +108,7 @@ def run_reference_job(job: dict[str, Any], channel) -> dict[str, Any]:
     exchange = Path(job["exchange_dir"])
     channel.phase("load")
     source = problems.ProblemSource(
-        path=Path(job["problem_path"]), text=job["problem_text"], source=job["problem_source"],
-        overrides=job["overrides"],
+        path=Path(job["problem_path"]), text=job["problem_text"], overrides=job["overrides"],
     )
     try:
         module = problems.load_problem_module(source)
@@ -124,14 +132,22 @@ def run_reference_job(job: dict[str, Any], channel) -> dict[str, Any]:
     except Exception as exc:
         truth_status = f"unavailable: the model could not be cast to float64 ({type(exc).__name__}: {exc})"
     refs, inputs0, output_meta = [], None, None
+    warnings: list[str] = []
     for k, seed in enumerate(job["trial_seeds"]):
         try:
             inputs = problems.make_inputs(module, seed, dtype, device)
+            if k == 0 and runs_differ(model, inputs, seed, tol):
+                warnings.append(NONDETERMINISTIC)
+                truth_status, model64 = "unavailable: the reference is random (two identical runs differ)", None
         except ProblemError as exc:
             return {"problem_error": str(exc)}
+        except Exception as exc:
+            return {"problem_error": f"the problem's Model raised {type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()}
         torch.save(plain(inputs), exchange / f"inputs_{k}.pt")
         recorder = IndexRecorder()
         try:
+            problems.seed_everything(seed)  # the candidate's forward gets the same random state
             with torch.no_grad(), recorder:
                 out = model(*clone_inputs(inputs))
             synchronize(device)
@@ -142,6 +158,7 @@ def run_reference_job(job: dict[str, Any], channel) -> dict[str, Any]:
         truth = None
         if model64 is not None:
             try:
+                problems.seed_everything(seed)
                 with torch.no_grad():
                     truth = plain(model64(*upcast(clone_inputs(inputs))))
             except Exception as exc:
@@ -159,7 +176,7 @@ def run_reference_job(job: dict[str, Any], channel) -> dict[str, Any]:
                 for x in flatten_outputs(ref) if isinstance(x, torch.Tensor)
             ]
     del model64
-    warnings = weak_problem_warnings(model, module, job, inputs0, refs[0], refs, tol)
+    warnings += weak_problem_warnings(model, module, job, inputs0, refs[0], refs, tol)
     cost = problems.measure_cost(model, inputs0, refs[0])
     cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
     facts = device_facts(device, cache_dir, measure=job.get("measure_device", True))

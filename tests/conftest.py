@@ -1,0 +1,90 @@
+"""Shared test set-up: Triton's CPU interpreter, a private cache directory, the `gpu` marker, and
+the evaluators several test files share (each evaluation costs worker processes: share them).
+
+Tests other than `gpu` ones pin device="cpu", so the suite means the same on a GPU machine."""
+
+import os
+import shutil
+import tempfile
+
+import torch  # torch does not import triton
+
+
+def _cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+# Before anything imports triton (the parent imports it to record its version, and the secret test
+# loads a candidate here). Not on a GPU machine: workers inherit it, and `gpu` tests must compile.
+if not _cuda_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+_CACHE_DIR = tempfile.mkdtemp(prefix="kfoundry-test-cache-")
+os.environ["KFOUNDRY_CACHE_DIR"] = _CACHE_DIR
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CACHE_DIR, "inductor"))
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.helpers import AFFINE_SEED  # noqa: E402
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_DIR = TESTS_DIR.parent
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items or _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def examples_dir() -> Path:
+    return REPO_DIR / "examples"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return TESTS_DIR / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def problems_dir(fixtures_dir) -> Path:
+    return fixtures_dir / "problems"
+
+
+@pytest.fixture(scope="session")
+def candidates_dir(fixtures_dir) -> Path:
+    return fixtures_dir / "candidates"
+
+
+@pytest.fixture(scope="session")
+def affine_evaluator(problems_dir):
+    """One Evaluator for problems/affine.py (reference prepared once) shared by the whole session."""
+    from kfoundry.evaluate import EvalOptions, Evaluator
+
+    options = EvalOptions(device="cpu", trials=2, seed=AFFINE_SEED, timeout_s=120)
+    evaluator = Evaluator(problems_dir / "affine.py", options)
+    yield evaluator
+    evaluator.close()
+
+
+@pytest.fixture(scope="session")
+def affine_eval(affine_evaluator, candidates_dir):
+    """affine_eval("bad_mask.py") -> the Evaluation of that candidate, computed once per session."""
+    results = {}
+
+    def run(name: str):
+        if name not in results:
+            results[name] = affine_evaluator.evaluate(candidates_dir / name)
+        return results[name]
+
+    return run
+

@@ -1,0 +1,464 @@
+"""kfoundry.evaluate.evaluator: every verdict, through real worker processes, on fixture files.
+
+Evaluations are costly (worker processes that import torch), so most candidates share one prepared
+reference: the session's `affine_eval` (conftest) or one Evaluator per problem here."""
+
+import json
+import os
+
+import pytest
+import torch
+
+import kfoundry
+from kfoundry.errors import CandidateFileError, ProblemError, UsageError
+from kfoundry.evaluate import EvalOptions, Evaluator
+from kfoundry.evaluate import process as process_module
+from kfoundry.types import STATUSES
+from tests.helpers import AFFINE_SEED, marker_line
+
+FORWARD_PHASES = ("compile", "correctness")  # forward's first call, or a later one
+
+
+@pytest.fixture(scope="module")
+def argmax_evaluator(problems_dir):
+    with Evaluator(problems_dir / "argmax.py", EvalOptions(device="cpu", trials=2, timeout_s=120)) as evaluator:
+        yield evaluator
+
+
+@pytest.fixture(scope="module")
+def dropout_evaluation(problems_dir, candidates_dir):
+    return kfoundry.evaluate(problems_dir / "weak_dropout.py", candidates_dir / "dropout_copy.py",
+                             device="cpu", trials=2)
+
+
+# -- ok ----------------------------------------------------------------------------------------------
+
+def test_ok(affine_eval, affine_evaluator):
+    evaluation = affine_eval("affine_ok.py")
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.ok
+    assert evaluation.message.startswith("correct on 2 trials (fp32, atol=rtol=0.0001")
+    assert "not timed (no GPU" in evaluation.message
+    c = evaluation.correctness
+    assert (c.trials, c.trials_passed) == (2, 2)
+    assert c.ground_truth == "float64"
+    assert c.max_abs_error is not None and c.max_abs_error <= 1e-6
+    assert c.error_ratio_candidate is not None and c.error_ratio_candidate < 1
+    assert evaluation.timing.runtime_ms is None and "no GPU" in evaluation.timing.reason
+    assert evaluation.device == "cpu" and evaluation.device_facts.kind == "cpu"
+    assert evaluation.cost.input_bytes == evaluation.cost.output_bytes == 4 * 250 * 4
+    assert evaluation.candidate.endswith("affine_ok.py")
+    assert evaluation.settings["seed"] == AFFINE_SEED
+    assert evaluation.durations_s["reference_s"] > 0 and evaluation.durations_s["candidate_total_s"] > 0
+    assert evaluation.warnings == []
+
+
+EXAMPLE_SIZES = {
+    "conv_relu": {"batch_size": 1, "in_channels": 4, "out_channels": 8, "height": 8, "width": 8},
+    "layernorm": {"batch_size": 4, "dim": 100},
+    "linear_epilogue": {"batch_size": 16, "in_features": 32, "out_features": 48},
+    "pointwise_chain": {"batch_size": 4, "dim": 300},
+    "row_softmax": {"batch_size": 4, "dim": 100},
+}
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLE_SIZES))
+def test_examples_are_ok_at_small_sizes(examples_dir, example):
+    evaluation = kfoundry.evaluate(examples_dir / example / "problem.py", examples_dir / example / "kernel.py",
+                                   device="cpu", trials=1, set_values=EXAMPLE_SIZES[example])
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.settings["set"] == EXAMPLE_SIZES[example]
+
+
+# -- compile_error -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "name, marker, expected, phase",
+    [
+        ("syntax_error.py", "SYNTAX ERROR HERE", "expected ':'", "load"),
+        ("triton_not_constexpr.py", "KERNEL ERROR HERE", "arange's arguments must be of type tl.constexpr", None),
+        ("triton_not_pow2.py", "KERNEL ERROR HERE", "arange's range must be a power of 2", None),
+        ("missing_module.py", "IMPORT ERROR HERE", "No module named 'kfoundry_test_missing_triton_helpers'", "load"),
+    ],
+)
+def test_compile_error_is_located(affine_eval, candidates_dir, name, marker, expected, phase):
+    evaluation = affine_eval(name)
+    path = candidates_dir / name
+    line = marker_line(path, marker)
+    assert evaluation.status == "compile_error", evaluation.message
+    assert f"{path}:{line}" in evaluation.message
+    assert expected in evaluation.message
+    assert evaluation.error["line"] == line
+    assert evaluation.phase == phase if phase else evaluation.phase in FORWARD_PHASES
+    assert evaluation.correctness.trials == 0
+
+
+def test_compile_error_without_modelnew(affine_eval):
+    evaluation = affine_eval("no_modelnew.py")
+    assert evaluation.status == "compile_error"
+    assert "defines no ModelNew" in evaluation.message
+    assert "class ModelNew(nn.Module)" in evaluation.message
+    assert evaluation.phase == "load"
+
+
+# -- runtime_error -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("forward_assert.py", "AssertionError while running forward"),
+        ("forward_index_error.py", "IndexError while running forward"),
+    ],
+)
+def test_runtime_error_in_forward_is_located(affine_eval, candidates_dir, name, expected):
+    evaluation = affine_eval(name)
+    path = candidates_dir / name
+    line = marker_line(path, "RUNTIME ERROR HERE")
+    assert evaluation.status == "runtime_error", evaluation.message
+    assert expected in evaluation.message
+    assert f"{path}:{line}" in evaluation.message
+    assert evaluation.error["line"] == line
+    assert evaluation.phase in FORWARD_PHASES
+
+
+def test_runtime_error_message_carries_the_exception_text(affine_eval):
+    evaluation = affine_eval("forward_assert.py")
+    assert "expected (batch, seq, dim), got (4, 250)" in evaluation.message
+    assert evaluation.error["type"] == "AssertionError"
+
+
+def test_cuda_candidate_on_cpu_needs_a_gpu(affine_eval):
+    evaluation = affine_eval("cuda_inline.py")
+    assert evaluation.status == "runtime_error"
+    assert "CUDA candidates need a GPU" in evaluation.message
+    assert "--device cuda" in evaluation.message
+    assert evaluation.phase == "load"
+
+
+# -- wrong_output ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "name, fragments, first_bad",
+    [
+        ("bad_mask.py", ["first at [3, 249]"], [3, 249]),  # the last element is never written
+        ("missing_tail.py", ["first at [3, 18]"], [3, 18]),  # element 768 = 3 * 256 starts the tail
+        ("wrong_constant.py", ["values off", "e(candidate)="], [0, 0]),
+        ("fp16_compute.py", ["values off", "outside atol=rtol=0.0001"], None),
+        ("transposed_output.py", ["shape (250, 4) but the reference's is (4, 250)"], None),
+        ("inplace_input.py", ["forward changed its input 0 in place"], None),
+        ("two_outputs.py", ["forward returned 2 output(s) but the reference returns 1"], None),
+    ],
+)
+def test_wrong_output(affine_eval, name, fragments, first_bad):
+    evaluation = affine_eval(name)
+    assert evaluation.status == "wrong_output", evaluation.message
+    assert evaluation.message.startswith("trial 0: ")
+    for fragment in fragments:
+        assert fragment in evaluation.message
+    assert evaluation.message.endswith(f"[reproduce with --seed {AFFINE_SEED}]")
+    assert evaluation.correctness.failed_trial == 0
+    assert evaluation.correctness.trials_passed == 0
+    if first_bad is not None:
+        assert evaluation.correctness.first_bad_index == first_bad
+
+
+def test_wrong_constant_numbers(affine_eval):
+    c = affine_eval("wrong_constant.py").correctness
+    # scale off by 0.1%: the error is 2 * 0.001 * |x|, over 1000 standard normal samples
+    assert 2e-3 < c.max_abs_error < 2e-2
+    assert c.max_rel_error is not None and c.max_rel_error > 1e-4
+    assert c.error_ratio_candidate > 1 > c.error_ratio_reference
+    assert 0.5 < c.mismatch_fraction <= 1.0
+
+
+def test_fp16_arithmetic_fails_the_fp32_tolerance(affine_eval):
+    c = affine_eval("fp16_compute.py").correctness
+    assert 1e-4 < c.max_abs_error < 1e-2  # fp16 rounding, not garbage
+    assert c.error_ratio_candidate > 1
+
+
+def test_inplace_candidate_had_right_values(affine_eval):
+    # its output is right: only the input check catches it
+    evaluation = affine_eval("inplace_input.py")
+    assert "values off" not in evaluation.message
+
+
+# -- crash, timeout --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "name, died, signal_name, returncode",
+    [
+        ("crash_abort.py", "killed by SIGABRT", "SIGABRT", -6),
+        ("crash_segfault.py", "killed by SIGSEGV", "SIGSEGV", -11),
+        ("crash_exit.py", "exited with code 3", None, 3),
+    ],
+)
+def test_crash(affine_eval, name, died, signal_name, returncode):
+    evaluation = affine_eval(name)
+    assert evaluation.status == "crash", evaluation.message
+    assert f"the candidate's worker process {died} in phase {evaluation.phase}" in evaluation.message
+    assert evaluation.phase in FORWARD_PHASES
+    assert evaluation.error["signal"] == signal_name
+    assert evaluation.error["returncode"] == returncode
+
+
+def test_timeout(problems_dir, candidates_dir):
+    evaluation = kfoundry.evaluate(problems_dir / "affine.py", candidates_dir / "forever.py", device="cpu",
+                                   trials=1, timeout_s=4)
+    assert evaluation.status == "timeout"
+    assert evaluation.phase in FORWARD_PHASES  # it was looping in forward
+    assert evaluation.message == f"the candidate did not finish within 4 s (it was in phase {evaluation.phase})"
+    assert 4 <= evaluation.durations_s["candidate_total_s"] < 15
+
+
+# -- isolation -------------------------------------------------------------------------------------
+
+def test_secret_probe_sees_a_secret_when_one_is_there(monkeypatch, candidates_dir):
+    """Control for the next test: the probe does detect a secret in its environment."""
+    import importlib.util
+
+    monkeypatch.setenv("KF_TEST_API_KEY", "sk-test-123")
+    spec = importlib.util.spec_from_file_location("kf_secret_probe", candidates_dir / "secret_probe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(RuntimeError, match="saw secret: .*KF_TEST_API_KEY"):
+        module.ModelNew(2.0, 0.5)(torch.randn(4, 250))
+
+
+def test_candidate_does_not_see_secrets(monkeypatch, problems_dir, candidates_dir):
+    monkeypatch.setenv("KF_TEST_API_KEY", "sk-test-123")
+    monkeypatch.setenv("KF_TEST_ACCESS_TOKEN", "tok-123")
+    monkeypatch.setenv("KF_TEST_VISIBLE", "1")  # a harmless variable: it must get through
+    # a fresh evaluation: its workers start now, with this environment
+    evaluation = kfoundry.evaluate(problems_dir / "affine.py", candidates_dir / "secret_probe.py",
+                                   device="cpu", trials=1)
+    assert evaluation.status == "ok", evaluation.message
+    assert os.environ["KF_TEST_API_KEY"] == "sk-test-123"  # the parent keeps its own
+
+
+def test_monkey_patching_torch_in_the_candidate_cannot_bend_the_verdict(examples_dir, candidates_dir):
+    problem = examples_dir / "row_softmax" / "problem.py"
+    options = EvalOptions(device="cpu", trials=2, set_values={"batch_size": 8, "dim": 100})
+    with Evaluator(problem, options) as evaluator:
+        patched = evaluator.evaluate(candidates_dir / "patches_softmax.py")
+        honest = evaluator.evaluate(examples_dir / "row_softmax" / "kernel.py")
+    assert patched.status == "wrong_output", patched.message
+    assert "values off" in patched.message
+    assert "(0.01 vs reference" in patched.message  # the uniform 1/100 it computed
+    assert honest.status == "ok", honest.message
+    # the parent never imported the candidate
+    assert not torch.allclose(torch.zeros(2), torch.ones(2))
+    assert torch.softmax(torch.tensor([0.0, 1.0]), dim=0)[1] > 0.7
+
+
+# -- argmax: index outputs ---------------------------------------------------------------------------
+
+def test_argmax_candidate_ok(argmax_evaluator, candidates_dir):
+    evaluation = argmax_evaluator.evaluate(candidates_dir / "argmax_ok.py")
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.correctness.trials_passed == 2
+
+
+def test_argmax_candidate_picking_the_minimum_fails(argmax_evaluator, candidates_dir):
+    evaluation = argmax_evaluator.evaluate(candidates_dir / "argmax_picks_min.py")
+    assert evaluation.status == "wrong_output"
+    assert "index output points at values that differ from the reference's" in evaluation.message
+    assert evaluation.correctness.mismatch_fraction == 1.0
+
+
+# -- --eval-mode -------------------------------------------------------------------------------------
+
+def test_eval_mode_decides_batchnorm(problems_dir, candidates_dir):
+    problem, candidate = problems_dir / "batchnorm.py", candidates_dir / "batchnorm_running_stats.py"
+    training = kfoundry.evaluate(problem, candidate, device="cpu", trials=2)
+    assert training.status == "wrong_output"  # the reference normalizes with batch statistics
+    assert "values off" in training.message
+    assert training.settings["eval_mode"] is False
+    inference = kfoundry.evaluate(problem, candidate, device="cpu", trials=2, eval_mode=True)
+    assert inference.status == "ok", inference.message
+    assert inference.settings["eval_mode"] is True
+
+
+# -- weak problems -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "problem, candidate, warning",
+    [
+        ("weak_tiny.py", "tiny_zeros.py", "every reference output is within the tolerance (0.0001) of zero"),
+        ("weak_constant.py", "constant_bias.py", "the reference's output does not depend on its inputs"),
+    ],
+)
+def test_weak_problem_warns_and_a_lazy_kernel_passes(problems_dir, candidates_dir, problem, candidate, warning):
+    evaluation = kfoundry.evaluate(problems_dir / problem, candidates_dir / candidate, device="cpu", trials=2)
+    assert evaluation.status == "ok", evaluation.message  # the verdict stands: the problem is what is weak
+    assert any(w.startswith("weak problem: ") and warning in w for w in evaluation.warnings), evaluation.warnings
+
+
+def test_dropout_problem_warns_that_runs_differ(dropout_evaluation):
+    warnings = [w for w in dropout_evaluation.warnings if w.startswith("weak problem")]
+    assert any("differs between two identical runs" in w and "--eval-mode" in w for w in warnings), warnings
+
+
+def test_dropout_problem_does_not_pass_a_copy(dropout_evaluation):
+    assert dropout_evaluation.status == "wrong_output"
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("does_not_exist.py", "problem file not found"),
+        ("syntax_error.py", "line 9: expected ':'"),
+        ("no_model.py", "missing Model"),
+        ("no_get_inputs.py", "missing get_inputs"),
+        ("no_get_init_inputs.py", "missing get_init_inputs"),
+        ("get_inputs_raises.py", "get_inputs() of the problem raised RuntimeError"),
+        ("top_level_raises.py", "failed to load: ModuleNotFoundError"),
+    ],
+)
+def test_bad_problem_raises_problem_error(problems_dir, candidates_dir, name, expected):
+    with pytest.raises(ProblemError) as info:
+        kfoundry.evaluate(problems_dir / "bad" / name, candidates_dir / "affine_ok.py", device="cpu", trials=1)
+    assert expected in str(info.value)
+
+
+def test_missing_candidate_file(affine_evaluator, candidates_dir):
+    with pytest.raises(CandidateFileError, match="candidate file not found"):
+        affine_evaluator.evaluate(candidates_dir / "does_not_exist.py")
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"precision": "bf16", "device": "cpu"}, "bf16 on CPU is refused"),
+        ({"precision": "fp8"}, "unknown precision 'fp8'"),
+        ({"trials": 0}, "--trials must be at least 1"),
+        ({"tolerance": -1.0}, "--tolerance must be a positive number"),
+        ({"timeout_s": 0}, "--timeout must be a positive number"),
+        ({"baselines": ("eager", "tvm")}, "unknown baseline(s) tvm"),
+        ({"device": "tpu"}, "unknown device 'tpu'"),
+        ({"set_values": {"no_such_constant": 1}}, "has no module-level constant 'no_such_constant'"),
+    ],
+)
+def test_bad_options_raise_usage_error(problems_dir, options, expected):
+    with pytest.raises(UsageError) as info:
+        Evaluator(problems_dir / "affine.py", EvalOptions(**{"device": "cpu", **options}))
+    assert expected in str(info.value)
+
+
+def test_options_and_settings_together_are_refused(problems_dir, candidates_dir):
+    with pytest.raises(TypeError, match="either options or keyword settings"):
+        kfoundry.evaluate(problems_dir / "affine.py", candidates_dir / "affine_ok.py", EvalOptions(), trials=2)
+
+
+# -- seeds, reuse, results -----------------------------------------------------------------------------
+
+def test_same_seed_gives_the_same_seeds(problems_dir):
+    a = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", seed=7, trials=3))
+    b = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", seed=7, trials=3))
+    c = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", seed=8, trials=3))
+    try:
+        assert a.base_seed == b.base_seed == 7
+        assert a.trial_seeds == b.trial_seeds and a.init_seed == b.init_seed
+        assert len(a.trial_seeds) == 3 and len(set(a.trial_seeds)) == 3
+        assert c.trial_seeds != a.trial_seeds
+    finally:
+        for evaluator in (a, b, c):
+            evaluator.close()
+
+
+def test_without_a_seed_seeds_differ_and_are_recorded(problems_dir):
+    a = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=3))
+    b = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=3))
+    try:
+        assert a.base_seed != b.base_seed
+        assert a.trial_seeds != b.trial_seeds
+        again = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=3, seed=a.base_seed))
+        assert again.trial_seeds == a.trial_seeds  # the recorded seed reproduces the run
+        again.close()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_evaluation_records_its_seeds(affine_eval, problems_dir):
+    evaluation = affine_eval("wrong_constant.py")
+    expected = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", seed=AFFINE_SEED, trials=2))
+    try:
+        assert evaluation.settings["seed"] == AFFINE_SEED
+        assert evaluation.correctness.seeds == expected.trial_seeds
+        assert evaluation.correctness.init_seed == expected.init_seed
+    finally:
+        expected.close()
+
+
+def test_evaluator_prepares_the_reference_once_and_gives_each_candidate_a_fresh_process(
+        monkeypatch, problems_dir, candidates_dir):
+    runs = []
+    real_run = process_module.Worker.run
+
+    def spy(self, job, timeout_s):
+        runs.append((job.get("kind"), self.process.pid))
+        return real_run(self, job, timeout_s)
+
+    monkeypatch.setattr(process_module.Worker, "run", spy)
+    progress = []
+    options = EvalOptions(device="cpu", trials=1)
+    with Evaluator(problems_dir / "affine.py", options, progress=progress.append) as evaluator:
+        first = evaluator.evaluate(candidates_dir / "affine_ok.py")
+        prepared = evaluator.prepared
+        second = evaluator.evaluate(candidates_dir / "wrong_constant.py")
+        third = evaluator.evaluate(candidates_dir / "affine_ok.py")
+        assert evaluator.prepare() is prepared
+    assert [s.status for s in (first, second, third)] == ["ok", "wrong_output", "ok"]
+    kinds = [kind for kind, _ in runs]
+    assert kinds == ["reference", "candidate", "candidate", "candidate"]
+    candidate_pids = [pid for kind, pid in runs if kind == "candidate"]
+    assert len(set(candidate_pids)) == 3  # one fresh process per candidate
+    assert first.durations_s["reference_s"] == third.durations_s["reference_s"]
+    assert sum("reference" in message for message in progress) == 1
+    assert sum(message.startswith("candidate: ") for message in progress) == 3
+
+
+def test_evaluation_is_json_serializable(affine_eval):
+    evaluation = affine_eval("bad_mask.py")
+    data = json.loads(json.dumps(evaluation.to_dict()))
+    assert data["status"] == "wrong_output" and data["status"] in STATUSES
+    assert data["correctness"]["first_bad_index"] == [3, 249]
+    assert data["settings"]["seed"] == AFFINE_SEED
+    assert set(data) >= {"status", "message", "phase", "correctness", "timing", "warnings", "cost", "settings"}
+
+
+# -- on a GPU ------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_cuda_load_inline_candidate_is_ok_on_gpu(examples_dir, fixtures_dir):
+    evaluation = kfoundry.evaluate(
+        examples_dir / "pointwise_chain" / "problem.py", fixtures_dir / "gpu" / "cuda_pointwise_chain.py",
+        device="cuda", trials=2, timing_trials=20, baselines=("eager",), set_values={"batch_size": 1024, "dim": 4096},
+    )
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.timing.runtime_ms is not None and evaluation.timing.speedup_eager is not None
+
+
+@pytest.mark.gpu
+def test_work_on_a_side_stream_is_timed_by_the_host_clock(examples_dir, fixtures_dir):
+    problem = examples_dir / "pointwise_chain" / "problem.py"
+    options = dict(device="cuda", trials=2, timing_trials=30, baselines=("eager",), set_values={"batch_size": 4096, "dim": 4096})
+    honest = kfoundry.evaluate(problem, examples_dir / "pointwise_chain" / "kernel.py", **options)
+    hidden = kfoundry.evaluate(problem, fixtures_dir / "gpu" / "side_stream_chain.py", **options)
+    assert honest.status == "ok" and hidden.status == "ok", (honest.message, hidden.message)
+    assert hidden.timing.candidate.host_flagged_trials > 0
+    assert any("another stream" in w for w in hidden.warnings)
+    # 20 launches of the same kernel: by the host clock it cannot be faster than the honest single launch
+    assert hidden.timing.runtime_ms > 5 * honest.timing.runtime_ms
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("example", ["pointwise_chain", "row_softmax", "linear_epilogue", "conv_relu", "layernorm"])
+def test_examples_are_ok_on_gpu_at_full_size(examples_dir, example):
+    evaluation = kfoundry.evaluate(examples_dir / example / "problem.py", examples_dir / example / "kernel.py",
+                                   device="cuda", trials=2, timing_trials=20, baselines=("eager",))
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.timing.eager_ms > 0.1  # GPU-sized by default: at least 100 us in eager

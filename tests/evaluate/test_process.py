@@ -1,0 +1,139 @@
+"""kfoundry.evaluate.process: scrubbed environments, private directories, timeouts that kill, the
+memory cap on CPU. Workers run under a `sh` wrapper here where the test is about the process, not
+about Python (no torch import: fast)."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from kfoundry.evaluate.process import Worker, default_memory_limit, scrubbed_environment
+
+GIB = 1 << 30
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _shell_worker(script: str, **options) -> Worker:
+    """A Worker whose process is `sh -c script` (the wrapper runs instead of the Python worker)."""
+    return Worker("cpu", wrapper=["sh", "-c", script, "sh"], **options)
+
+
+def test_scrubbed_environment_drops_secret_names():
+    base = {
+        "OPENAI_API_KEY": "sk-1", "HF_TOKEN": "hf_1", "AWS_SECRET_ACCESS_KEY": "a", "DB_PASSWORD": "p",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/c.json", "my_api_key": "lower", "GitHub_Token": "mixed",
+        "PATH": "/usr/bin", "HOME": "/home/u", "KF_VISIBLE": "1", "TRITON_INTERPRET": "1",
+    }
+    assert scrubbed_environment(base) == {"PATH": "/usr/bin", "HOME": "/home/u", "KF_VISIBLE": "1",
+                                          "TRITON_INTERPRET": "1"}
+    assert base["OPENAI_API_KEY"] == "sk-1"  # the given mapping is not changed
+
+
+def test_scrubbed_environment_defaults_to_this_process(monkeypatch):
+    monkeypatch.setenv("KF_TEST_API_KEY", "sk-test")
+    monkeypatch.setenv("KF_TEST_VISIBLE", "1")
+    env = scrubbed_environment()
+    assert "KF_TEST_API_KEY" not in env
+    assert env["KF_TEST_VISIBLE"] == "1"
+    assert os.environ["KF_TEST_API_KEY"] == "sk-test"
+
+
+def test_worker_runs_in_a_private_directory_with_a_scrubbed_environment(monkeypatch):
+    monkeypatch.setenv("KF_TEST_API_KEY", "sk-test")
+    monkeypatch.setenv("KF_TEST_SESSION_TOKEN", "tok")
+    monkeypatch.setenv("KF_TEST_VISIBLE", "1")
+    with _shell_worker("env > env.txt; pwd > cwd.txt") as worker:
+        outcome = worker.run({"kind": "candidate"}, timeout_s=30)
+        env = dict(line.split("=", 1) for line in (worker.workdir / "env.txt").read_text().splitlines()
+                   if "=" in line)
+        cwd = (worker.workdir / "cwd.txt").read_text().strip()
+        workdir = worker.workdir
+    assert outcome.returncode == 0 and not outcome.timed_out
+    assert outcome.result is None and outcome.phase == "start"  # sh never speaks the protocol
+    assert "KF_TEST_API_KEY" not in env and "KF_TEST_SESSION_TOKEN" not in env
+    assert env["KF_TEST_VISIBLE"] == "1"
+    assert os.path.realpath(cwd) == os.path.realpath(workdir)
+    assert env["TMPDIR"] == str(workdir / "tmp")
+    assert env["TRITON_INTERPRET"] == "1"
+    assert env["TRITON_CACHE_DIR"].startswith(str(workdir))
+    assert env["KFOUNDRY_WORKER_DEVICE"] == "cpu"
+    assert not workdir.exists()  # closing removes the private directory
+
+
+def test_memory_limit_can_be_set_per_worker():
+    with _shell_worker("ulimit -v > limit.txt", memory_limit_bytes=3 * GIB) as worker:
+        worker.run({}, timeout_s=30)
+        assert int((worker.workdir / "limit.txt").read_text()) * 1024 == 3 * GIB
+
+
+def test_default_memory_limit_is_half_the_machine_at_most_8_gib():
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = default_memory_limit()
+    assert limit == max(2 * GIB, min(8 * GIB, total // 2))
+    assert limit <= 8 * GIB
+
+
+def test_timeout_kills_the_worker_and_its_children():
+    with _shell_worker("sleep 120 & echo $! > child.pid; wait") as worker:
+        started = time.monotonic()
+        outcome = worker.run({"kind": "candidate"}, timeout_s=1.5)
+        elapsed = time.monotonic() - started
+        child = int((worker.workdir / "child.pid").read_text())
+        assert outcome.timed_out
+        assert outcome.returncode == -signal.SIGKILL
+        assert outcome.signal_name == "SIGKILL"
+        assert 1.5 <= elapsed < 10
+        assert worker.process.poll() is not None
+        assert _wait_gone(child), "the worker's child survived the timeout"
+
+
+def test_close_kills_what_the_worker_left_running():
+    worker = _shell_worker("sleep 120 & echo $! > child.pid")  # sh exits at once, sleep stays behind
+    child = None
+    try:
+        outcome = worker.run({"kind": "candidate"}, timeout_s=30)
+        assert outcome.returncode == 0 and not outcome.timed_out
+        child = int((worker.workdir / "child.pid").read_text())
+        worker.close()
+        assert _wait_gone(child, seconds=2.0), "a background process of the worker outlived Worker.close()"
+    finally:
+        worker.close()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)  # clean up the process this test caused
+
+
+def test_a_worker_that_dies_before_its_job_is_reported():
+    with _shell_worker("exit 7") as worker:
+        time.sleep(0.2)  # let it die before the job is written (the pipe breaks: no exception)
+        outcome = worker.run({"kind": "candidate"}, timeout_s=30)
+    assert outcome.returncode == 7
+    assert not outcome.timed_out and outcome.result is None
+
+
+def test_candidate_allocating_20_gib_is_stopped_by_the_cap(affine_eval):
+    evaluation = affine_eval("memory_hog.py")
+    assert "no address-space cap" not in evaluation.message
+    assert evaluation.status in ("runtime_error", "crash"), evaluation.message
+    if evaluation.status == "runtime_error":
+        assert "can't allocate memory" in evaluation.message
+        assert "you tried to allocate 21474836480 bytes" in evaluation.message
+        assert evaluation.phase in ("compile", "correctness")  # forward's first call, or a later one

@@ -1,0 +1,133 @@
+"""The `kfoundry` console script, run for real in a subprocess: output, --json, exit codes 0/1/2."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KFOUNDRY = Path(sys.executable).with_name("kfoundry")
+
+
+def kfoundry(*args, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run the console script; `eval` runs get --device cpu unless the test gives a device."""
+    if not KFOUNDRY.exists():
+        pytest.fail(f"the console script {KFOUNDRY} is not installed (pip install -e .)")
+    if args and args[0] == "eval" and "--device" not in args:
+        args = (*args, "--device", "cpu")
+    env = dict(os.environ, COLUMNS="200")  # rich wraps at 80 columns without a terminal
+    return subprocess.run([str(KFOUNDRY), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def single_json_object(stdout: str) -> dict:
+    """The whole of stdout is exactly one JSON object."""
+    text = stdout.strip()
+    data, end = json.JSONDecoder().raw_decode(text)
+    assert text[end:].strip() == "", f"more than one JSON value on stdout: {text[end:][:200]!r}"
+    assert isinstance(data, dict)
+    return data
+
+
+def assert_clean_error(result: subprocess.CompletedProcess, expected: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "error:" in result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_help_lists_eval():
+    result = kfoundry("--help")
+    assert result.returncode == 0
+    assert "eval" in result.stdout
+
+
+def test_eval_ok_human_output(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "2",
+                      "--seed", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("ok  correct on 2 trials (fp32, atol=rtol=0.0001")
+    assert "trials passed" in result.stdout and "2 of 2 (seed 3)" in result.stdout
+    assert "timing: no GPU" in result.stdout
+    assert "problem cost:" in result.stdout
+
+
+def test_eval_json_wrong_output(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "wrong_constant.py", "--trials", "2",
+                      "--seed", "5", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    data = single_json_object(result.stdout)
+    assert set(data) >= {"status", "message", "correctness", "timing"}
+    assert data["status"] == "wrong_output"
+    assert "values off" in data["message"] and data["message"].endswith("[reproduce with --seed 5]")
+    assert data["settings"]["seed"] == 5
+    assert len(data["correctness"]["seeds"]) == 2
+    assert data["correctness"]["max_abs_error"] > 1e-3
+    assert data["timing"]["runtime_ms"] is None
+
+
+def test_eval_compile_error_human_output(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "syntax_error.py", "--trials", "1")
+    assert result.returncode == 1
+    assert result.stdout.startswith("compile_error  syntax error at ")
+    assert "syntax_error.py:12: expected ':'" in result.stdout
+
+
+def test_eval_with_set_and_eval_mode(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "batchnorm.py", candidates_dir / "batchnorm_running_stats.py",
+                      "--trials", "1", "--set", "num_features=8", "--set", "batch_size=4", "--eval-mode", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = single_json_object(result.stdout)
+    assert data["status"] == "ok"
+    assert data["settings"]["set"] == {"num_features": 8, "batch_size": 4}
+    assert data["settings"]["eval_mode"] is True
+    assert data["cost"]["input_bytes"] == 4 * 8 * 4
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("does_not_exist.py", "problem file not found"),
+        ("syntax_error.py", "line 9: expected ':'"),
+        ("no_model.py", "missing Model"),
+        ("no_get_init_inputs.py", "missing get_init_inputs"),
+        ("get_inputs_raises.py", "get_inputs() of the problem raised RuntimeError"),
+    ],
+)
+def test_bad_problem_exits_2(problems_dir, candidates_dir, name, expected):
+    result = kfoundry("eval", problems_dir / "bad" / name, candidates_dir / "affine_ok.py", "--trials", "1")
+    assert_clean_error(result, expected)
+
+
+def test_bad_problem_with_json_prints_one_error_object(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "bad" / "no_model.py", candidates_dir / "affine_ok.py", "--json")
+    assert result.returncode == 2
+    data = single_json_object(result.stdout)
+    assert data["status"] == "error"
+    assert "missing Model" in data["message"]
+
+
+def test_missing_candidate_exits_2(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "does_not_exist.py")
+    assert_clean_error(result, "candidate file not found")
+
+
+def test_bf16_on_cpu_exits_2(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py",
+                      "--precision", "bf16", "--device", "cpu")
+    assert_clean_error(result, "bf16 on CPU is refused")
+    assert "fp32 or fp16" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "item, expected",
+    [
+        ("hidden=3", "has no module-level constant 'hidden'"),
+        ("3d=1", "--set expects NAME=VALUE"),
+    ],
+)
+def test_bad_set_exits_2(problems_dir, candidates_dir, item, expected):
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--set", item)
+    assert_clean_error(result, expected)
