@@ -66,15 +66,16 @@ def main() -> int:
     rows, repeat_rows = [], []
     for name in [e for e in args.examples.split(",") if e]:
         problem, kernel = ROOT / "examples" / name / "problem.py", ROOT / "examples" / name / "kernel.py"
-        # eager only and two correctness trials: this script is about timing, not verdicts
+        # eager only and one correctness trial: this script is about timing, not verdicts
         options = EvalOptions(device="cuda", precision=args.precision, cache_dir=cache, no_cache=True,
-                              trials=2, baselines=("eager",))
+                              trials=1, baselines=("eager",))
         repeats = args.repeats if name in args.repeat_examples.split(",") else 1
         with Evaluator(problem, options, progress=lambda m: print(f"  [{name}] {m}", flush=True)) as evaluator:
             evaluations = [evaluator.evaluate(kernel) for _ in range(repeats)]
         first = evaluations[0]
         bench_ms = do_bench_eager(problem, args.precision)
         eager_ms = first.timing.eager_ms
+        eager_stats = first.timing.baselines.get("eager")
         row = {
             "example": name, "status": [e.status for e in evaluations],
             "candidate_ms": [e.timing.runtime_ms for e in evaluations],
@@ -82,7 +83,9 @@ def main() -> int:
             "eager_vs_do_bench": (eager_ms / bench_ms - 1) if eager_ms else None,
             "launch_bound": bench_ms < LAUNCH_BOUND_MS,
             "speedup_eager": first.timing.speedup_eager, "speedup_compile": first.timing.speedup_compile,
-            "eager_trials": first.timing.baselines["eager"].trials if first.timing.baselines.get("eager") else None,
+            "eager_trials": eager_stats.trials if eager_stats else None,
+            "eager_event_ms": eager_stats.event_median_ms if eager_stats else None,
+            "eager_host_ms": eager_stats.host_median_ms if eager_stats else None,
             "candidate_trials": first.timing.trials, "durations_s": first.durations_s,
             "message": first.message, "warnings": first.warnings,
         }
@@ -91,7 +94,10 @@ def main() -> int:
             row["repeat_spread"] = (max(times) - min(times)) / statistics.median(times)
             repeat_rows.append(row)
         rows.append(row)
-        print(f"{name}: {row['status'][0]} {first.message}", flush=True)
+        spread = f"; spread of {len(times)} medians {100 * row['repeat_spread']:.2f}%" if len(times) > 1 else ""
+        diff = f"{100 * row['eager_vs_do_bench']:+.1f}%" if row["eager_vs_do_bench"] is not None else "-"
+        print(f"{name}: {row['status']} cand {times} ms; eager {eager_ms} vs do_bench {bench_ms:.4f} ({diff}){spread}",
+              flush=True)
 
     # (c) one full evaluation of a small example, cold: fresh cache, default settings
     small_name, small_set = next(iter(SMALL.items()))
@@ -104,14 +110,16 @@ def main() -> int:
     print(f"device: {device_name}; torch {torch.__version__}; triton {triton.__version__}; "
           f"python {platform.python_version()}; precision {args.precision}; statistic: median")
     print("(b) eager baseline (evaluator) vs triton.testing.do_bench, and candidate timings")
-    header = f"{'example':<16}{'eager ms':>10}{'do_bench':>10}{'diff':>8}{'cand ms':>10}{'x eager':>9}{'x compile':>10}  note"
+    header = (f"{'example':<16}{'eager ms':>10}{'(events)':>10}{'(host)':>10}{'do_bench':>10}{'diff':>8}"
+              f"{'cand ms':>10}{'x eager':>9}  note")
     print(header)
+    nan = float("nan")
     for row in rows:
         diff = f"{100 * row['eager_vs_do_bench']:+.1f}%" if row["eager_vs_do_bench"] is not None else "-"
         cand = row["candidate_ms"][0]
-        print(f"{row['example']:<16}{row['eager_ms'] or float('nan'):>10.4f}{row['do_bench_eager_ms']:>10.4f}{diff:>8}"
-              f"{cand or float('nan'):>10.4f}{row['speedup_eager'] or float('nan'):>9.3f}"
-              f"{row['speedup_compile'] or float('nan'):>10.3f}  {'launch-bound' if row['launch_bound'] else ''}")
+        print(f"{row['example']:<16}{row['eager_ms'] or nan:>10.4f}{row['eager_event_ms'] or nan:>10.4f}"
+              f"{row['eager_host_ms'] or nan:>10.4f}{row['do_bench_eager_ms']:>10.4f}{diff:>8}"
+              f"{cand or nan:>10.4f}{row['speedup_eager'] or nan:>9.3f}  {'launch-bound' if row['launch_bound'] else ''}")
     print(f"(a) the same candidate in {args.repeats} fresh worker processes: spread of medians")
     for row in repeat_rows:
         print(f"{row['example']:<16} medians {', '.join(f'{t:.4f}' for t in row['candidate_ms'])} ms; "

@@ -81,6 +81,8 @@ class TimingStats:
     max_ms: float
     trials: int
     host_flagged_trials: int = 0
+    event_median_ms: float | None = None  # CUDA events alone
+    host_median_ms: float | None = None  # host clock alone, less the empty-region overhead
 
 
 @dataclass

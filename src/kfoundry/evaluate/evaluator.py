@@ -112,7 +112,8 @@ class Evaluator:
     def prepare(self) -> PreparedProblem:
         if self.prepared is not None:
             return self.prepared
-        self.pool.prestart()  # the candidate's worker starts while the reference runs
+        if self.device == "cpu":
+            self.pool.prestart()  # the candidate's worker starts while the reference runs
         self._exchange = Path(tempfile.mkdtemp(prefix="kfoundry-exchange-"))
         opts = self.options
         job = {
@@ -148,6 +149,7 @@ class Evaluator:
             detail = result.get("internal_error") or outcome.stderr_tail[-1500:] or f"exit code {outcome.returncode}"
             raise ProblemError(f"the reference process failed in phase {outcome.phase}: {detail}")
         self.prepared = PreparedProblem(self.source, result, self._exchange, len(self.trial_seeds))
+        self.pool.prestart()
         return self.prepared
 
     # -- the candidate side ---------------------------------------------------------------
@@ -161,7 +163,9 @@ class Evaluator:
             raise CandidateFileError(f"cannot read candidate file {path}: {exc}") from None
         prepared = self.prepare()
         evaluation = self._new_evaluation(path.resolve())
-        worker = self.pool.take(keep_spare=self.spare)
+        # On a GPU no worker starts while another is timed (its start-up would disturb the
+        # timing): the next spare starts once this candidate's worker is done.
+        worker = self.pool.take(keep_spare=self.spare and self.device == "cpu")
         try:
             for k in range(len(self.trial_seeds)):
                 shutil.copy(prepared.exchange / f"inputs_{k}.pt", worker.workdir / f"inputs_{k}.pt")
@@ -180,6 +184,8 @@ class Evaluator:
             }
             self.progress(f"candidate: {path.name} in a fresh worker")
             outcome = worker.run(job, self.options.timeout_s)
+            if self.spare and self.device != "cpu":
+                self.pool.prestart()
             self._judge(evaluation, outcome, worker.workdir)
         finally:
             worker.close()

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from kfoundry.types import TimingStats
 
-TIMING_METHOD_VERSION = 2
+TIMING_METHOD_VERSION = 3
+WARMUP_S = 0.25  # long enough for the GPU to reach its steady clocks before the first timed trial
 TIMING_METHOD = (
     "per trial: L2 flush, device sync, CUDA events around one call, device sync; "
     "trial time = max(event time, host time minus empty-region overhead); median over trials"
@@ -35,7 +36,8 @@ def quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def summarize(times_ms: list[float], flagged: int = 0) -> TimingStats:
+def summarize(times_ms: list[float], flagged: int = 0, event_ms: list[float] | None = None,
+              host_ms: list[float] | None = None) -> TimingStats:
     values = sorted(times_ms)
     return TimingStats(
         median_ms=statistics.median(values),
@@ -45,6 +47,8 @@ def summarize(times_ms: list[float], flagged: int = 0) -> TimingStats:
         max_ms=values[-1],
         trials=len(values),
         host_flagged_trials=flagged,
+        event_median_ms=statistics.median(event_ms) if event_ms else None,
+        host_median_ms=statistics.median(host_ms) if host_ms else None,
     )
 
 
@@ -83,19 +87,22 @@ class GpuTimer:
         """Time fn() over up to `trials` trials (fewer if they would exceed budget_s); returns
         the statistics and the output of the last timed run."""
         torch = self.torch
-        out = None
-        warm_start = time.perf_counter()
-        for i in range(max(1, warmup)):
-            if i == 1:
-                warm_start = time.perf_counter()  # the first call may compile: not an estimate
-            out = fn()
+        out = fn()  # the first call may compile or autotune: not part of any estimate
         torch.cuda.synchronize(self.device)
-        per_run = (time.perf_counter() - warm_start) / max(1, warmup - 1)
+        runs, warm_start = 0, time.perf_counter()
+        while runs < warmup or time.perf_counter() - warm_start < WARMUP_S:
+            self.flush()
+            out = fn()
+            torch.cuda.synchronize(self.device)
+            runs += 1
+            if time.perf_counter() - warm_start > budget_s / 4:
+                break  # a very long run: enough warming
+        per_run = (time.perf_counter() - warm_start) / runs
         count = trials
         if per_run * trials > budget_s:
             count = max(MIN_TRIALS, int(budget_s / max(per_run, 1e-9)))
         count = min(count, trials)
-        times, flagged = [], 0
+        times, events, hosts, flagged = [], [], [], 0
         for _ in range(count):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self.flush()
@@ -110,7 +117,9 @@ class GpuTimer:
             if host_ms > FLAG_RATIO * event_ms + FLAG_MARGIN_MS:
                 flagged += 1
             times.append(max(event_ms, host_ms))
-        return summarize(times, flagged), out
+            events.append(event_ms)
+            hosts.append(host_ms)
+        return summarize(times, flagged, events, hosts), out
 
 
 def peak_memory(device, fn: Callable[[], Any]) -> int:
