@@ -30,6 +30,7 @@ import torch  # noqa: E402
 
 from kfoundry import problem as problems  # noqa: E402
 from kfoundry.evaluate import EvalOptions, Evaluator  # noqa: E402
+from kfoundry.types import to_jsonable  # noqa: E402
 
 LAUNCH_BOUND_MS = 0.1
 SMALL = {"row_softmax": {"batch_size": 64, "dim": 1000}}
@@ -79,6 +80,8 @@ def main() -> int:
         row = {
             "example": name, "status": [e.status for e in evaluations],
             "candidate_ms": [e.timing.runtime_ms for e in evaluations],
+            "candidate_stats": [e.timing.candidate for e in evaluations],
+            "eager_stats": first.timing.baselines.get("eager"),
             "eager_ms": eager_ms, "compile_ms": first.timing.compile_ms, "do_bench_eager_ms": bench_ms,
             "eager_vs_do_bench": (eager_ms / bench_ms - 1) if eager_ms else None,
             "launch_bound": bench_ms < LAUNCH_BOUND_MS,
@@ -129,11 +132,11 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = args.out / f"timing_fidelity-{stamp}.json"
-    path.write_text(json.dumps({
+    path.write_text(json.dumps(to_jsonable({
         "device": device_name, "torch": torch.__version__, "triton": triton.__version__,
         "python": platform.python_version(), "precision": args.precision, "examples": rows,
         "evaluation_cost": cost,
-    }, indent=2, default=str))
+    }), indent=2, default=str))
     print(f"wrote {path}")
     return 0
 

@@ -83,6 +83,9 @@ class TimingStats:
     host_flagged_trials: int = 0
     event_median_ms: float | None = None  # CUDA events alone
     host_median_ms: float | None = None  # host clock alone, less the empty-region overhead
+    warmup_runs: int | None = None
+    warmup_s: float | None = None
+    sm_clock_mhz: list[int | None] | None = None  # SM clock (NVML) before and after the timed trials
 
 
 @dataclass

@@ -63,3 +63,72 @@ def test_example_is_timed_on_cuda(examples_dir):
     assert timing.compile_ms is None  # only eager was asked for
     assert timing.device and timing.device == evaluation.device_facts.name
     assert " ms median over " in evaluation.message and "vs eager" in evaluation.message
+
+
+class _FakeCuda:
+    """Stands in for torch.cuda so GpuTimer's logic (warm-up, trial count, flags) runs on CPU:
+    each event pair reports `event_ms`, while fn() really sleeps for `host_ms`."""
+
+    def __init__(self, event_ms):
+        self.event_ms = event_ms
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=True):
+                pass
+
+            def record(self):
+                pass
+
+            def elapsed_time(self, end):
+                return fake.event_ms
+
+        self.Event = Event
+
+    def synchronize(self, device=None):
+        pass
+
+    def clock_rate(self, device=None):
+        return 1980
+
+
+class _FakeTorch:
+    def __init__(self, event_ms):
+        self.cuda = _FakeCuda(event_ms)
+
+
+def _fake_timer(event_ms):
+    from kfoundry.evaluate.timing import GpuTimer
+
+    timer = GpuTimer.__new__(GpuTimer)
+    timer.torch, timer.device, timer.host_overhead_ms = _FakeTorch(event_ms), "cuda:0", 0.0
+    timer.flush = lambda: None
+    return timer
+
+
+def test_timer_logic_counts_trials_and_takes_the_event_time_when_host_agrees():
+    timer = _fake_timer(event_ms=5.0)  # fn takes ~0 ms of host time: events decide
+    calls = []
+    stats, out = timer.time(lambda: calls.append(1) or len(calls), trials=25, budget_s=1.0)
+    assert stats.trials == 25 and stats.median_ms == 5.0 and stats.host_flagged_trials == 0
+    assert stats.warmup_runs >= 10 and stats.warmup_s >= 0.25  # warm-up ran before the trials
+    assert out == len(calls)  # the output of the last timed run comes back
+    assert stats.sm_clock_mhz == [1980, 1980]
+
+
+def test_timer_logic_flags_work_the_events_do_not_see():
+    import time
+
+    timer = _fake_timer(event_ms=0.001)  # events see nothing (work on another stream) ...
+    stats, _ = timer.time(lambda: time.sleep(0.002), trials=12, budget_s=1.0)  # ... the host sees 2 ms
+    assert stats.host_flagged_trials == stats.trials == 12
+    assert stats.median_ms >= 2.0  # host time is used
+    assert stats.event_median_ms == 0.001
+
+
+def test_timer_takes_fewer_trials_when_runs_are_long():
+    import time
+
+    timer = _fake_timer(event_ms=0.0)
+    stats, _ = timer.time(lambda: time.sleep(0.02), trials=100, budget_s=0.4)
+    assert 10 <= stats.trials < 100  # 100 x 20 ms would exceed the 0.4 s budget; at least 10 are kept

@@ -15,8 +15,11 @@ from typing import Any, Callable
 
 from kfoundry.types import TimingStats
 
-TIMING_METHOD_VERSION = 3
-WARMUP_S = 0.25  # long enough for the GPU to reach its steady clocks before the first timed trial
+TIMING_METHOD_VERSION = 4
+WARMUP_S = 0.25  # at least this much warm-up, so the GPU leaves its idle clocks
+STABLE_BATCH = 10  # then warm-up batches of this many trials ...
+STABLE_TOLERANCE = 0.02  # ... until two in a row have medians this close
+STABLE_LIMIT_S = 2.0  # ... or this much time has passed
 TIMING_METHOD = (
     "per trial: L2 flush, device sync, CUDA events around one call, device sync; "
     "trial time = max(event time, host time minus empty-region overhead); median over trials"
@@ -81,45 +84,72 @@ class GpuTimer:
     def flush(self) -> None:
         self.flush_buffer.zero_()
 
+    def trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
+        """One timed run: (event ms, host ms less the empty-region overhead, output)."""
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.flush()
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        start.record()
+        out = fn()
+        end.record()
+        torch.cuda.synchronize(self.device)
+        host_ms = (time.perf_counter() - t0) * 1e3 - self.host_overhead_ms
+        return start.elapsed_time(end), host_ms, out
+
+    def warm_up(self, fn: Callable[[], Any], budget_s: float) -> tuple[int, float]:
+        """Run timed-like trials for at least WARMUP_S, then in batches until two batches in a
+        row agree within STABLE_TOLERANCE (clocks settled), for at most a quarter of the budget.
+        Returns (runs, seconds)."""
+        started = time.perf_counter()
+        self.trial(fn)
+        one = time.perf_counter() - started
+        limit = min(STABLE_LIMIT_S, budget_s / 4)
+        size = max(1, min(STABLE_BATCH, int(limit / 4 / max(one, 1e-9))))  # long runs: smaller batches
+        runs, previous = 1, None
+        while True:
+            batch = [self.trial(fn)[0] for _ in range(size)]
+            runs += size
+            elapsed = time.perf_counter() - started
+            current = statistics.median(batch)
+            settled = previous is not None and abs(current - previous) <= STABLE_TOLERANCE * previous
+            if elapsed >= limit or (elapsed >= WARMUP_S and settled):
+                return runs, elapsed
+            previous = current
+
+    def clock_mhz(self) -> int | None:
+        try:
+            return int(self.torch.cuda.clock_rate(self.device))
+        except Exception:  # needs NVML (pynvml); a diagnostic only
+            return None
+
     def time(
-        self, fn: Callable[[], Any], trials: int = 100, budget_s: float = DEFAULT_BUDGET_S, warmup: int = 3
+        self, fn: Callable[[], Any], trials: int = 100, budget_s: float = DEFAULT_BUDGET_S
     ) -> tuple[TimingStats, Any]:
         """Time fn() over up to `trials` trials (fewer if they would exceed budget_s); returns
         the statistics and the output of the last timed run."""
-        torch = self.torch
         out = fn()  # the first call may compile or autotune: not part of any estimate
-        torch.cuda.synchronize(self.device)
-        runs, warm_start = 0, time.perf_counter()
-        while runs < warmup or time.perf_counter() - warm_start < WARMUP_S:
-            self.flush()
-            out = fn()
-            torch.cuda.synchronize(self.device)
-            runs += 1
-            if time.perf_counter() - warm_start > budget_s / 4:
-                break  # a very long run: enough warming
-        per_run = (time.perf_counter() - warm_start) / runs
+        self.torch.cuda.synchronize(self.device)
+        warm_runs, warm_s = self.warm_up(fn, budget_s)
+        per_run = warm_s / warm_runs
         count = trials
         if per_run * trials > budget_s:
             count = max(MIN_TRIALS, int(budget_s / max(per_run, 1e-9)))
         count = min(count, trials)
+        clock_start = self.clock_mhz()
         times, events, hosts, flagged = [], [], [], 0
         for _ in range(count):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            self.flush()
-            torch.cuda.synchronize(self.device)
-            t0 = time.perf_counter()
-            start.record()
-            out = fn()
-            end.record()
-            torch.cuda.synchronize(self.device)
-            host_ms = (time.perf_counter() - t0) * 1e3 - self.host_overhead_ms
-            event_ms = start.elapsed_time(end)
+            event_ms, host_ms, out = self.trial(fn)
             if host_ms > FLAG_RATIO * event_ms + FLAG_MARGIN_MS:
                 flagged += 1
             times.append(max(event_ms, host_ms))
             events.append(event_ms)
             hosts.append(host_ms)
-        return summarize(times, flagged, events, hosts), out
+        stats = summarize(times, flagged, events, hosts)
+        stats.warmup_runs, stats.warmup_s = warm_runs, round(warm_s, 4)
+        stats.sm_clock_mhz = [clock_start, self.clock_mhz()]
+        return stats, out
 
 
 def peak_memory(device, fn: Callable[[], Any]) -> int:
