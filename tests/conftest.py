@@ -70,7 +70,9 @@ def affine_evaluator(problems_dir):
     """One Evaluator for problems/affine.py (reference prepared once) shared by the whole session."""
     from kfoundry.evaluate import EvalOptions, Evaluator
 
-    options = EvalOptions(device="cpu", trials=2, seed=AFFINE_SEED, timeout_s=120)
+    # guard off: these fixtures exercise the evaluator's own verdicts, and many of them compute with
+    # PyTorch or read the environment on purpose (tests/guard/ tests the guard)
+    options = EvalOptions(device="cpu", trials=2, seed=AFFINE_SEED, timeout_s=120, guard=False)
     evaluator = Evaluator(problems_dir / "affine.py", options)
     yield evaluator
     evaluator.close()

@@ -45,6 +45,11 @@ def render_evaluation(evaluation, console: Console) -> None:
     console.print(f"[bold {colour}]{evaluation.status}[/]  {evaluation.message}", highlight=False)
     for warning in evaluation.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    for finding in evaluation.guard.get("findings", []):
+        where = f"line {finding['line']}: " if finding.get("line") else ""
+        console.print(f"[red]guard[/] [{finding['rule']}] {where}{finding['message']}", highlight=False)
+        if finding.get("advice"):
+            console.print(f"      instead: {finding['advice']}", highlight=False, style="dim")
     c, t = evaluation.correctness, evaluation.timing
     table = Table(title="correctness", show_header=False, title_justify="left")
     table.add_row("trials passed", f"{c.trials_passed} of {len(c.seeds)} (seed {evaluation.settings.get('seed')})")
@@ -103,6 +108,7 @@ def eval_command(
     timing_trials: int = typer.Option(100, help="Timed trials on a GPU (fewer if one run is very long)."),
     baselines: str = typer.Option("eager,compile", help="Baselines to time: eager, compile, compile-max-autotune, compile-reduce-overhead."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-measure the baselines instead of using the cache."),
+    policy: str = typer.Option("strict", help="strict: all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
@@ -118,7 +124,7 @@ def eval_command(
             device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout, seed=seed,
             eval_mode=eval_mode, set_values=parse_set_values(set_), timing_trials=timing_trials,
             baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()), no_cache=no_cache,
-            wrapper=wrapper.split() if wrapper else None,
+            wrapper=wrapper.split() if wrapper else None, policy=policy,
         )
         if as_json:
             evaluation = evaluate(problem, candidate, options)

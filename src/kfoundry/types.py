@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("ok", "compile_error", "runtime_error", "wrong_output", "cheating", "timeout", "crash")
-PHASES = ("start", "load", "init", "compile", "correctness", "timing")
+PHASES = ("start", "load", "init", "compile", "correctness", "guard", "timing")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -123,6 +123,7 @@ class Evaluation:
     candidate: str = ""
     device: str = ""
     error: dict[str, Any] | None = None  # structured error details: type, file, line, text, traceback
+    guard: dict[str, Any] = field(default_factory=dict)  # policy, findings, warnings, what ran
     cost: ProblemCost | None = None
     device_facts: DeviceFacts | None = None
     settings: dict[str, Any] = field(default_factory=dict)

@@ -145,8 +145,8 @@ def test_cuda_candidate_on_cpu_needs_a_gpu(affine_eval):
         ("wrong_constant.py", ["values off", "e(candidate)="], [0, 0]),
         ("fp16_compute.py", ["values off", "outside atol=rtol=0.0001"], None),
         ("transposed_output.py", ["shape (250, 4) but the reference's is (4, 250)"], None),
-        ("inplace_input.py", ["forward changed its input 0 in place"], None),
         ("two_outputs.py", ["forward returned 2 output(s) but the reference returns 1"], None),
+        ("inplace_input.py", ["forward changed its input 0 in place"], None),
     ],
 )
 def test_wrong_output(affine_eval, name, fragments, first_bad):
@@ -178,7 +178,8 @@ def test_fp16_arithmetic_fails_the_fp32_tolerance(affine_eval):
 
 
 def test_inplace_candidate_had_right_values(affine_eval):
-    # its output is right: only the input check catches it
+    # its output is right: only the input check catches it (wrong_output here, without the guard;
+    # the guard names it cheating: tests/guard/test_corpus.py, dyn_inplace_input.py)
     evaluation = affine_eval("inplace_input.py")
     assert "values off" not in evaluation.message
 
@@ -231,7 +232,7 @@ def test_candidate_does_not_see_secrets(monkeypatch, problems_dir, candidates_di
     monkeypatch.setenv("KF_TEST_VISIBLE", "1")  # a harmless variable: it must get through
     # a fresh evaluation: its workers start now, with this environment
     evaluation = kfoundry.evaluate(problems_dir / "affine.py", candidates_dir / "secret_probe.py",
-                                   device="cpu", trials=1)
+                                   device="cpu", trials=1, guard=False)  # it reads os.environ on purpose
     assert evaluation.status == "ok", evaluation.message
     assert os.environ["KF_TEST_API_KEY"] == "sk-test-123"  # the parent keeps its own
 
@@ -242,9 +243,8 @@ def test_monkey_patching_torch_in_the_candidate_cannot_bend_the_verdict(examples
     with Evaluator(problem, options) as evaluator:
         patched = evaluator.evaluate(candidates_dir / "patches_softmax.py")
         honest = evaluator.evaluate(examples_dir / "row_softmax" / "kernel.py")
-    assert patched.status == "wrong_output", patched.message
-    assert "values off" in patched.message
-    assert "(0.01 vs reference" in patched.message  # the uniform 1/100 it computed
+    assert patched.status == "cheating", patched.message  # the guard reads its source: it never runs
+    assert [f["rule"] for f in patched.guard["findings"]][:1] == ["monkey-patch"]
     assert honest.status == "ok", honest.message
     # the parent never imported the candidate
     assert not torch.allclose(torch.zeros(2), torch.ones(2))
@@ -443,16 +443,14 @@ def test_cuda_load_inline_candidate_is_ok_on_gpu(examples_dir, fixtures_dir):
 
 
 @pytest.mark.gpu
-def test_work_on_a_side_stream_is_timed_by_the_host_clock(examples_dir, fixtures_dir):
+def test_work_on_a_side_stream_is_caught(examples_dir, fixtures_dir):
     problem = examples_dir / "pointwise_chain" / "problem.py"
     options = dict(device="cuda", trials=2, timing_trials=30, baselines=("eager",), set_values={"batch_size": 4096, "dim": 4096})
     honest = kfoundry.evaluate(problem, examples_dir / "pointwise_chain" / "kernel.py", **options)
     hidden = kfoundry.evaluate(problem, fixtures_dir / "gpu" / "side_stream_chain.py", **options)
-    assert honest.status == "ok" and hidden.status == "ok", (honest.message, hidden.message)
-    assert hidden.timing.candidate.host_flagged_trials > 0
-    assert any("another stream" in w for w in hidden.warnings)
-    # 20 launches of the same kernel: by the host clock it cannot be faster than the honest single launch
-    assert hidden.timing.runtime_ms > 5 * honest.timing.runtime_ms
+    assert honest.status == "ok", honest.message
+    assert hidden.status == "cheating", hidden.message
+    assert any(f["rule"] == "side-stream" for f in hidden.guard["findings"]), hidden.guard
 
 
 @pytest.mark.gpu

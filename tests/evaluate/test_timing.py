@@ -65,44 +65,19 @@ def test_example_is_timed_on_cuda(examples_dir):
     assert " ms median over " in evaluation.message and "vs eager" in evaluation.message
 
 
-class _FakeCuda:
-    """Stands in for torch.cuda so GpuTimer's logic (warm-up, trial count, flags) runs on CPU:
-    each event pair reports `event_ms`, while fn() really sleeps for `host_ms`."""
-
-    def __init__(self, event_ms):
-        self.event_ms = event_ms
-        fake = self
-
-        class Event:
-            def __init__(self, enable_timing=True):
-                pass
-
-            def record(self):
-                pass
-
-            def elapsed_time(self, end):
-                return fake.event_ms
-
-        self.Event = Event
-
-    def synchronize(self, device=None):
-        pass
-
-    def clock_rate(self, device=None):
-        return 1980
-
-
-class _FakeTorch:
-    def __init__(self, event_ms):
-        self.cuda = _FakeCuda(event_ms)
-
-
 def _fake_timer(event_ms):
+    """A GpuTimer whose primitives are stand-ins, so its logic (warm-up, trial count, flags) runs
+    on CPU: every event pair reports `event_ms`, while fn() really takes its host time."""
     from kfoundry.evaluate.timing import GpuTimer
 
     timer = GpuTimer.__new__(GpuTimer)
-    timer.torch, timer.device, timer.host_overhead_ms = _FakeTorch(event_ms), "cuda:0", 0.0
+    timer.device, timer.host_overhead_ms = "cuda:0", 0.0
     timer.flush = lambda: None
+    timer._event = lambda: object()
+    timer._sync = lambda: None
+    timer._record = lambda event: None
+    timer._elapsed_time = lambda start, end: event_ms
+    timer.clock_mhz = lambda: 1980
     return timer
 
 

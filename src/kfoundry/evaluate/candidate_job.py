@@ -14,8 +14,11 @@ from typing import Any
 import torch
 
 from kfoundry import problem as problems
+import kfoundry.evaluate.timing  # noqa: F401  (takes the timing functions before any candidate runs)
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
 from kfoundry.evaluate.reference_job import clone_inputs, plain, synchronize
+from kfoundry.guard.dynamic import (LaunchTracker, OpRecorder, cuda_kernel_names, global_state, library_kernels,
+                                    profile_kernels, state_changes)
 from kfoundry.types import to_jsonable
 
 CANDIDATE_MODULE = "kfoundry_candidate"
@@ -66,6 +69,8 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             "torch.utils.cpp_extension, which cannot run on the CPU (evaluate it with --device cuda on a GPU machine)",
             "error": {"type": "NeedsGPU", "phase": "load"},
         }
+    state_before = global_state()  # before any of the candidate's code runs
+    tracker = LaunchTracker().install()
     try:
         module = problems.load_module(Path(path), source, CANDIDATE_MODULE)
     except SyntaxError as exc:
@@ -86,36 +91,96 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     except BaseException as exc:
         return describe_exception(exc, path, "init")
 
-    def load_inputs(k: int) -> list:
+    def load_inputs(name: str) -> list:
         return [x.to(device) if isinstance(x, torch.Tensor) else x
-                for x in torch.load(workdir / f"inputs_{k}.pt", weights_only=False)]
+                for x in torch.load(workdir / f"inputs_{name}.pt", weights_only=False)]
+
+    def run(inputs: list, seed: int, recorder: OpRecorder | None = None) -> Any:
+        poison(job.get("output_meta"), device)
+        problems.seed_everything(seed)  # the reference's random state for this input set
+        tracker.protected = {id(x) for x in inputs}
+        with torch.no_grad():
+            if recorder is None:
+                out = model(*inputs)
+            else:
+                with recorder:
+                    out = model(*inputs)
+        synchronize(device)
+        return out
+
+    def save(name: str, out: Any, inputs: list) -> None:
+        torch.save({"output": plain(out), "inputs_after": plain(inputs)}, workdir / f"{name}.pt")
 
     # Triton and load_inline compile on the first call: give that its own phase (and time)
     channel.phase("compile")
     phase = "compile"
+    seeds = job["trial_seeds"]
+    guard: dict[str, Any] = {}
     try:
-        with torch.no_grad():
-            model(*load_inputs(0))
-        synchronize(device)
+        run(load_inputs("0"), seeds[0])
         channel.phase("correctness")
         phase = "correctness"
-        for k in range(len(job["trial_seeds"])):
-            inputs = load_inputs(k)
-            poison(job.get("output_meta"), device)
-            problems.seed_everything(job["trial_seeds"][k])  # the reference's random state for this trial
-            with torch.no_grad():
-                out = model(*inputs)
-            synchronize(device)
-            torch.save({"output": plain(out), "inputs_after": plain(inputs)}, workdir / f"outputs_{k}.pt")
+        recorder = OpRecorder(tracker)
+        launches = []
+        for k, seed in enumerate(seeds):
+            inputs = load_inputs(str(k))
+            before = tracker.launches
+            out = run(inputs, seed, recorder)
+            launches.append(tracker.launches - before)
+            save(f"outputs_{k}", out, inputs)
             del out
-        result: dict[str, Any] = {"status": "ran"}
+        guard.update(launches_per_trial=launches, extension_calls=tracker.extension_calls,
+                     ops=recorder.ops, compute_ops=recorder.compute_ops(), kernel_names=sorted(tracker.kernel_names))
+
+        channel.phase("guard")
+        phase = "guard"
+        guard_runs(job, tracker, run, save, load_inputs, guard, device, source)
+        guard["state_changes"] = state_changes(state_before, global_state())
+        result: dict[str, Any] = {"status": "ran", "guard": guard}
         if job.get("timing") and device.startswith("cuda"):
             phase = "timing"
             channel.phase("timing")
             result["timing"] = time_candidate(job, model, workdir, device)
     except BaseException as exc:
         return describe_exception(exc, path, phase)
+    finally:
+        tracker.uninstall()
     return result
+
+
+def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[str, Any], device: str,
+               source: str) -> None:
+    """The extra runs the guard judges: kernels off (ghost), new data in the same tensors and the
+    same data in new tensors (caching), sparse outliers (shortcuts), and on a GPU the kernel list."""
+    seeds, probe_seed = job["trial_seeds"], job["probe_seed"]
+    inputs = load_inputs("0")
+    tracker.ghost = True
+    try:
+        save("ghost_output", run(inputs, seeds[0]), inputs)
+    finally:
+        tracker.ghost = False
+    # same addresses, new data: a result cached by address would come back
+    inputs = load_inputs("0")
+    run(inputs, seeds[0])
+    for target, fresh in zip(inputs, load_inputs("probe")):
+        if isinstance(target, torch.Tensor) and isinstance(fresh, torch.Tensor) and target.shape == fresh.shape:
+            target.copy_(fresh)
+    save("cache_refill", run(inputs, probe_seed), inputs)
+    # the same data at new addresses, the old tensors still alive
+    moved = load_inputs("probe")
+    save("cache_moved", run(moved, probe_seed), moved)
+    del inputs, moved
+    outliers = load_inputs("outlier")
+    save("outlier_output", run(outliers, probe_seed + 1), outliers)
+    if device.startswith("cuda"):
+        inputs = load_inputs("0")
+        try:
+            profile = profile_kernels(lambda: run(inputs, seeds[0]))
+            own = set(tracker.kernel_names) | cuda_kernel_names(source)
+            guard.update(kernels=[k["name"] for k in profile["kernels"]], streams=profile["streams"],
+                         library_kernels=library_kernels(profile["kernels"], own))
+        except Exception as exc:  # the profiler is a check, not a requirement
+            guard["profile_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def time_candidate(job: dict[str, Any], model, workdir: Path, device: str) -> dict[str, Any]:
@@ -123,7 +188,7 @@ def time_candidate(job: dict[str, Any], model, workdir: Path, device: str) -> di
 
     timing = job["timing"]
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x
-              for x in torch.load(workdir / "inputs_0.pt", weights_only=False)]
+              for x in torch.load(workdir / "inputs_0.pt", weights_only=False)]  # the baselines' inputs
     run_inputs = clone_inputs(inputs)
 
     def call():

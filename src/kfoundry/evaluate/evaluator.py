@@ -23,11 +23,14 @@ from kfoundry.errors import CandidateFileError, ProblemError
 from kfoundry.evaluate.compare import Comparison, IndexSource, compare_outputs, flatten_outputs
 from kfoundry.evaluate.options import EvalOptions, resolve_device
 from kfoundry.evaluate.process import Worker, WorkerOutcome, WorkerPool, default_memory_limit
+from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
 from kfoundry.evaluate.timing import TIMING_METHOD
+from kfoundry.guard.findings import Finding
 from kfoundry.problem import ProblemSource, read_problem
 from kfoundry.types import (CorrectnessReport, DeviceFacts, Evaluation, ProblemCost, TimingReport,
                             TimingStats)
 
+HIDDEN_SETS = ("probe", "outlier")  # input sets the guard uses, never the trials
 CPU_TIMING_REASON = "no GPU: the interpreter is not a performance measurement"
 Progress = Callable[[str], None]
 
@@ -70,19 +73,21 @@ class PreparedProblem:
         self.source = source
         self.exchange = exchange
         self.warnings: list[str] = result["warnings"]
+        self.weak: dict[str, bool] = result.get("weak", {})
         self.truth_status: str = result["truth"]
         self.output_meta = result["output_meta"]
         self.cost = ProblemCost(**result["cost"])
         self.device_facts = DeviceFacts(**result["device_facts"])
         self.baselines: dict[str, Any] | None = result.get("baselines")
-        self.inputs = [_load(exchange / f"inputs_{k}.pt") for k in range(trials)]
-        self.expected = []
-        for k in range(trials):
-            path = exchange / f"expected_{k}.pt"
+        self.names = [str(k) for k in range(trials)] + list(HIDDEN_SETS)
+        self.inputs = {name: _load(exchange / f"inputs_{name}.pt") for name in self.names}
+        self.expected = {}
+        for name in self.names:
+            path = exchange / f"expected_{name}.pt"
             data = torch.load(path, weights_only=True)
             path.unlink()  # gone from disk before any candidate runs
             data["index_sources"] = {int(i): IndexSource(**s) for i, s in data["index_sources"].items()}
-            self.expected.append(data)
+            self.expected[name] = data
 
 
 class Evaluator:
@@ -101,6 +106,7 @@ class Evaluator:
         self.base_seed = base
         self.init_seed = rng.randrange(2**31)
         self.trial_seeds = [rng.randrange(2**31) for _ in range(self.options.trials)]
+        self.probe_seed = rng.randrange(2**30)
         self.cache_dir = self.options.cache_dir or paths.cache_dir()
         memory = self.options.memory_limit_bytes or default_memory_limit()
         self.pool = WorkerPool(self.device, wrapper=self.options.wrapper, memory_limit_bytes=memory)
@@ -127,6 +133,7 @@ class Evaluator:
             "eval_mode": opts.eval_mode,
             "init_seed": self.init_seed,
             "trial_seeds": self.trial_seeds,
+            "probe_seed": self.probe_seed,
             "tolerance": opts.atol,
             "exchange_dir": str(self._exchange),
             "cache_dir": str(self.cache_dir),
@@ -158,17 +165,19 @@ class Evaluator:
         if not path.is_file():
             raise CandidateFileError(f"candidate file not found: {path}")
         try:
-            path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CandidateFileError(f"cannot read candidate file {path}: {exc}") from None
         prepared = self.prepare()
         evaluation = self._new_evaluation(path.resolve())
+        if self.options.guard and not static_guard(evaluation, text, self.options.policy):
+            return evaluation  # cheating by its source: it never runs
         # On a GPU no worker starts while another is timed (its start-up would disturb the
         # timing): the next spare starts once this candidate's worker is done.
         worker = self.pool.take(keep_spare=self.spare and self.device == "cpu")
         try:
-            for k in range(len(self.trial_seeds)):
-                shutil.copy(prepared.exchange / f"inputs_{k}.pt", worker.workdir / f"inputs_{k}.pt")
+            for name in prepared.names:
+                shutil.copy(prepared.exchange / f"inputs_{name}.pt", worker.workdir / f"inputs_{name}.pt")
             shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
             job = {
                 "kind": "candidate",
@@ -178,6 +187,7 @@ class Evaluator:
                 "eval_mode": self.options.eval_mode,
                 "init_seed": self.init_seed,
                 "trial_seeds": self.trial_seeds,
+                "probe_seed": self.probe_seed,
                 "output_meta": prepared.output_meta,
                 "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
                 if self.device != "cpu" else None,
@@ -219,6 +229,7 @@ class Evaluator:
         evaluation.settings = {
             "precision": opts.precision, "trials": opts.trials, "tolerance": opts.atol, "seed": self.base_seed,
             "eval_mode": opts.eval_mode, "set": self.source.overrides, "timeout_s": opts.timeout_s,
+            "policy": opts.policy,
             "timing_trials": opts.timing_trials, "baselines": list(opts.baselines),
             "python": platform.python_version(), "torch": torch_version, "triton": triton_version,
         }
@@ -253,24 +264,44 @@ class Evaluator:
             return
         self._notes: dict[str, tuple[str, list[str]]] = {}
         self._check_outputs(evaluation, workdir)
+        if evaluation.status == "ok" and self.options.guard:
+            dynamic_guard(self, evaluation, result.get("guard") or {}, workdir)
         if evaluation.status == "ok" and "timing" in result:
             self._check_timing(evaluation, result["timing"], workdir)
+            if evaluation.status == "ok" and self.options.guard:
+                timing_guard(self, evaluation)
         self._note_warnings(evaluation)
         if evaluation.status == "ok":
             evaluation.message = self._ok_message(evaluation)
 
+    def changed_input(self, name: str, data: dict[str, Any]) -> int | None:
+        """The first input the candidate changed in place where the reference does not change it."""
+        after = data.get("inputs_after") or []
+        changed = _inputs_changed(self.prepared.inputs[name], after)
+        if changed is None:
+            return None
+        reference_after = self.prepared.expected[name].get("inputs_after") or []
+        return None if _inputs_changed(reference_after, after) is None else changed
+
+    def compare(self, name: str, data: dict[str, Any]) -> Comparison:
+        """The candidate's output on input set `name` against the expected one."""
+        expected = self.prepared.expected[name]
+        return compare_outputs(data["output"], expected["reference"], expected["truth"],
+                               self.options.atol, self.options.atol, expected["index_sources"])
+
     def _compare_trial(self, evaluation: Evaluation, k: int, data: Any, label: str) -> bool:
-        prepared = self.prepared
-        expected = prepared.expected[k]
         report = evaluation.correctness
         if not isinstance(data, dict) or "output" not in data:
             return self._fail(evaluation, f"{label}: the worker returned no output", k)
-        changed = _inputs_changed(prepared.inputs[k], data.get("inputs_after") or [])
+        changed = self.changed_input(str(k), data)
         if changed is not None:
-            return self._fail(evaluation, f"{label}: forward changed its input {changed} in place "
-                              "(a forward must leave its inputs as they were)", k)
-        comparison: Comparison = compare_outputs(data["output"], expected["reference"], expected["truth"],
-                                                 self.options.atol, self.options.atol, expected["index_sources"])
+            message = f"{label}: forward changed its input {changed} in place, which the reference does not do"
+            if not self.options.guard:
+                return self._fail(evaluation, message, k)
+            fail_with(evaluation, [Finding("input-mutation", message)])
+            evaluation.correctness.failed_trial = k
+            return False
+        comparison = self.compare(str(k), data)
         for attr in ("max_abs_error", "max_rel_error", "mismatch_fraction", "error_ratio_candidate",
                      "error_ratio_reference"):
             value = comparison.worst(attr)
@@ -378,7 +409,7 @@ class Evaluator:
 
 def _durations(times: dict[str, float], elapsed: float, reference_s: float) -> dict[str, float]:
     """Seconds per phase of the candidate's worker (load covers import and Triton set-up)."""
-    order = ["start", "load", "init", "compile", "correctness", "timing", "end"]
+    order = ["start", "load", "init", "compile", "correctness", "guard", "timing", "end"]
     marks = [(name, times[name]) for name in order if name in times]
     out = {"reference_s": round(reference_s, 3), "candidate_total_s": round(elapsed, 3)}
     for (name, t0), (_, t1) in zip(marks, marks[1:]):

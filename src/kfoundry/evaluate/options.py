@@ -31,6 +31,8 @@ class EvalOptions:
     reference_timeout_s: float = 1800.0
     measure_device: bool = True
     memory_limit_bytes: int | None = None  # CPU workers; None: kfoundry.evaluate.process default
+    policy: str = "strict"  # strict: all computation in the candidate's kernels; permissive: PyTorch compute warns
+    guard: bool = True  # False only to judge plain correctness (harness tests, the reference against itself)
 
     @property
     def atol(self) -> float:
@@ -47,6 +49,9 @@ class EvalOptions:
             raise UsageError("--tolerance must be a positive number")
         if self.timeout_s <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
+        from kfoundry.guard.policy import check_policy
+
+        check_policy(self.policy)
         unknown = [b for b in self.baselines if b not in BASELINE_NAMES]
         if unknown:
             raise UsageError(f"unknown baseline(s) {', '.join(unknown)}: choose from {', '.join(BASELINE_NAMES)}")

@@ -66,9 +66,37 @@ def near_zero(value: Any, tol: float) -> bool:
     return bool(leaves) and all(bool((x.double().abs() <= tol).all()) for x in leaves)
 
 
+def with_outliers(inputs: list, seed: int, fraction: float = 1e-3) -> list:
+    """A copy of the inputs with a sparse set of large values in each floating tensor."""
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
+            y = x.detach().clone()
+            flat = y.view(-1) if y.is_contiguous() else y.reshape(-1)
+            count = max(1, int(flat.numel() * fraction))
+            index = torch.randint(0, flat.numel(), (count,), generator=generator).to(flat.device)
+            signs = (torch.randint(0, 2, (count,), generator=generator) * 2 - 1).to(flat.device, flat.dtype)
+            magnitude = 10.0 * max(1.0, float(x.detach().abs().max()))
+            flat[index] = signs * magnitude
+            if not y.is_contiguous():
+                y = flat.view(y.shape)
+            out.append(y)
+        else:
+            out.append(x)
+    return out
+
+
 NONDETERMINISTIC = (
     "weak problem: the reference's output differs between two identical runs "
     "(random ops such as Dropout in training mode; try --eval-mode): no candidate can match it reliably"
+)
+
+
+NEAR_ZERO_PREFIX = "weak problem: every reference output is within the tolerance"
+INPUT_INDEPENDENT = (
+    "weak problem: the reference's output does not depend on its inputs "
+    "(two different input sets give the same output), so a kernel can return a constant"
 )
 
 
@@ -86,20 +114,14 @@ def weak_problem_warnings(model, module, job, inputs0, ref0, refs, tol) -> list[
     device, dtype = job["device"], problems.torch_dtype(job["precision"])
     warnings = []
     if all(near_zero(r, tol) for r in refs):
-        warnings.append(
-            f"weak problem: every reference output is within the tolerance ({tol:g}) of zero, "
-            "so a kernel that writes zeros passes"
-        )
+        warnings.append(f"{NEAR_ZERO_PREFIX} ({tol:g}) of zero, so a kernel that writes zeros passes")
     other_seed = job["trial_seeds"][1] if len(job["trial_seeds"]) > 1 else job["trial_seeds"][0] + 1
     other_inputs = problems.make_inputs(module, other_seed, dtype, device)
     problems.seed_everything(job["trial_seeds"][0])
     with torch.no_grad():
         other = plain(model(*other_inputs))
     if all_close(other, ref0, tol) and not all_close(plain(other_inputs), plain(inputs0), 0.0):
-        warnings.append(
-            "weak problem: the reference's output does not depend on its inputs "
-            "(two different input sets give the same output), so a kernel can return a constant"
-        )
+        warnings.append(INPUT_INDEPENDENT)
     return warnings
 
 
@@ -133,48 +155,54 @@ def run_reference_job(job: dict[str, Any], channel) -> dict[str, Any]:
         truth_status = f"unavailable: the model could not be cast to float64 ({type(exc).__name__}: {exc})"
     refs, inputs0, output_meta = [], None, None
     warnings: list[str] = []
-    for k, seed in enumerate(job["trial_seeds"]):
-        try:
-            inputs = problems.make_inputs(module, seed, dtype, device)
-            if k == 0 and runs_differ(model, inputs, seed, tol):
-                warnings.append(NONDETERMINISTIC)
-                truth_status, model64 = "unavailable: the reference is random (two identical runs differ)", None
-        except ProblemError as exc:
-            return {"problem_error": str(exc)}
-        except Exception as exc:
-            return {"problem_error": f"the problem's Model raised {type(exc).__name__}: {exc}",
-                    "traceback": traceback.format_exc()}
-        torch.save(plain(inputs), exchange / f"inputs_{k}.pt")
+    state = {"model64": model64, "truth_status": truth_status}
+
+    def expected(inputs: list, seed: int, name: str) -> Any:
+        """Save the inputs and the expected outputs of one input set; return the reference output."""
+        torch.save(plain(inputs), exchange / f"inputs_{name}.pt")
         recorder = IndexRecorder()
-        try:
-            problems.seed_everything(seed)  # the candidate's forward gets the same random state
-            with torch.no_grad(), recorder:
-                out = model(*clone_inputs(inputs))
-            synchronize(device)
-        except Exception as exc:
-            return {"problem_error": f"the problem's Model raised {type(exc).__name__}: {exc}",
-                    "traceback": traceback.format_exc()}
-        ref = plain(out)
-        truth = None
-        if model64 is not None:
+        run_inputs = clone_inputs(inputs)
+        problems.seed_everything(seed)  # the candidate's forward gets the same random state
+        with torch.no_grad(), recorder:
+            out = model(*run_inputs)
+        synchronize(device)
+        ref, truth = plain(out), None
+        if state["model64"] is not None:
             try:
                 problems.seed_everything(seed)
                 with torch.no_grad():
-                    truth = plain(model64(*upcast(clone_inputs(inputs))))
+                    truth = plain(state["model64"](*upcast(clone_inputs(inputs))))
             except Exception as exc:
-                truth_status = f"unavailable: the float64 reference failed ({type(exc).__name__}: {exc})"
-                model64 = None
-        torch.save(
-            {"reference": ref, "truth": truth, "index_sources": recorder.sources_for(out)},
-            exchange / f"expected_{k}.pt",
-        )
-        refs.append(ref)
-        if k == 0:
-            inputs0 = inputs
-            output_meta = [
-                {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}
-                for x in flatten_outputs(ref) if isinstance(x, torch.Tensor)
-            ]
+                state["truth_status"] = f"unavailable: the float64 reference failed ({type(exc).__name__}: {exc})"
+                state["model64"] = None
+        torch.save({"reference": ref, "truth": truth, "index_sources": recorder.sources_for(out),
+                    "inputs_after": plain(run_inputs)}, exchange / f"expected_{name}.pt")
+        return ref
+
+    try:
+        for k, seed in enumerate(job["trial_seeds"]):
+            inputs = problems.make_inputs(module, seed, dtype, device)
+            if k == 0 and runs_differ(model, inputs, seed, tol):
+                warnings.append(NONDETERMINISTIC)
+                state.update(truth_status="unavailable: the reference is random (two identical runs differ)",
+                             model64=None)
+            refs.append(expected(inputs, seed, str(k)))
+            if k == 0:
+                inputs0 = inputs
+                output_meta = [
+                    {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}
+                    for x in flatten_outputs(refs[0]) if isinstance(x, torch.Tensor)
+                ]
+        # hidden input sets for the guard: fresh data (output caching) and sparse outliers (shortcuts)
+        expected(problems.make_inputs(module, job["probe_seed"], dtype, device), job["probe_seed"], "probe")
+        expected(with_outliers(inputs0, job["probe_seed"] + 1), job["probe_seed"] + 1, "outlier")
+    except ProblemError as exc:
+        return {"problem_error": str(exc)}
+    except Exception as exc:
+        return {"problem_error": f"the problem's Model raised {type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()}
+    truth_status = state["truth_status"]
+    model64 = state["model64"]
     del model64
     warnings += weak_problem_warnings(model, module, job, inputs0, refs[0], refs, tol)
     cost = problems.measure_cost(model, inputs0, refs[0])
@@ -183,6 +211,9 @@ def run_reference_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
     result: dict[str, Any] = {
         "warnings": warnings,
+        "weak": {"random": NONDETERMINISTIC in warnings,
+                 "near_zero": any(w.startswith(NEAR_ZERO_PREFIX) for w in warnings),
+                 "input_independent": INPUT_INDEPENDENT in warnings},
         "truth": truth_status,
         "output_meta": output_meta,
         "cost": to_jsonable(cost),

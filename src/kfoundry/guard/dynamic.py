@@ -1,0 +1,262 @@
+"""Dynamic checks, run inside the candidate's worker: what ran during forward.
+
+- `LaunchTracker` wraps Triton's launch path (JIT, interpreter, autotuner, heuristics) and the
+  functions of extensions built by `load_inline`/`load`: it counts the candidate's kernel launches,
+  pauses the op recorder inside them (Triton's interpreter issues ATen ops per launch), and in
+  ghost mode turns them into no-ops (Triton) or poisons what they return (extensions).
+- `OpRecorder` records the ATen ops run during forward outside those launches.
+- `global_state` snapshots the flags and the timing functions a candidate must not change.
+- `profile_kernels` (GPU) names the kernels and streams a forward used.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kfoundry.guard.allowlist import ATEN_ALLOWED, aten_name
+
+LIBRARY_KERNEL = re.compile(r"cublas|cutlass|cudnn|xmma|nvjet|magma|cutensor|gemm|gemv|conv|winograd|implicit_convolve",
+                            re.IGNORECASE)
+
+
+class LaunchTracker:
+    def __init__(self) -> None:
+        self.depth = 0
+        self.launches = 0
+        self.extension_calls = 0
+        self.ghost = False
+        self.kernel_names: set[str] = set()
+        self.protected: set[int] = set()  # ids of the forward's inputs, never poisoned
+        self._undo: list[Callable[[], None]] = []
+
+    # -- Triton ----------------------------------------------------------------------------
+    def _wrap_run(self, cls: type) -> None:
+        original = cls.run
+        tracker = self
+
+        @functools.wraps(original)
+        def run(self_fn, *args, **kwargs):
+            outermost = tracker.depth == 0
+            if outermost:
+                tracker.launches += 1
+                name = getattr(getattr(self_fn, "fn", self_fn), "__name__", None)
+                if name:
+                    tracker.kernel_names.add(name)
+                if tracker.ghost and not kwargs.get("warmup"):
+                    return None
+            tracker.depth += 1
+            try:
+                return original(self_fn, *args, **kwargs)
+            finally:
+                tracker.depth -= 1
+
+        cls.run = run
+        self._undo.append(lambda: setattr(cls, "run", original))
+
+    def install(self) -> "LaunchTracker":
+        try:
+            from triton.runtime import autotuner, jit
+
+            classes = [jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
+            try:
+                from triton.runtime import interpreter
+
+                classes.append(interpreter.InterpretedFunction)
+            except ImportError:
+                pass
+            for cls in classes:
+                if "run" in vars(cls):
+                    self._wrap_run(cls)
+        except ImportError:
+            pass
+        self._wrap_extension_builders()
+        return self
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    # -- extensions (load_inline / load) ----------------------------------------------------
+    def _wrap_extension_builders(self) -> None:
+        from torch.utils import cpp_extension
+
+        for name in ("load_inline", "load"):
+            original = getattr(cpp_extension, name)
+            tracker = self
+
+            def builder(*args, _original=original, **kwargs):
+                return ExtensionProxy(_original(*args, **kwargs), tracker)
+
+            functools.update_wrapper(builder, original)
+            setattr(cpp_extension, name, builder)
+            self._undo.append(lambda n=name, o=original: setattr(cpp_extension, n, o))
+
+    def call_extension(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        outermost = self.depth == 0
+        if outermost:
+            self.launches += 1
+            self.extension_calls += 1
+        self.depth += 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        if outermost and self.ghost:
+            _poison(result)
+            if result is None:  # an in-place style kernel: poison what it may have written
+                for value in list(args) + list(kwargs.values()):
+                    if isinstance(value, torch.Tensor) and value.is_floating_point() and id(value) not in self.protected:
+                        value.fill_(float("nan"))
+        return result
+
+
+def _poison(value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            value.fill_(float("nan"))
+        else:
+            value.fill_(torch.iinfo(value.dtype).max if value.dtype != torch.bool else True)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _poison(item)
+
+
+class ExtensionProxy:
+    """Stands for a compiled extension module: its functions go through the tracker."""
+
+    def __init__(self, module: Any, tracker: LaunchTracker) -> None:
+        object.__setattr__(self, "_module", module)
+        object.__setattr__(self, "_tracker", tracker)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if callable(value) and not isinstance(value, type):
+            tracker = self._tracker
+
+            @functools.wraps(value)
+            def call(*args, **kwargs):
+                return tracker.call_extension(value, args, kwargs)
+
+            return call
+        return value
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the ATen ops that run outside the candidate's own launches."""
+
+    def __init__(self, tracker: LaunchTracker) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.ops: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.tracker.depth == 0:
+            name = aten_name(func)
+            self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def compute_ops(self) -> list[str]:
+        return sorted(name for name in self.ops if name not in ATEN_ALLOWED)
+
+
+def _flush_denormal_on() -> bool:
+    tiny = torch.tensor([1e-40], dtype=torch.float32)
+    return bool((tiny * 1.0).item() == 0.0)
+
+
+TIMING_FUNCTIONS = {
+    "time.perf_counter": lambda: time.perf_counter,
+    "time.perf_counter_ns": lambda: time.perf_counter_ns,
+    "time.time": lambda: time.time,
+    "time.monotonic": lambda: time.monotonic,
+    "torch.cuda.synchronize": lambda: torch.cuda.synchronize,
+    "torch.cuda.Event": lambda: torch.cuda.Event,
+    "torch.cuda.Event.record": lambda: torch.cuda.Event.record,
+    "torch.cuda.Event.elapsed_time": lambda: torch.cuda.Event.elapsed_time,
+    "torch.cuda.Event.synchronize": lambda: torch.cuda.Event.synchronize,
+    "torch.cuda.current_stream": lambda: torch.cuda.current_stream,
+}
+
+
+def global_state() -> dict[str, Any]:
+    """Flags and function identities that must be the same before and after the candidate runs."""
+    state: dict[str, Any] = {
+        "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "torch.backends.cudnn.enabled": torch.backends.cudnn.enabled,
+        "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark,
+        "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
+        "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+        "float32 matmul precision": torch.get_float32_matmul_precision(),
+        "number of threads": torch.get_num_threads(),
+        "default dtype": str(torch.get_default_dtype()),
+        "flush denormal": _flush_denormal_on(),
+    }
+    for name, get in TIMING_FUNCTIONS.items():
+        try:
+            state[name] = id(get())
+        except AttributeError:
+            state[name] = None
+    return state
+
+
+def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    changes = []
+    for key, value in before.items():
+        if after.get(key) != value:
+            if key in TIMING_FUNCTIONS:
+                changes.append(f"{key} was replaced")
+            else:
+                changes.append(f"{key}: {value} -> {after.get(key)}")
+    return changes
+
+
+def profile_kernels(fn: Callable[[], Any]) -> dict[str, Any]:
+    """GPU: the kernels one call of fn launched, with their streams (from the profiler's trace)."""
+    import json
+    import os
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as handle:
+            trace = json.load(handle)
+    finally:
+        os.unlink(path)
+    kernels = []
+    for event in trace.get("traceEvents", []):
+        if event.get("cat") == "kernel":
+            kernels.append({"name": event.get("name", ""), "stream": (event.get("args") or {}).get("stream")})
+    return {"kernels": kernels, "streams": sorted({k["stream"] for k in kernels if k["stream"] is not None})}
+
+
+def library_kernels(kernels: list[dict[str, Any]], own_names: set[str]) -> list[str]:
+    """Names of library kernels (cuBLAS, cuDNN, CUTLASS, ...) the candidate did not write."""
+    found = []
+    for kernel in kernels:
+        name = kernel["name"]
+        if any(own and own in name for own in own_names):
+            continue
+        if LIBRARY_KERNEL.search(name) and name not in found:
+            found.append(name)
+    return found
+
+
+def cuda_kernel_names(source: str) -> set[str]:
+    """`__global__ void name(` in CUDA sources inside the candidate."""
+    return set(re.findall(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)", source))

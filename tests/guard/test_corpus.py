@@ -1,0 +1,86 @@
+"""The adversarial corpus, end to end through the evaluator on CPU: every cheating candidate is
+caught by the rule its docstring names; every legitimate candidate passes untouched.
+
+tests/fixtures/guard/*.py state their expectation in their first line: `cheat: RULE: why` or
+`legit: why`. The examples and the ok fixtures are legitimate neighbours too."""
+
+from pathlib import Path
+
+import pytest
+
+from kfoundry.evaluate import EvalOptions, Evaluator
+
+GUARD_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "guard"
+CORPUS = sorted(GUARD_DIR.glob("*.py"))
+SMALL = {
+    "pointwise_chain": {"batch_size": 4, "dim": 100},
+    "row_softmax": {"batch_size": 8, "dim": 100},
+    "linear_epilogue": {"batch_size": 8, "in_features": 32, "out_features": 24},
+    "conv_relu": {"batch_size": 2, "in_channels": 3, "out_channels": 4, "height": 8, "width": 8},
+    "layernorm": {"batch_size": 8, "dim": 100},
+}
+
+
+def expectation(path: Path) -> tuple[str, str | None]:
+    first = path.read_text().splitlines()[0].strip('"').strip()
+    kind, _, rest = first.partition(":")
+    return kind, (rest.split(":")[0].strip() if kind == "cheat" else None)
+
+
+@pytest.fixture(scope="module")
+def corpus_evaluator(problems_dir):
+    evaluator = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=2, seed=7, timeout_s=120))
+    yield evaluator
+    evaluator.close()
+
+
+def test_corpus_is_large_enough():
+    kinds = [expectation(path) for path in CORPUS]
+    cheats = {rule for kind, rule in kinds if kind == "cheat"}
+    assert sum(kind == "cheat" for kind, _ in kinds) >= 20
+    assert sum(kind == "legit" for kind, _ in kinds) >= 9
+    assert len(cheats) >= 17  # every rule that CPU can show (side streams and the physical floor need a GPU)
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_candidate(corpus_evaluator, path):
+    kind, rule = expectation(path)
+    evaluation = corpus_evaluator.evaluate(path)
+    rules = [f["rule"] for f in evaluation.guard.get("findings", [])]
+    if kind == "legit":
+        assert evaluation.status == "ok", evaluation.message
+        assert rules == [] and evaluation.guard.get("warnings", []) == []
+        assert min(evaluation.guard["launches_per_trial"]) >= 1
+    else:
+        assert evaluation.status == "cheating", f"{path.name}: {evaluation.status}: {evaluation.message}"
+        assert rule in rules, (rule, rules, evaluation.message)
+        assert f"[{rule}]" in evaluation.message or rule in rules
+
+
+@pytest.mark.parametrize("example", sorted(SMALL))
+def test_examples_pass_the_guard(examples_dir, example):
+    evaluation = Evaluator(examples_dir / example / "problem.py",
+                           EvalOptions(device="cpu", trials=1, set_values=SMALL[example]), spare=False)
+    with evaluation as evaluator:
+        result = evaluator.evaluate(examples_dir / example / "kernel.py")
+    assert result.status == "ok", result.message
+    assert result.guard["findings"] == [] and result.guard["compute_ops"] == []
+
+
+def test_permissive_policy_warns_about_pytorch_compute(problems_dir):
+    cheat = GUARD_DIR / "cheat_torch_compute.py"
+    with Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=1, policy="permissive"),
+                   spare=False) as evaluator:
+        evaluation = evaluator.evaluate(cheat)
+    assert evaluation.status == "ok", evaluation.message
+    assert {w["rule"] for w in evaluation.guard["warnings"]} >= {"torch-compute", "aten-compute"}
+    assert any(w.startswith("guard (permissive): [torch-compute]") for w in evaluation.warnings)
+
+
+def test_permissive_policy_still_needs_a_kernel_that_does_the_work(problems_dir):
+    with Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=1, policy="permissive"),
+                   spare=False) as evaluator:
+        no_kernel = evaluator.evaluate(GUARD_DIR / "dyn_numpy_no_kernel.py")
+        decoy = evaluator.evaluate(GUARD_DIR / "dyn_ghost_decoy.py")
+    assert no_kernel.status == "cheating" and "[no-custom-kernel]" in no_kernel.message
+    assert decoy.status == "cheating" and "[ghost-replay]" in decoy.message
