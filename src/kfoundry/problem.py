@@ -100,15 +100,20 @@ def apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> 
     return ast.fix_missing_locations(tree)
 
 
+def read_source(path: Path, error: type[Exception], what: str) -> str:
+    """The text of a user's file, or `error` saying plainly why not."""
+    if not path.is_file():
+        raise error(f"{what} file not found: {path}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {what} file {path}: {exc}") from None
+
+
 def read_problem(path: str | Path, overrides: dict[str, Any] | None = None) -> ProblemSource:
     """Check a problem file without running it: it exists, parses, and defines the three names."""
     path = Path(path)
-    if not path.is_file():
-        raise ProblemError(f"problem file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"cannot read problem file {path}: {exc}") from None
+    text = read_source(path, ProblemError, "problem")
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
@@ -194,26 +199,24 @@ def cast_floats(value: Any, dtype, device=None) -> Any:
     return value
 
 
+def _call_for_list(module: ModuleType, name: str, what: str) -> list:
+    try:
+        value = getattr(module, name)()
+    except Exception as exc:
+        raise ProblemError(f"{name}() of the problem raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(value, (list, tuple)):
+        raise ProblemError(f"{name}() must return a list{what}, got {type(value).__name__}")
+    return list(value)
+
+
 def make_inputs(module: ModuleType, seed: int, dtype, device) -> list:
     """The problem's inputs for one trial: seeded get_inputs(), floats cast, on the device."""
     seed_everything(seed)
-    try:
-        inputs = module.get_inputs()
-    except Exception as exc:
-        raise ProblemError(f"get_inputs() of the problem raised {type(exc).__name__}: {exc}") from None
-    if not isinstance(inputs, (list, tuple)):
-        raise ProblemError(f"get_inputs() must return a list of inputs, got {type(inputs).__name__}")
-    return list(cast_floats(list(inputs), dtype, device))
+    return list(cast_floats(_call_for_list(module, "get_inputs", " of inputs"), dtype, device))
 
 
 def init_inputs_of(module: ModuleType) -> list:
-    try:
-        init_inputs = module.get_init_inputs()
-    except Exception as exc:
-        raise ProblemError(f"get_init_inputs() of the problem raised {type(exc).__name__}: {exc}") from None
-    if not isinstance(init_inputs, (list, tuple)):
-        raise ProblemError(f"get_init_inputs() must return a list, got {type(init_inputs).__name__}")
-    return list(init_inputs)
+    return _call_for_list(module, "get_init_inputs", "")
 
 
 def build_model(cls, init_inputs: list, seed: int, dtype, device, eval_mode: bool):

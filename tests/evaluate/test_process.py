@@ -6,7 +6,6 @@ import os
 import signal
 import time
 
-import pytest
 
 from kfoundry.evaluate.process import Worker, default_memory_limit, scrubbed_environment
 

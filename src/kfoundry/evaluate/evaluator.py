@@ -26,7 +26,7 @@ from kfoundry.evaluate.process import Worker, WorkerOutcome, WorkerPool, default
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
 from kfoundry.evaluate.timing import TIMING_METHOD
 from kfoundry.guard.findings import Finding
-from kfoundry.problem import ProblemSource, read_problem
+from kfoundry.problem import ProblemSource, read_problem, read_source
 from kfoundry.types import (CorrectnessReport, DeviceFacts, Evaluation, ProblemCost, TimingReport,
                             TimingStats)
 
@@ -162,12 +162,7 @@ class Evaluator:
     # -- the candidate side ---------------------------------------------------------------
     def evaluate(self, candidate: str | Path) -> Evaluation:
         path = Path(candidate)
-        if not path.is_file():
-            raise CandidateFileError(f"candidate file not found: {path}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CandidateFileError(f"cannot read candidate file {path}: {exc}") from None
+        text = read_source(path, CandidateFileError, "candidate")
         prepared = self.prepare()
         evaluation = self._new_evaluation(path.resolve())
         if self.options.guard and not static_guard(evaluation, text, self.options.policy):
