@@ -9,6 +9,7 @@ is far above their event time are flagged.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any, Callable
@@ -25,7 +26,7 @@ _record = torch.cuda.Event.record
 _elapsed_time = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
 
-TIMING_METHOD_VERSION = 4
+TIMING_METHOD_VERSION = 5
 WARMUP_S = 0.25  # at least this much warm-up, so the GPU leaves its idle clocks
 STABLE_BATCH = 10  # then warm-up batches of this many trials ...
 STABLE_TOLERANCE = 0.02  # ... until two in a row have medians this close
@@ -63,6 +64,15 @@ def summarize(times_ms: list[float], flagged: int = 0, event_ms: list[float] | N
         event_median_ms=statistics.median(event_ms) if event_ms else None,
         host_median_ms=statistics.median(host_ms) if host_ms else None,
     )
+
+
+def flush_page_cache() -> None:
+    """Write out dirty file pages now (the evaluation just saved hundreds of MB of tensors), so the
+    kernel's background write-back does not run while trials are timed."""
+    try:
+        os.sync()
+    except (AttributeError, OSError):
+        pass
 
 
 class GpuTimer:
@@ -146,6 +156,7 @@ class GpuTimer:
         the statistics and the output of the last timed run."""
         out = fn()  # the first call may compile or autotune: not part of any estimate
         self._sync()
+        flush_page_cache()
         warm_runs, warm_s = self.warm_up(fn, budget_s)
         per_run = warm_s / warm_runs
         count = trials
