@@ -131,3 +131,25 @@ def test_bf16_on_cpu_exits_2(problems_dir, candidates_dir):
 def test_bad_set_exits_2(problems_dir, candidates_dir, item, expected):
     result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--set", item)
     assert_clean_error(result, expected)
+
+
+def test_eval_cheating_names_the_rule(problems_dir, fixtures_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", fixtures_dir / "guard" / "cheat_torch_compute.py",
+                      "--device", "cpu")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("cheating")
+    assert "[torch-compute]" in result.stdout  # rule names in brackets survive the terminal markup
+    assert "instead: move the computation into your own Triton/CUDA kernel" in result.stdout
+
+
+def test_eval_permissive_policy_warns(problems_dir, fixtures_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", fixtures_dir / "guard" / "cheat_torch_compute.py",
+                      "--device", "cpu", "--policy", "permissive", "--trials", "1", "--json")
+    data = single_json_object(result.stdout)
+    assert result.returncode == 0 and data["status"] == "ok", data["message"]
+    assert {w["rule"] for w in data["guard"]["warnings"]} >= {"torch-compute", "aten-compute"}
+
+
+def test_eval_unknown_policy_exits_2(problems_dir, candidates_dir):
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--policy", "lax")
+    assert_clean_error(result, "unknown policy 'lax'")

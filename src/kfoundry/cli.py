@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kfoundry.errors import KFoundryError
@@ -42,14 +43,15 @@ def _bytes(value) -> str:
 
 def render_evaluation(evaluation, console: Console) -> None:
     colour = "green" if evaluation.ok else "red"
-    console.print(f"[bold {colour}]{evaluation.status}[/]  {evaluation.message}", highlight=False)
+    console.print(f"[bold {colour}]{evaluation.status}[/]  {escape(evaluation.message)}", highlight=False)
     for warning in evaluation.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     for finding in evaluation.guard.get("findings", []):
         where = f"line {finding['line']}: " if finding.get("line") else ""
-        console.print(f"[red]guard[/] [{finding['rule']}] {where}{finding['message']}", highlight=False)
+        text = f"[{finding['rule']}] {where}{finding['message']}"
+        console.print(f"[red]guard[/] {escape(text)}", highlight=False)
         if finding.get("advice"):
-            console.print(f"      instead: {finding['advice']}", highlight=False, style="dim")
+            console.print(f"      instead: {escape(finding['advice'])}", highlight=False, style="dim")
     c, t = evaluation.correctness, evaluation.timing
     table = Table(title="correctness", show_header=False, title_justify="left")
     table.add_row("trials passed", f"{c.trials_passed} of {len(c.seeds)} (seed {evaluation.settings.get('seed')})")
@@ -76,7 +78,7 @@ def render_evaluation(evaluation, console: Console) -> None:
                            f"{stats.min_ms:.4g}..{stats.max_ms:.4g}", str(stats.trials), speed)
         console.print(timing)
         for name, problem in t.baseline_errors.items():
-            console.print(f"baseline {name} failed: {problem}", highlight=False)
+            console.print(f"baseline {name} failed: {escape(problem)}", highlight=False)
         console.print(
             f"{t.device} (uuid {t.device_uuid}), torch {t.torch_version}, triton {t.triton_version}; "
             f"statistic: median of trials; {t.method}; baselines {'from cache' if t.baselines_cached else 'measured now'}; "
@@ -134,7 +136,7 @@ def eval_command(
     except KFoundryError as exc:
         if as_json:
             print(json.dumps({"status": "error", "message": str(exc)}))
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
     if as_json:
         print(json.dumps(evaluation.to_dict()))

@@ -84,3 +84,31 @@ def test_permissive_policy_still_needs_a_kernel_that_does_the_work(problems_dir)
         decoy = evaluator.evaluate(GUARD_DIR / "dyn_ghost_decoy.py")
     assert no_kernel.status == "cheating" and "[no-custom-kernel]" in no_kernel.message
     assert decoy.status == "cheating" and "[ghost-replay]" in decoy.message
+
+
+# -- the checks only a GPU can make ------------------------------------------------------------------
+
+GPU_FIXTURES = GUARD_DIR.parent / "gpu"
+
+
+@pytest.mark.gpu
+def test_physical_floor_catches_a_candidate_that_skips_work_while_timed(examples_dir):
+    options = EvalOptions(device="cuda", trials=2, timing_trials=30, baselines=("eager",))
+    with Evaluator(examples_dir / "pointwise_chain" / "problem.py", options) as evaluator:
+        honest = evaluator.evaluate(examples_dir / "pointwise_chain" / "kernel.py")
+        lazy = evaluator.evaluate(GPU_FIXTURES / "cache_by_version.py")
+    assert honest.status == "ok", honest.message
+    assert honest.timing.runtime_ms > honest.guard["physical_floor_ms"]
+    assert lazy.status == "cheating", lazy.message
+    assert "[physical-limit]" in lazy.message
+
+
+@pytest.mark.gpu
+def test_library_kernels_are_seen_by_the_profiler(examples_dir):
+    options = EvalOptions(device="cuda", trials=1, timing_trials=10, baselines=("eager",),
+                          set_values={"batch_size": 256, "in_features": 512, "out_features": 512})
+    with Evaluator(examples_dir / "linear_epilogue" / "problem.py", options) as evaluator:
+        evaluation = evaluator.evaluate(GPU_FIXTURES / "matmul_alias.py")
+    rules = [f["rule"] for f in evaluation.guard["findings"]]
+    assert evaluation.status == "cheating", evaluation.message
+    assert "aten-compute" in rules and "library-kernel" in rules, (rules, evaluation.guard.get("kernels"))
