@@ -108,8 +108,8 @@ class Evaluator:
         self.trial_seeds = [rng.randrange(2**31) for _ in range(self.options.trials)]
         self.probe_seed = rng.randrange(2**30)
         self.cache_dir = self.options.cache_dir or paths.cache_dir()
-        memory = self.options.memory_limit_bytes or default_memory_limit()
-        self.pool = WorkerPool(self.device, wrapper=self.options.wrapper, memory_limit_bytes=memory)
+        self.memory_limit = self.options.memory_limit_bytes or default_memory_limit()
+        self.pool = WorkerPool(self.device, wrapper=self.options.wrapper, memory_limit_bytes=self.memory_limit)
         self.prepared: PreparedProblem | None = None
         self.reference_seconds = 0.0
         self._exchange: Path | None = None
@@ -143,7 +143,7 @@ class Evaluator:
         }
         self.progress("reference: computing expected outputs" + (" and baselines" if self.device != "cpu" else ""))
         started = time.monotonic()
-        with Worker(self.device, label="reference", memory_limit_bytes=opts.memory_limit_bytes or default_memory_limit(),
+        with Worker(self.device, label="reference", memory_limit_bytes=self.memory_limit,
                     extra_env={"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor")}) as worker:
             outcome = worker.run(job, opts.reference_timeout_s)
         self.reference_seconds = time.monotonic() - started
