@@ -16,7 +16,7 @@ import torch
 from kfoundry import problem as problems
 import kfoundry.evaluate.timing  # noqa: F401  (takes the timing functions before any candidate runs)
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
-from kfoundry.evaluate.reference_job import clone_inputs, plain, synchronize
+from kfoundry.evaluate.reference_job import plain, synchronize
 from kfoundry.guard.dynamic import (LaunchTracker, OpRecorder, cuda_kernel_names, global_state, library_kernels,
                                     profile_kernels, state_changes)
 from kfoundry.types import to_jsonable
@@ -140,7 +140,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
         if job.get("timing") and device.startswith("cuda"):
             phase = "timing"
             channel.phase("timing")
-            result["timing"] = time_candidate(job, model, workdir, device)
+            result["timing"] = time_candidate(job, model, load_inputs("0"), workdir, device)  # the baselines' inputs
     except BaseException as exc:
         return describe_exception(exc, path, phase)
     finally:
@@ -183,13 +183,10 @@ def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[
             guard["profile_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def time_candidate(job: dict[str, Any], model, workdir: Path, device: str) -> dict[str, Any]:
+def time_candidate(job: dict[str, Any], model, run_inputs: list, workdir: Path, device: str) -> dict[str, Any]:
     from kfoundry.evaluate.timing import GpuTimer, peak_memory
 
     timing = job["timing"]
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x
-              for x in torch.load(workdir / "inputs_0.pt", weights_only=False)]  # the baselines' inputs
-    run_inputs = clone_inputs(inputs)
 
     def call():
         with torch.no_grad():

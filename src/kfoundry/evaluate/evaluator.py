@@ -20,7 +20,7 @@ import torch
 
 from kfoundry import paths
 from kfoundry.errors import CandidateFileError, ProblemError
-from kfoundry.evaluate.compare import Comparison, IndexSource, compare_outputs, flatten_outputs
+from kfoundry.evaluate.compare import Comparison, IndexSource, compare_outputs
 from kfoundry.evaluate.options import EvalOptions, resolve_device
 from kfoundry.evaluate.process import Worker, WorkerOutcome, WorkerPool, default_memory_limit
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
@@ -424,4 +424,4 @@ def evaluate(problem: str | Path, candidate: str | Path, options: EvalOptions | 
         return evaluator.evaluate(candidate)
 
 
-__all__ = ["Evaluator", "evaluate", "flatten_outputs"]
+__all__ = ["Evaluator", "evaluate"]

@@ -22,11 +22,6 @@ TORCH_FUNCTIONS = frozenset({
     "are_deterministic_algorithms_enabled", "get_rng_state", "initial_seed", "typename", "is_storage",
     "compiled_with_cxx11_abi", "empty_permuted", "sym_int", "sym_float", "sym_max", "sym_min", "sym_not",
 })
-# torch.cuda.<name> and friends that are fine (querying, the current stream)
-TORCH_CUDA_FUNCTIONS = frozenset({
-    "current_stream", "current_device", "device_count", "is_available", "get_device_properties",
-    "get_device_capability", "get_device_name", "device", "synchronize",
-})
 # tensor methods that allocate, view, reshape, cast, fill or query
 TENSOR_METHODS = frozenset({
     "size", "stride", "dim", "ndim", "numel", "nelement", "element_size", "storage_offset", "data_ptr",
@@ -65,7 +60,3 @@ def aten_name(op) -> str:
     name = getattr(op, "__name__", str(op))
     name = name.split("::")[-1]
     return name.split(".")[0]
-
-
-def aten_allowed(op) -> bool:
-    return aten_name(op) in ATEN_ALLOWED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kfoundry.guard.findings import PERMISSIVE_WARNINGS, POLICIES, RULES, Finding
+from kfoundry.guard.findings import PERMISSIVE_WARNINGS, POLICIES, Finding
 
 # GPU kernels whose presence is evidence of a side stream: more than one stream in one forward
 SIDE_STREAM_MIN_STREAMS = 2
@@ -77,7 +77,3 @@ def physical_floor_ms(input_bytes: int, output_bytes: int, l2_bytes: int | None,
         return None
     moved = input_bytes + max(0, output_bytes - (l2_bytes or 0))
     return moved / (best * 1e9 * BANDWIDTH_MARGIN) * 1e3
-
-
-def describe_rules() -> dict[str, str]:
-    return {rule: text for rule, (text, _) in RULES.items()}
