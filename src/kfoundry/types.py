@@ -111,6 +111,60 @@ class TimingReport:
     reason: str | None = None  # why timing is missing
 
 
+SEVERITIES = ("error", "warning", "info")  # most important first
+FOCUSES = ("repair", "memory", "compute", "fusion", "algorithm", "launch", "none")
+
+
+@dataclass
+class SourceLocation:
+    """Where in the candidate a finding points: 1-based line (and column) of its file."""
+
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    text: str | None = None  # the line's text, stripped
+    function: str | None = None  # the Python function or CUDA/Triton kernel it lies in
+
+
+@dataclass
+class DiagnosticFinding:
+    """One precise statement about an evaluation: what, how sure, the evidence, where, what next."""
+
+    category: str  # e.g. syntax, import, triton-compile, nvcc, runtime, cuda-fault, out-of-memory, timeout,
+    #                shape, wrong-values, error-pattern, nan, precision, race, cheating, roofline, bound,
+    #                kernels, baseline, triton-metadata, ncu, sanitizer, lint
+    severity: str  # one of SEVERITIES
+    title: str  # one line
+    evidence: list[str] = field(default_factory=list)
+    location: SourceLocation | None = None
+    direction: str = ""  # the suggested next step
+    data: dict[str, Any] = field(default_factory=dict)  # the numbers behind it, machine-readable
+
+
+@dataclass
+class Diagnosis:
+    """Everything an evaluation says about a candidate, for the next step (person, expert, router)."""
+
+    status: str
+    summary: str
+    findings: list[DiagnosticFinding] = field(default_factory=list)
+    focus: str = "none"  # the concern the next expert should take: one of FOCUSES
+    bound: str | None = None  # memory, compute, launch or latency (GPU, when timed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Diagnosis":
+        findings = []
+        for item in data.get("findings", []):
+            item = dict(item)
+            location = item.pop("location", None)
+            findings.append(DiagnosticFinding(**item, location=SourceLocation(**location) if location else None))
+        return cls(status=data["status"], summary=data.get("summary", ""), findings=findings,
+                   focus=data.get("focus", "none"), bound=data.get("bound"))
+
+
 @dataclass
 class Evaluation:
     status: str
@@ -128,6 +182,12 @@ class Evaluation:
     device_facts: DeviceFacts | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     durations_s: dict[str, float] = field(default_factory=dict)
+    # evidence for the diagnosis, gathered where the data live (worker, parent's comparison)
+    error_pattern: dict[str, Any] | None = None  # kfoundry.diagnose.numeric.error_pattern of the failing output
+    repeat: dict[str, Any] | None = None  # kfoundry.diagnose.numeric.nondeterminism: the same run twice
+    profile: dict[str, Any] = field(default_factory=dict)  # GPU: kernels (name, stream, time), triton metadata
+    tools: dict[str, Any] = field(default_factory=dict)  # raw output of ncu / compute-sanitizer re-runs
+    diagnosis: Diagnosis | None = None
 
     @property
     def ok(self) -> bool:
