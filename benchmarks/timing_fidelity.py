@@ -56,6 +56,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--skip-cost", action="store_true", help="skip (c), the cold evaluation of a small example")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("timing_fidelity needs a CUDA GPU", file=sys.stderr)
@@ -64,6 +65,16 @@ def main() -> int:
 
     cache = Path(tempfile.mkdtemp(prefix="kfoundry-bench-cache-"))
     device_name = torch.cuda.get_device_name()
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = args.out / f"timing_fidelity-{stamp}.json"
+
+    def save(rows: list, cost: dict | None) -> None:
+        path.write_text(json.dumps(to_jsonable({
+            "device": device_name, "torch": torch.__version__, "triton": triton.__version__,
+            "python": platform.python_version(), "precision": args.precision, "examples": rows,
+            "evaluation_cost": cost,
+        }), indent=2, default=str))
     rows, repeat_rows = [], []
     for name in [e for e in args.examples.split(",") if e]:
         problem, kernel = ROOT / "examples" / name / "problem.py", ROOT / "examples" / name / "kernel.py"
@@ -101,13 +112,17 @@ def main() -> int:
         diff = f"{100 * row['eager_vs_do_bench']:+.1f}%" if row["eager_vs_do_bench"] is not None else "-"
         print(f"{name}: {row['status']} cand {times} ms; eager {eager_ms} vs do_bench {bench_ms:.4f} ({diff}){spread}",
               flush=True)
+        save(rows, None)  # after every example: a run cut short by a time limit keeps what it measured
 
     # (c) one full evaluation of a small example, cold: fresh cache, default settings
     small_name, small_set = next(iter(SMALL.items()))
-    with Evaluator(ROOT / "examples" / small_name / "problem.py",
-                   EvalOptions(device="cuda", set_values=small_set, cache_dir=Path(tempfile.mkdtemp()))) as evaluator:
-        small = evaluator.evaluate(ROOT / "examples" / small_name / "kernel.py")
-    cost = {"example": small_name, "set": small_set, "status": small.status, "durations_s": small.durations_s}
+    small = None
+    if not args.skip_cost:
+        with Evaluator(ROOT / "examples" / small_name / "problem.py",
+                       EvalOptions(device="cuda", set_values=small_set, cache_dir=Path(tempfile.mkdtemp()))) as evaluator:
+            small = evaluator.evaluate(ROOT / "examples" / small_name / "kernel.py")
+        save(rows, {"example": small_name, "set": small_set, "status": small.status,
+                    "durations_s": small.durations_s})
 
     print()
     print(f"device: {device_name}; torch {torch.__version__}; triton {triton.__version__}; "
@@ -127,16 +142,9 @@ def main() -> int:
     for row in repeat_rows:
         print(f"{row['example']:<16} medians {', '.join(f'{t:.4f}' for t in row['candidate_ms'])} ms; "
               f"spread {100 * row['repeat_spread']:.2f}%")
-    print(f"(c) one cold evaluation of {small_name} {small_set}: {small.status}; seconds by phase: {small.durations_s}")
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = args.out / f"timing_fidelity-{stamp}.json"
-    path.write_text(json.dumps(to_jsonable({
-        "device": device_name, "torch": torch.__version__, "triton": triton.__version__,
-        "python": platform.python_version(), "precision": args.precision, "examples": rows,
-        "evaluation_cost": cost,
-    }), indent=2, default=str))
+    if small is not None:
+        print(f"(c) one cold evaluation of {small_name} {small_set}: {small.status}; seconds by phase: "
+              f"{small.durations_s}")
     print(f"wrote {path}")
     return 0
 
