@@ -73,6 +73,8 @@ def test_eval_compile_error_human_output(problems_dir, candidates_dir):
     assert result.returncode == 1
     assert result.stdout.startswith("compile_error  syntax error at ")
     assert "syntax_error.py:12: expected ':'" in result.stdout
+    assert "### Diagnosis: compile_error (next focus: repair)" in result.stdout  # under the verdict
+    assert "`syntax`" in result.stdout
 
 
 def test_eval_with_set_and_eval_mode(problems_dir, candidates_dir):
@@ -153,3 +155,40 @@ def test_eval_permissive_policy_warns(problems_dir, fixtures_dir):
 def test_eval_unknown_policy_exits_2(problems_dir, candidates_dir):
     result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--policy", "lax")
     assert_clean_error(result, "unknown policy 'lax'")
+
+
+def test_diagnose_prints_only_the_markdown_diagnosis(problems_dir, candidates_dir):
+    result = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "missing_tail.py", "--trials", "1",
+                      "--seed", "4", "--policy", "permissive")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "### Diagnosis: wrong_output (next focus: repair)"
+    assert "1. **error** `wrong-values`" in result.stdout
+    assert "tail" in result.stdout and "triton.cdiv" in result.stdout
+    assert "correctness" not in lines  # no tables: the diagnosis alone
+
+
+def test_diagnose_json_and_max_chars(problems_dir, candidates_dir):
+    result = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1",
+                      "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = single_json_object(result.stdout)
+    assert data["status"] == "ok" and data["focus"] == "none" and data["bound"] is None
+    assert data["findings"][0]["category"] and "direction" in data["findings"][0]
+    short = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "missing_tail.py", "--trials", "1",
+                     "--max-chars", "300")
+    assert "left out for length" in short.stdout
+
+
+def test_diagnose_ncu_on_cpu_says_why_not(problems_dir, candidates_dir):
+    result = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1",
+                      "--ncu", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    findings = single_json_object(result.stdout)["findings"]
+    ncu = [f for f in findings if f["category"] == "ncu"]
+    assert ncu and "GPU" in ncu[0]["title"]
+
+
+def test_diagnose_bad_problem_exits_2(problems_dir, candidates_dir):
+    result = kfoundry("diagnose", problems_dir / "missing.py", candidates_dir / "affine_ok.py")
+    assert result.returncode == 2 and "error:" in result.stderr

@@ -95,6 +95,41 @@ def render_evaluation(evaluation, console: Console) -> None:
         )
 
 
+def render_diagnosis(evaluation, console: Console) -> None:
+    from kfoundry.diagnose import render_markdown
+
+    if evaluation.diagnosis is not None:
+        console.print(escape(render_markdown(evaluation.diagnosis)), highlight=False)
+
+
+def _run_evaluation(problem: Path, candidate: Path, options, as_json: bool):
+    """Evaluate with a progress line (not with --json); bad input exits 2 with a message."""
+    from kfoundry.evaluate import evaluate
+
+    try:
+        if as_json:
+            return evaluate(problem, candidate, options)
+        with err.status("evaluating") as status:
+            return evaluate(problem, candidate, options, progress=lambda m: status.update(m))
+    except KFoundryError as exc:
+        if as_json:
+            print(json.dumps({"status": "error", "message": str(exc)}))
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _options(**settings):
+    from kfoundry.evaluate import EvalOptions
+    from kfoundry.problem import parse_set_values
+
+    try:
+        settings["set_values"] = parse_set_values(settings.pop("set_"))
+        return EvalOptions(**settings)
+    except KFoundryError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
 @app.command("eval")
 def eval_command(
     problem: Path = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs)."),
@@ -114,34 +149,58 @@ def eval_command(
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
-    """Evaluate CANDIDATE against PROBLEM: verdict, correctness and timing.
+    """Evaluate CANDIDATE against PROBLEM: verdict, correctness, timing and the diagnosis.
 
     Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
     """
-    from kfoundry.evaluate import EvalOptions, evaluate
-    from kfoundry.problem import parse_set_values
-
-    try:
-        options = EvalOptions(
-            device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout, seed=seed,
-            eval_mode=eval_mode, set_values=parse_set_values(set_), timing_trials=timing_trials,
-            baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()), no_cache=no_cache,
-            wrapper=wrapper.split() if wrapper else None, policy=policy,
-        )
-        if as_json:
-            evaluation = evaluate(problem, candidate, options)
-        else:
-            with err.status("evaluating") as status:
-                evaluation = evaluate(problem, candidate, options, progress=lambda m: status.update(m))
-    except KFoundryError as exc:
-        if as_json:
-            print(json.dumps({"status": "error", "message": str(exc)}))
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_BAD_INPUT)
+    options = _options(
+        device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout, seed=seed,
+        eval_mode=eval_mode, set_=set_, timing_trials=timing_trials,
+        baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()), no_cache=no_cache,
+        wrapper=wrapper.split() if wrapper else None, policy=policy,
+    )
+    evaluation = _run_evaluation(problem, candidate, options, as_json)
     if as_json:
         print(json.dumps(evaluation.to_dict()))
     else:
-        render_evaluation(evaluation, Console())
+        console = Console()
+        render_evaluation(evaluation, console)
+        render_diagnosis(evaluation, console)
+    raise typer.Exit(0 if evaluation.ok else 1)
+
+
+@app.command("diagnose")
+def diagnose_command(
+    problem: Path = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs)."),
+    candidate: Path = typer.Argument(..., help="Candidate file defining ModelNew."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU)."),
+    precision: str = typer.Option("fp32", help="fp32, fp16 or bf16 (bf16 is refused on CPU)."),
+    trials: int = typer.Option(5, help="Correctness trials, each with fresh seeded inputs."),
+    tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16)."),
+    timeout: float = typer.Option(300.0, help="Seconds allowed for the candidate's whole evaluation."),
+    seed: Optional[int] = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported)."),
+    eval_mode: bool = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable)."),
+    policy: str = typer.Option("strict", help="strict or permissive (see kfoundry eval --help)."),
+    ncu: bool = typer.Option(False, "--ncu", help="GPU: also profile a working candidate with Nsight Compute (occupancy, DRAM/SM throughput, tensor pipes)."),
+    sanitize: bool = typer.Option(False, "--sanitize", help="GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck."),
+    max_chars: int = typer.Option(2500, help="Length bound of the markdown rendering."),
+    as_json: bool = typer.Option(False, "--json", help="Print the diagnosis as one JSON object on stdout."),
+) -> None:
+    """Evaluate CANDIDATE against PROBLEM and print only its diagnosis: structured findings (what
+    failed and where, the error's pattern, the roofline and the bottleneck) and a next step.
+
+    Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
+    """
+    from kfoundry.diagnose import render_markdown
+
+    options = _options(device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout,
+                       seed=seed, eval_mode=eval_mode, set_=set_, policy=policy, ncu=ncu, sanitize=sanitize)
+    evaluation = _run_evaluation(problem, candidate, options, as_json)
+    if as_json:
+        print(json.dumps(evaluation.diagnosis.to_dict()))
+    else:
+        print(render_markdown(evaluation.diagnosis, max_chars=max_chars))
     raise typer.Exit(0 if evaluation.ok else 1)
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error, is_compile_error
+from tests.helpers import marker_line
 
 CANDIDATE = "/tmp/kfoundry-test/candidate.py"
 
@@ -98,3 +99,34 @@ def test_long_messages_are_cut():
     assert "ValueError while constructing ModelNew" in result["message"]
     assert len(result["error"]["message"]) < 2100
     assert result["error"]["message"].endswith(" ...")
+
+
+def test_the_candidate_frames_are_listed_outermost_first(tmp_path):
+    exc, path = _raise_from_candidate(tmp_path, "def g(xs):\n    return xs[5]\n\ndef f():\n    return g([1])\n")
+    error = describe_exception(exc, path, "correctness")["error"]
+    assert error["function"] == "g"
+    assert [(f["function"], f["line"]) for f in error["frames"]] == [("f", 5), ("g", 2)]
+
+
+def test_an_extension_build_error_is_located_in_the_source_string(fixtures_dir):
+    path = fixtures_dir / "diagnose" / "error_cpp_torch.py"
+    log = (fixtures_dir / "diagnose" / "logs" / "error_cpp_torch.log").read_text()  # torch's real message
+    result = describe_exception(RuntimeError(log), str(path), "load")
+    line = marker_line(path, "// BUG")
+    assert result["status"] == "compile_error"
+    assert result["error"]["nvcc"]["line"] == line and result["error"]["line"] == line
+    assert result["message"] == (f"RuntimeError while loading the candidate at {path}:{line} "
+                                 "(return y + undefined_thing;  // BUG: undefined_thing is not declared): "
+                                 "Error building extension 'kf_diag_error_cpp_torch': "
+                                 "c++ error: ‘undefined_thing’ was not declared in this scope")
+    assert result["error"]["message"].startswith("Error building extension 'kf_diag_error_cpp_torch': [1/2] c++")
+
+
+def test_a_verbose_build_log_is_read_from_the_workers_output(fixtures_dir, tmp_path, monkeypatch):
+    """load_inline(verbose=True) prints the log to the worker's output, not into the exception."""
+    path = fixtures_dir / "diagnose" / "error_cpp_torch.py"
+    log = (fixtures_dir / "diagnose" / "logs" / "error_cpp_torch.log").read_text()
+    (tmp_path / "stderr.log").write_text("loading...\n" + log.split(": ", 1)[1])
+    monkeypatch.chdir(tmp_path)  # the worker's work directory
+    result = describe_exception(RuntimeError("Error building extension 'kf_diag_error_cpp_torch'"), str(path), "load")
+    assert result["error"]["nvcc"]["line"] == marker_line(path, "// BUG")

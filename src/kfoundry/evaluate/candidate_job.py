@@ -57,6 +57,22 @@ def poison(output_meta: list[dict[str, Any]], device: str) -> None:
         del decoy
 
 
+def load_model_class(path: str, source: str) -> tuple[type | None, dict[str, Any] | None]:
+    """Import the candidate and find ModelNew: (the class, None) or (None, the failure's record)."""
+    try:
+        module = problems.load_module(Path(path), source, CANDIDATE_MODULE)
+    except SyntaxError as exc:
+        return None, describe_syntax_error(exc)
+    except BaseException as exc:
+        return None, describe_exception(exc, path, "load")
+    model_class = getattr(module, "ModelNew", None)
+    if not isinstance(model_class, type) or not issubclass(model_class, torch.nn.Module):
+        found = "defines no ModelNew" if model_class is None else f"defines ModelNew as a {type(model_class).__name__}"
+        return None, {"status": "compile_error", "error": {"type": "MissingModelNew", "phase": "load"},
+                      "message": f"the candidate {found}: it must define class ModelNew(nn.Module)"}
+    return model_class, None
+
+
 def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     path, device = job["candidate_path"], job["device"]
     workdir = Path.cwd()
@@ -71,17 +87,9 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
         }
     state_before = global_state()  # before any of the candidate's code runs
     tracker = LaunchTracker().install()
-    try:
-        module = problems.load_module(Path(path), source, CANDIDATE_MODULE)
-    except SyntaxError as exc:
-        return describe_syntax_error(exc)
-    except BaseException as exc:
-        return describe_exception(exc, path, "load")
-    model_class = getattr(module, "ModelNew", None)
-    if not isinstance(model_class, type) or not issubclass(model_class, torch.nn.Module):
-        found = "defines no ModelNew" if model_class is None else f"defines ModelNew as a {type(model_class).__name__}"
-        return {"status": "compile_error", "message": f"the candidate {found}: it must define class ModelNew(nn.Module)",
-                "error": {"type": "MissingModelNew", "phase": "load"}}
+    model_class, failure = load_model_class(path, source)
+    if failure is not None:
+        return failure
 
     channel.phase("init")
     dtype = problems.torch_dtype(job["precision"])
@@ -129,14 +137,21 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             launches.append(tracker.launches - before)
             save(f"outputs_{k}", out, inputs)
             del out
+        inputs = load_inputs("0")  # trial 0 again, same seed: a race shows as a different result
+        save("repeat_0", run(inputs, seeds[0], recorder), inputs)
         guard.update(launches_per_trial=launches, extension_calls=tracker.extension_calls,
                      ops=recorder.ops, compute_ops=recorder.compute_ops(), kernel_names=sorted(tracker.kernel_names))
 
         channel.phase("guard")
         phase = "guard"
-        guard_runs(job, tracker, run, save, load_inputs, guard, device, source)
+        profile: dict[str, Any] = {}
+        guard_runs(job, tracker, run, save, load_inputs, guard, device, source, profile)
         guard["state_changes"] = state_changes(state_before, global_state())
-        result: dict[str, Any] = {"status": "ran", "guard": guard}
+        if tracker.compiled:
+            from kfoundry.evaluate.kernel_metadata import triton_metadata
+
+            profile["triton"] = triton_metadata(tracker.compiled)
+        result: dict[str, Any] = {"status": "ran", "guard": guard, "profile": profile}
         if job.get("timing") and device.startswith("cuda"):
             phase = "timing"
             channel.phase("timing")
@@ -149,9 +164,10 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
 
 def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[str, Any], device: str,
-               source: str) -> None:
+               source: str, profile: dict[str, Any]) -> None:
     """The extra runs the guard judges: kernels off (ghost), new data in the same tensors and the
-    same data in new tensors (caching), sparse outliers (shortcuts), and on a GPU the kernel list."""
+    same data in new tensors (caching), sparse outliers (shortcuts), and on a GPU the kernel list
+    (which also goes to `profile`, with each launch's duration, for the diagnosis)."""
     seeds, probe_seed = job["trial_seeds"], job["probe_seed"]
     inputs = load_inputs("0")
     tracker.ghost = True
@@ -175,10 +191,11 @@ def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[
     if device.startswith("cuda"):
         inputs = load_inputs("0")
         try:
-            profile = profile_kernels(lambda: run(inputs, seeds[0]))
+            trace = profile_kernels(lambda: run(inputs, seeds[0]))
             own = set(tracker.kernel_names) | cuda_kernel_names(source)
-            guard.update(kernels=[k["name"] for k in profile["kernels"]], streams=profile["streams"],
-                         library_kernels=library_kernels(profile["kernels"], own))
+            guard.update(kernels=[k["name"] for k in trace["kernels"]], streams=trace["streams"],
+                         library_kernels=library_kernels(trace["kernels"], own))
+            profile["kernels"] = trace["kernels"]
         except Exception as exc:  # the profiler is a check, not a requirement
             guard["profile_error"] = f"{type(exc).__name__}: {exc}"
 

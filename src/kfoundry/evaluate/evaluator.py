@@ -20,7 +20,9 @@ import torch
 
 from kfoundry import paths
 from kfoundry.errors import CandidateFileError, ProblemError
-from kfoundry.evaluate.compare import Comparison, IndexSource, compare_outputs
+from kfoundry.diagnose import diagnose
+from kfoundry.diagnose.numeric import error_pattern, nondeterminism
+from kfoundry.evaluate.compare import Comparison, IndexSource, compare_outputs, flatten_outputs
 from kfoundry.evaluate.options import EvalOptions, resolve_device
 from kfoundry.evaluate.process import Worker, WorkerOutcome, WorkerPool, default_memory_limit
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
@@ -64,6 +66,23 @@ def _inputs_changed(before: list, after: list) -> int | None:
             if not bool(same.all()):
                 return i
     return None
+
+
+def _garbage_only(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether every element that differs between the two runs holds, in one run or the other, what
+    unwritten memory holds (NaN poison, Inf, denormals, absurd magnitudes) rather than a value."""
+    if not a.is_floating_point():
+        return False
+    a, b = a.double(), b.double()
+    differ = (a != b) & ~(torch.isnan(a) & torch.isnan(b))
+    finite = torch.cat([a[torch.isfinite(a)].flatten(), b[torch.isfinite(b)].flatten()])
+    scale = float(finite.abs().median()) if finite.numel() else 1.0
+
+    def garbage(x: torch.Tensor) -> torch.Tensor:
+        size = x.abs()
+        return ~torch.isfinite(x) | (size > 1e6 * (scale + 1.0)) | ((size < 1e-30) & (size > 0))
+
+    return bool((garbage(a) | garbage(b))[differ].all())
 
 
 class PreparedProblem:
@@ -166,6 +185,7 @@ class Evaluator:
         prepared = self.prepare()
         evaluation = self._new_evaluation(path.resolve())
         if self.options.guard and not static_guard(evaluation, text, self.options.policy):
+            evaluation.diagnosis = diagnose(evaluation, text)
             return evaluation  # cheating by its source: it never runs
         # On a GPU no worker starts while another is timed (its start-up would disturb the
         # timing): the next spare starts once this candidate's worker is done.
@@ -194,7 +214,28 @@ class Evaluator:
             self._judge(evaluation, outcome, worker.workdir)
         finally:
             worker.close()
+        self._run_tools(evaluation, path)
+        evaluation.diagnosis = diagnose(evaluation, text)
         return evaluation
+
+    def _run_tools(self, evaluation: Evaluation, path: Path) -> None:
+        """--ncu: Nsight Compute on a working candidate; --sanitize: compute-sanitizer on a crashing
+        or wrong one (the interpreter cannot see out-of-bounds accesses; memcheck can)."""
+        ncu = self.options.ncu and evaluation.status == "ok"
+        sanitize = self.options.sanitize and evaluation.status in ("runtime_error", "crash", "wrong_output")
+        if self.options.ncu and not ncu:
+            evaluation.tools["ncu"] = {"error": f"not run: Nsight Compute profiles working candidates "
+                                                f"(this one is {evaluation.status})"}
+        if self.options.sanitize and not sanitize:
+            evaluation.tools["sanitizer"] = {"error": f"not run: the sanitizer re-runs crashing or wrong candidates "
+                                                      f"(this one is {evaluation.status})"}
+        if not (ncu or sanitize):
+            return
+        from kfoundry.evaluate.tools import run_tools
+
+        self.progress("re-running the candidate under " + " and ".join(
+            name for name, on in (("Nsight Compute", ncu), ("compute-sanitizer", sanitize)) if on))
+        evaluation.tools.update(run_tools(self, path.resolve(), ncu=ncu, sanitize=sanitize))
 
     def _new_evaluation(self, candidate: Path) -> Evaluation:
         prepared = self.prepared
@@ -258,7 +299,10 @@ class Evaluator:
             evaluation.error = result.get("error")
             return
         self._notes: dict[str, tuple[str, list[str]]] = {}
+        evaluation.profile = result.get("profile") or {}
+        evaluation.guard.setdefault("kernel_names", (result.get("guard") or {}).get("kernel_names", []))
         self._check_outputs(evaluation, workdir)
+        self._check_repeat(evaluation, workdir)
         if evaluation.status == "ok" and self.options.guard:
             dynamic_guard(self, evaluation, result.get("guard") or {}, workdir)
         if evaluation.status == "ok" and "timing" in result:
@@ -306,11 +350,50 @@ class Evaluator:
             report.failed_output = comparison.failed_output
             failed = comparison.outputs[-1] if comparison.outputs else None
             report.first_bad_index = failed.first_bad_index if failed else None
+            evaluation.error_pattern = self._error_pattern(str(k), data, comparison.failed_output)
             return self._fail(evaluation, f"{label}: {comparison.message}", k)
         if comparison.message:
             kind = re.sub(r"\d[\d.e+-]*", "#", comparison.message)
             self._notes.setdefault(kind, (comparison.message, []))[1].append(label)
         return True
+
+    def _error_pattern(self, name: str, data: dict[str, Any], index: int | None) -> dict[str, Any] | None:
+        """What the wrong output looks like (kfoundry.diagnose.numeric), for the diagnosis."""
+        if index is None:
+            return None
+        expected = self.prepared.expected[name]
+        candidate, reference = flatten_outputs(data["output"]), flatten_outputs(expected["reference"])
+        truth = flatten_outputs(expected["truth"]) if expected.get("truth") is not None else None
+        if index >= min(len(candidate), len(reference)):
+            return None
+        c, r = candidate[index], reference[index]
+        t = truth[index] if truth is not None and len(truth) == len(reference) else None
+        if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)):
+            return None
+        try:
+            pattern = error_pattern(c, r, self.options.atol, self.options.atol,
+                                    t if isinstance(t, torch.Tensor) else None)
+        except Exception as exc:  # evidence for the diagnosis, never a reason to lose the verdict
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        pattern["output"], pattern["input_set"] = index, name
+        return pattern
+
+    def _check_repeat(self, evaluation: Evaluation, workdir: Path) -> None:
+        """Trial 0 ran twice with the same inputs and seed: different results mean a race."""
+        try:
+            first, second = _load(workdir / "outputs_0.pt"), _load(workdir / "repeat_0.pt")
+        except Exception:
+            return
+        pairs = zip(flatten_outputs(first.get("output")), flatten_outputs(second.get("output")))
+        for index, (a, b) in enumerate(pairs):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
+                found = nondeterminism(a, b)
+                if found:
+                    found["output"] = index
+                    found["tolerance"] = self.options.atol
+                    found["garbage_only"] = _garbage_only(a, b)
+                    evaluation.repeat = found
+                    return
 
     def _note_warnings(self, evaluation: Evaluation) -> None:
         """One warning per kind of note (e.g. passed by the float64 arbiter), naming the checks."""

@@ -32,6 +32,8 @@ class EvalOptions:
     measure_device: bool = True
     memory_limit_bytes: int | None = None  # CPU workers; None: kfoundry.evaluate.process default
     policy: str = "strict"  # strict: all computation in the candidate's kernels; permissive: PyTorch compute warns
+    ncu: bool = False  # GPU: re-run a working candidate under Nsight Compute for the diagnosis
+    sanitize: bool = False  # GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck
     guard: bool = True  # False only to judge plain correctness (harness tests, the reference against itself)
 
     @property

@@ -5,6 +5,7 @@ Imports torch (and Triton) first, says `ready`, then reads one job from stdin, r
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 import time
@@ -35,6 +36,7 @@ class Channel:
 
 
 def main() -> int:
+    faulthandler.enable()  # a segfault leaves the Python stack (with the candidate's line) in stderr
     channel = Channel(Path.cwd() / MESSAGES)
     import torch  # noqa: F401  (the expensive import, done before the job arrives)
 
@@ -57,6 +59,10 @@ def main() -> int:
             from kfoundry.evaluate.candidate_job import run_candidate_job
 
             result = run_candidate_job(job, channel)
+        elif job["kind"] == "replay":
+            from kfoundry.evaluate.replay_job import run_replay_job
+
+            result = run_replay_job(job, channel)
         else:
             result = {"internal_error": f"unknown job kind {job['kind']!r}"}
     except BaseException as exc:  # last resort: report rather than die silently

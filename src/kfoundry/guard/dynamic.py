@@ -32,6 +32,7 @@ class LaunchTracker:
         self.extension_calls = 0
         self.ghost = False
         self.kernel_names: set[str] = set()
+        self.compiled: dict[str, Any] = {}  # kernel name -> the last CompiledKernel its launch returned
         self.protected: set[int] = set()  # ids of the forward's inputs, never poisoned
         self._undo: list[Callable[[], None]] = []
 
@@ -52,9 +53,13 @@ class LaunchTracker:
                     return None
             tracker.depth += 1
             try:
-                return original(self_fn, *args, **kwargs)
+                result = original(self_fn, *args, **kwargs)
             finally:
                 tracker.depth -= 1
+            if hasattr(result, "metadata"):  # a compiled kernel (GPU): its registers, spills, shared memory
+                kernel_name = getattr(getattr(self_fn, "fn", self_fn), "__name__", None) or "kernel"
+                tracker.compiled[kernel_name] = result
+            return result
 
         cls.run = run
         self._undo.append(lambda: setattr(cls, "run", original))
@@ -220,7 +225,8 @@ def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def profile_kernels(fn: Callable[[], Any]) -> dict[str, Any]:
-    """GPU: the kernels one call of fn launched, with their streams (from the profiler's trace)."""
+    """GPU: the kernels one call of fn launched, in order, with their streams and durations in µs
+    (from the profiler's trace)."""
     import json
     import os
     import tempfile
@@ -241,7 +247,8 @@ def profile_kernels(fn: Callable[[], Any]) -> dict[str, Any]:
     kernels = []
     for event in trace.get("traceEvents", []):
         if event.get("cat") == "kernel":
-            kernels.append({"name": event.get("name", ""), "stream": (event.get("args") or {}).get("stream")})
+            kernels.append({"name": event.get("name", ""), "stream": (event.get("args") or {}).get("stream"),
+                            "duration_us": event.get("dur")})
     return {"kernels": kernels, "streams": sorted({k["stream"] for k in kernels if k["stream"] is not None})}
 
 
