@@ -48,7 +48,8 @@ def show(problem: Path, candidate: Path, options: EvalOptions, out: Path | None)
     print()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{candidate.stem}.json").write_text(json.dumps(evaluation.to_dict(), indent=1))
+        stem = problem.parent.name if problem.name == "problem.py" else candidate.stem
+        (out / f"{stem}.json").write_text(json.dumps(evaluation.to_dict(), indent=1))
 
 
 def main() -> int:

@@ -93,3 +93,13 @@ def test_latency_verdict_from_low_occupancy():
     record = {"name": "k", "metrics": {DRAM: 8.0, SM: 11.0, OCCUPANCY: 12.0, DURATION: 40.0}, "units": {}}
     (finding,) = ncu_findings([record])
     assert finding.data["verdict"] == "latency" and "occupancy" in finding.direction
+
+
+def test_log_recorded_on_the_h200():
+    # ncu 2025.x on an NVIDIA H200 (driver 580), `bash scripts/gpu_checks.sh diagnose`, examples/layernorm
+    (record,) = parse_ncu_csv(read("h200_ncu_layernorm.log"))
+    assert record["name"] == "_layernorm_kernel"
+    assert record["metrics"][DRAM] == 82.53 and record["metrics"][DURATION] == 128832.0
+    assert record["metrics"][OCCUPANCY] == 68.86 and record["metrics"][SM] == 25.21
+    assert record["metrics"][TENSOR_GMMA] is None  # "n/a" on this kernel
+    assert ncu_findings([record])[0].data["verdict"] == "memory"

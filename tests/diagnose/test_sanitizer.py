@@ -53,7 +53,8 @@ def test_clean_log():
     assert report["errors"] == [] and report["error_count"] == 0
     (finding,) = sanitizer_findings(report)
     assert finding.severity == "info" and "no errors" in finding.title
-    assert parse_memcheck("") == {"errors": [], "api_errors": [], "summary": None, "error_count": None}
+    assert parse_memcheck("") == {"errors": [], "api_errors": [], "summary": None, "error_count": None,
+                                  "unprinted": 0}
     assert sanitizer_findings(parse_memcheck("")) == []
 
 
@@ -101,3 +102,18 @@ def test_cuda_kernel_points_at_its_declaration_in_the_candidate():
     (finding,) = sanitizer_findings(parse_memcheck(read("memcheck_cuda_write.log")), source)
     assert "__global__" in finding.location.text and finding.location.function == "relu_kernel"
     assert any("cuda.cu:9" in e for e in finding.evidence)
+
+
+def test_log_recorded_on_the_h200():
+    # compute-sanitizer on an NVIDIA H200 (driver 580), `bash scripts/gpu_checks.sh diagnose`:
+    # tests/fixtures/diagnose/error_oob_segfault.py, the last 20000 characters of its log
+    report = parse_memcheck(read("h200_memcheck_oob.log"))
+    assert report["summary"] == "ERROR SUMMARY: 258 errors" and report["error_count"] == 258
+    assert report["unprinted"] == 238
+    first = report["errors"][0]
+    assert (first["kind"], first["size"], first["kernel"]) == ("Invalid __global__ read", 4, "_affine_kernel")
+    assert first["line"] == 12 and first["file"] == "error_oob_segfault.py"
+    assert first["detail"].startswith("is out of bounds and is 8,589,934,592 bytes before the nearest allocation")
+    source = (FIXTURES / "diagnose" / "error_oob_segfault.py").read_text()
+    finding = sanitizer_findings(report, source, "error_oob_segfault.py")[0]
+    assert finding.location.line == 12 and "_affine_kernel" in finding.title

@@ -22,8 +22,11 @@ STATUSES = ("compile_error", "runtime_error", "timeout", "crash")
 TRITON_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
                 "InterpreterError", "OutOfResources", "PTXASError")
 OOM = ("out of memory", "can't allocate memory", "cannot allocate memory", "outofmemoryerror")
+# torch appends "Compile with TORCH_USE_CUDA_DSA to enable device-side assertions" to every CUDA
+# error, so the assert needle is the full "triggered" phrase
 CUDA_FAULTS = (("illegal memory access", "illegal-address"), ("misaligned address", "misaligned"),
-               ("device-side assert", "device-assert"), ("unspecified launch failure", "launch-failure"),
+               ("operation not supported on global/shared address space", "illegal-address"),
+               ("device-side assert triggered", "device-assert"), ("unspecified launch failure", "launch-failure"),
                ("illegal instruction", "illegal-instruction"), ("an illegal", "illegal-address"))
 UNMASKED = ("load-without-mask", "store-without-mask")
 MAX_SUPPORT = 4

@@ -53,10 +53,11 @@ def kernel_identifier(function: str | None) -> str | None:
 
 def parse_memcheck(text: str) -> dict[str, Any]:
     """{"errors": [{"kind", "size", "kernel", "function", "pc offset", "file", "line", "thread", "block",
-    "address", "detail"}], "api_errors": [...], "summary": "ERROR SUMMARY: N errors", "error_count": N}."""
+    "address", "detail"}], "api_errors": [...], "summary": "ERROR SUMMARY: N errors", "error_count": N,
+    "unprinted": how many of them the print limit left out}."""
     errors: list[dict[str, Any]] = []
     api_errors: list[str] = []
-    summary, count = None, None
+    summary, count, unprinted = None, None, 0
     current: dict[str, Any] | None = None
     in_backtrace = False
     for raw in text.splitlines():
@@ -68,7 +69,10 @@ def parse_memcheck(text: str) -> dict[str, Any]:
             continue
         found = SUMMARY.search(line)
         if found:
-            summary, count = line, int(found.group("count").replace(",", ""))
+            if "not printed" in line:  # "ERROR SUMMARY: N errors were not printed" follows the real summary
+                unprinted = int(found.group("count").replace(",", ""))
+            else:
+                summary, count = line, int(found.group("count").replace(",", ""))
             current = None
             continue
         kind = KIND.match(line)
@@ -90,7 +94,8 @@ def parse_memcheck(text: str) -> dict[str, Any]:
         if current is None or in_backtrace:
             continue
         _detail_line(current, line)
-    return {"errors": errors, "api_errors": api_errors, "summary": summary, "error_count": count}
+    return {"errors": errors, "api_errors": api_errors, "summary": summary, "error_count": count,
+            "unprinted": unprinted}
 
 
 def _detail_line(error: dict[str, Any], line: str) -> None:

@@ -103,8 +103,9 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
         return [x.to(device) if isinstance(x, torch.Tensor) else x
                 for x in torch.load(workdir / f"inputs_{name}.pt", weights_only=False)]
 
-    def run(inputs: list, seed: int, recorder: OpRecorder | None = None) -> Any:
-        poison(job.get("output_meta"), device)
+    def run(inputs: list, seed: int, recorder: OpRecorder | None = None, poisoned: bool = True) -> Any:
+        if poisoned:
+            poison(job.get("output_meta"), device)
         problems.seed_everything(seed)  # the reference's random state for this input set
         tracker.protected = {id(x) for x in inputs}
         with torch.no_grad():
@@ -191,7 +192,8 @@ def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[
     if device.startswith("cuda"):
         inputs = load_inputs("0")
         try:
-            trace = profile_kernels(lambda: run(inputs, seeds[0]))
+            poison(job.get("output_meta"), device)  # before, not inside, the profile: it is the harness's kernel
+            trace = profile_kernels(lambda: run(inputs, seeds[0], poisoned=False))
             own = set(tracker.kernel_names) | cuda_kernel_names(source)
             guard.update(kernels=[k["name"] for k in trace["kernels"]], streams=trace["streams"],
                          library_kernels=library_kernels(trace["kernels"], own))
