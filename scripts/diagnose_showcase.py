@@ -32,7 +32,7 @@ BROKEN = [  # (problem, candidate, --set values)
     (AFFINE, FIXTURES / "candidates" / "triton_not_pow2.py", {}),
     (AFFINE, FIXTURES / "diagnose" / "error_store_pointer.py", {}),
     (AFFINE, FIXTURES / "diagnose" / "unseeded_noise.py", {}),
-    (AFFINE, FIXTURES / "candidates" / "forward_index_error.py", {}),
+    (AFFINE, FIXTURES / "diagnose" / "error_oob_segfault.py", {}),
     (AFFINE, FIXTURES / "guard" / "cheat_torch_compute.py", {}),
 ]
 WORKING = ["pointwise_chain", "row_softmax", "linear_epilogue", "conv_relu", "layernorm"]

@@ -90,6 +90,7 @@ def test_results_that_differ_between_identical_runs_are_a_race(results):
     assert evaluation.repeat and evaluation.repeat["count"] > 0
     race = next(f for f in evaluation.diagnosis.findings if f.category == "race")
     assert race.severity == "error"  # the two runs differ by more than the tolerance
+    assert evaluation.diagnosis.findings[1] is race  # right after the summary: it explains the rest
 
 
 def test_a_working_candidate_on_cpu_says_speed_is_not_measured(results):

@@ -116,7 +116,16 @@ def diagnose(evaluation: Evaluation, source: str | None = None) -> Diagnosis:
     elif status == "cheating":
         findings += cheating_findings(evaluation, source)
     if evaluation.repeat:
-        findings += _repeat_findings(evaluation)
+        repeat = _repeat_findings(evaluation)
+        if any(f.category == "race" and f.severity == "error" for f in repeat):
+            # a race explains any error pattern the runs happen to show: it goes first among the patterns
+            for finding in findings:
+                if finding.category in ("precision", "error-pattern") and finding.severity == "error":
+                    finding.severity = "warning"
+                    finding.evidence.append("the same inputs gave different results: this may be the race's doing")
+            findings[1:1] = repeat
+        else:
+            findings += repeat
     if status == "ok":
         perf, bound = performance_findings(evaluation, source)
         findings += perf
