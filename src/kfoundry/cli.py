@@ -204,6 +204,36 @@ def diagnose_command(
     raise typer.Exit(0 if evaluation.ok else 1)
 
 
+config_app = typer.Typer(help="The settings in force: command line > environment > kfoundry.toml > defaults.",
+                         no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
+) -> None:
+    """Print every setting, its value and where it came from (API keys masked)."""
+    from kfoundry.config import load_settings
+
+    try:
+        settings = load_settings({}, config)
+    except KFoundryError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    rows = settings.rows()
+    if as_json:
+        print(json.dumps({name: {"value": value, "source": source} for name, value, source in rows}))
+        return
+    table = Table(title=f"settings (config file: {settings.config_path or 'none'})", title_justify="left")
+    for column in ("setting", "value", "from"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    Console().print(table)
+
+
 def main() -> None:
     try:
         app()
