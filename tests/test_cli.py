@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 KFOUNDRY = Path(sys.executable).with_name("kfoundry")
+TESTS_DIR = Path(__file__).resolve().parent
 
 
 def kfoundry(*args, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -192,3 +193,48 @@ def test_diagnose_ncu_on_cpu_says_why_not(problems_dir, candidates_dir):
 def test_diagnose_bad_problem_exits_2(problems_dir, candidates_dir):
     result = kfoundry("diagnose", problems_dir / "missing.py", candidates_dir / "affine_ok.py")
     assert result.returncode == 2 and "error:" in result.stderr
+
+
+def _reply_cmd(tmp_path, *replies: str) -> str:
+    import shlex
+
+    script = TESTS_DIR / "fixtures" / "llm" / "reply_from_files.py"
+    words = [sys.executable, str(script), str(tmp_path / "prompts.log"),
+             *(str(TESTS_DIR / "fixtures" / "llm" / "replies" / r) for r in replies)]
+    return "cmd:" + " ".join(shlex.quote(w) for w in words)
+
+
+def test_generate_end_to_end_with_a_cmd_provider(problems_dir, tmp_path):
+    out = tmp_path / "cand.py"
+    result = kfoundry("generate", problems_dir / "affine.py", "--llm", _reply_cmd(tmp_path, "affine_correct.md"),
+                      "--device", "cpu", "--trials", "2", "-o", out, "--record", tmp_path / "rec.jsonl")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("expert: initializer (no parent")
+    assert "attempt 1: cmd:" in result.stdout and f"candidate written to {out}" in result.stdout
+    assert "ok  correct on 2 trials" in result.stdout and "### Diagnosis: ok" in result.stdout
+    replay = kfoundry("generate", problems_dir / "affine.py", "--llm", f"replay:{tmp_path / 'rec.jsonl'}",
+                      "--device", "cpu", "--trials", "1", "-o", tmp_path / "again.py", "--json")
+    data = single_json_object(replay.stdout)
+    assert data["evaluation"]["status"] == "ok" and data["attempts"][0]["reply"]["provider"].startswith("replay:")
+
+
+def test_generate_without_an_llm_exits_2(problems_dir, tmp_path):
+    result = kfoundry("generate", problems_dir / "affine.py", "--device", "cpu")
+    assert result.returncode == 2 and "no LLM given" in result.stderr
+
+
+def test_generate_with_an_unpriced_model_and_a_dollar_budget_exits_2(problems_dir, tmp_path):
+    result = kfoundry("generate", problems_dir / "affine.py", "--llm", "openai:my-model@http://127.0.0.1:9/v1",
+                      "--budget-dollars", "1", "--device", "cpu")
+    assert result.returncode == 2 and "error:" in result.stderr and "token" in result.stderr
+
+
+def test_config_show_json_names_sources(tmp_path):
+    (tmp_path / "kfoundry.toml").write_text('llm = ["cmd:cat"]\ntrials = 3\n')
+    result = subprocess.run([str(KFOUNDRY), "config", "show", "--json"], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path, env={**os.environ, "KFOUNDRY_TRIALS": "4", "OPENAI_API_KEY": "sk-secret-99999999"})
+    assert result.returncode == 0, result.stderr
+    data = single_json_object(result.stdout)
+    assert data["llm"]["value"] == "cmd:cat" and data["llm"]["source"].startswith("config file")
+    assert data["trials"] == {"value": "4", "source": "environment KFOUNDRY_TRIALS"}
+    assert "sk-secret-99999999" not in result.stdout and "masked" in data["keys.openai"]["value"]

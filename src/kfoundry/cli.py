@@ -204,6 +204,94 @@ def diagnose_command(
     raise typer.Exit(0 if evaluation.ok else 1)
 
 
+@app.command("generate")
+def generate_command(
+    problem: Path = typer.Argument(..., help="Problem file in KernelBench form."),
+    llm: Optional[list[str]] = typer.Option(None, "--llm", help="Provider spec (repeatable: an ensemble): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl."),
+    llm_weights: Optional[str] = typer.Option(None, help="Weights of the --llm providers, e.g. 2,1."),
+    expert: Optional[str] = typer.Option(None, help="initializer, repair, memory, compute, fusion, algorithm or crossover (default: the router chooses from the parent's diagnosis)."),
+    parent: Optional[list[Path]] = typer.Option(None, "--parent", help="A candidate to start from (repeat for crossover)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Where to write the candidate (default: PROBLEM_EXPERT.py here)."),
+    backend: Optional[str] = typer.Option(None, help="What the expert writes: triton (default) or cuda."),
+    attempts: int = typer.Option(1, help="LLM calls allowed when a reply is unusable (its reason goes into the next prompt)."),
+    record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
+    config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU)."),
+    precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
+    tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default: by precision)."),
+    trials: Optional[int] = typer.Option(None, help="Correctness trials (default 5)."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds per candidate evaluation (default 300)."),
+    llm_timeout: Optional[float] = typer.Option(None, help="Seconds per LLM call (default 600)."),
+    budget_dollars: Optional[float] = typer.Option(None, help="Refuse to spend more than this on LLM calls (USD)."),
+    budget_tokens: Optional[int] = typer.Option(None, help="Refuse to use more than this many tokens."),
+    policy: Optional[str] = typer.Option(None, help="strict (default) or permissive."),
+    seed: Optional[int] = typer.Option(None, help="Fix the trial seeds."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable)."),
+    show_prompt: bool = typer.Option(False, "--show-prompt", help="Also print the prompt that was sent."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
+) -> None:
+    """One expert step: ask the LLM for a candidate, write it, evaluate it, print the verdict and
+    the diagnosis.
+
+    Exit code: 0 when the candidate is ok, 1 when it is not (or no usable reply came), 2 for bad usage.
+    """
+    from kfoundry.config import load_settings
+    from kfoundry.generate import generate, make_llm
+
+    try:
+        settings = load_settings({
+            "llm": llm, "llm_weights": llm_weights, "llm_timeout": llm_timeout, "budget_dollars": budget_dollars,
+            "budget_tokens": budget_tokens, "record": str(record) if record else None, "backend": backend,
+            "device": device, "precision": precision, "tolerance": tolerance, "policy": policy, "trials": trials,
+            "timeout": timeout}, config)
+        llm_client, budget = make_llm(settings)
+    except KFoundryError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],
+                       tolerance=settings["tolerance"], timeout_s=settings["timeout"], seed=seed, set_=set_,
+                       policy=settings["policy"])
+    try:
+        if as_json:
+            result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
+                              backend=settings["backend"], out=out, attempts=attempts, budget=budget)
+        else:
+            with err.status("generating") as status:
+                result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
+                                  backend=settings["backend"], out=out, attempts=attempts, budget=budget,
+                                  progress=lambda m: status.update(m))
+    except KFoundryError as exc:
+        if as_json:
+            print(json.dumps({"status": "error", "message": str(exc)}))
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if as_json:
+        print(json.dumps(result.to_dict()))
+        raise typer.Exit(0 if result.ok else 1)
+    console = Console()
+    console.print(f"expert: [bold]{result.expert}[/] ({escape(result.reason)})", highlight=False)
+    for parent_record in result.parents:
+        console.print(f"parent {escape(parent_record['path'])}: {parent_record['status']}", highlight=False)
+    for number, attempt in enumerate(result.attempts, start=1):
+        reply = attempt.reply or {}
+        usage = (f"{reply.get('input_tokens')} in / {reply.get('output_tokens')} out tokens, cost "
+                 f"{'unknown' if reply.get('cost_usd') is None else format(reply['cost_usd'], '.4f') + ' USD'}, "
+                 f"{reply.get('latency_s', 0):.1f} s, {reply.get('attempts')} call(s)") if reply else "no reply"
+        state = f"unusable: {attempt.failure}" if attempt.failure else f"candidate ({attempt.reply_kind})"
+        console.print(f"attempt {number}: {escape(reply.get('provider', '-'))}: {escape(usage)}; {escape(state)}",
+                      highlight=False)
+    if show_prompt and result.prompt:
+        console.print(escape(f"--- system prompt ---\n{result.prompt['system']}\n--- user prompt ---\n"
+                             f"{result.prompt['user']}\n--- end of prompt ---"), highlight=False)
+    if result.evaluation is None:
+        console.print("[bold red]no candidate[/]: no usable reply", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"candidate written to {escape(result.candidate_path)}", highlight=False)
+    render_evaluation(result.evaluation, console)
+    render_diagnosis(result.evaluation, console)
+    raise typer.Exit(0 if result.ok else 1)
+
+
 config_app = typer.Typer(help="The settings in force: command line > environment > kfoundry.toml > defaults.",
                          no_args_is_help=True)
 app.add_typer(config_app, name="config")

@@ -1,0 +1,154 @@
+"""One expert step: pick an expert, render its prompt, ask the LLM, parse the reply, write the
+candidate, evaluate it. `kfoundry generate` runs it once; the search repeats it.
+
+An unusable reply (no code, a refusal, a SEARCH block that does not apply, code that does not
+parse) is a structured failure whose reason goes into the next attempt's prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kfoundry.errors import UsageError
+from kfoundry.evaluate import EvalOptions, Evaluator
+from kfoundry.problem import read_source
+from kfoundry.types import Evaluation, to_jsonable
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Attempt:
+    """One LLM call: what was asked, what came back, and what became of it."""
+
+    expert: str
+    reply: dict[str, Any] | None = None  # LLMReply.to_dict()
+    reply_kind: str | None = None  # file or search_replace
+    failure: str | None = None  # why the reply (or the call) gave no candidate
+
+
+@dataclass
+class GenerateResult:
+    expert: str
+    reason: str  # why this expert
+    attempts: list[Attempt] = field(default_factory=list)
+    candidate_path: str | None = None
+    evaluation: Evaluation | None = None
+    parents: list[dict[str, Any]] = field(default_factory=list)  # path, status, message of each parent
+    prompt: dict[str, str] = field(default_factory=dict)  # system, user (the last attempt's)
+
+    @property
+    def ok(self) -> bool:
+        return self.evaluation is not None and self.evaluation.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_jsonable(self)
+
+
+def make_llm(settings) -> Any:
+    """The provider (or ensemble, or recording wrapper) the settings describe."""
+    from kfoundry.llm import Budget, Ensemble, Pricing, make_provider, record_provider
+
+    specs = settings["llm"]
+    if not specs:
+        raise UsageError("no LLM given: use --llm SPEC (openai:MODEL, openai:MODEL@URL, anthropic:MODEL, "
+                         "cmd:COMMAND, replay:FILE.jsonl), KFOUNDRY_LLM or llm = [...] in kfoundry.toml")
+    pricing = Pricing.load(Path(settings["pricing"]) if settings["pricing"] else None)
+    providers = [make_provider(spec, timeout_s=settings["llm_timeout"], max_retries=settings["llm_retries"],
+                               concurrency=settings["llm_concurrency"], pricing=pricing, api_keys=settings.api_keys)
+                 for spec in specs]
+    budget = Budget(settings["budget_dollars"], settings["budget_tokens"])
+    budget.check_start(providers, pricing)
+    weights = settings["llm_weights"] or None
+    if weights is not None and len(weights) != len(providers):
+        raise UsageError(f"--llm-weights has {len(weights)} weight(s) for {len(providers)} provider(s)")
+    llm = providers[0] if len(providers) == 1 else Ensemble(providers, weights)
+    if settings["record"]:
+        llm = record_provider(llm, Path(settings["record"]))
+    return llm, budget
+
+
+def _default_out(problem: Path, expert: str) -> Path:
+    stem = re.sub(r"\W+", "_", problem.stem)
+    base = Path.cwd() / f"{stem}_{expert}.py"
+    number = 1
+    while base.exists():
+        number += 1
+        base = Path.cwd() / f"{stem}_{expert}_{number}.py"
+    return base
+
+
+def generate(problem: str | Path, llm, *, expert: str | None = None, parents: list[str | Path] = (),
+             options: EvalOptions | None = None, backend: str = "triton", out: str | Path | None = None,
+             attempts: int = 1, budget=None, experience: list[dict] | None = None,
+             progress: Progress | None = None) -> GenerateResult:
+    """One expert step for `problem` with `llm` (a kfoundry.llm Provider). Parents are evaluated
+    first (their diagnoses steer the expert and fill its prompt)."""
+    from kfoundry.experts import EXPERTS, ParentInfo, PromptContext, Router, parse_reply, render
+    from kfoundry.llm import LLMError
+
+    if backend not in ("triton", "cuda"):
+        raise UsageError(f"unknown backend {backend!r}: use triton or cuda")
+    if attempts < 1:
+        raise UsageError("--attempts must be at least 1")
+    progress = progress or (lambda message: None)
+    problem = Path(problem)
+    options = options or EvalOptions()
+    with Evaluator(problem, options, progress) as evaluator:
+        prepared = evaluator.prepare()  # a bad problem stops here, before any LLM call
+        infos, parent_records, diagnoses = [], [], []
+        for path in parents:
+            path = Path(path)
+            source = read_source(path, UsageError, "parent")
+            progress(f"evaluating parent {path.name}")
+            evaluation = evaluator.evaluate(path)
+            infos.append(ParentInfo.from_evaluation(source, evaluation, path=str(path)))
+            diagnoses.append(evaluation.diagnosis)
+            parent_records.append({"path": str(path), "status": evaluation.status, "message": evaluation.message})
+        if expert is None:
+            diagnosis = diagnoses[0] if diagnoses else None
+            expert, reason = Router().choose_with_reason(diagnosis, has_parent=bool(parents),
+                                                         parents_available=len(parents))
+        else:
+            reason = "chosen with --expert"
+        if expert not in EXPERTS:
+            raise UsageError(f"unknown expert {expert!r}: choose from {', '.join(EXPERTS)}")
+        result = GenerateResult(expert=expert, reason=reason, parents=parent_records)
+        context = PromptContext(
+            problem_source=evaluator.source.text, problem_name=problem.stem, backend=backend, parents=infos,
+            device=prepared.device_facts, precision=options.precision, tolerance=options.atol,
+            policy=options.policy, experience=list(experience or []), feedback=[])
+        parent_source = infos[0].source if infos else None
+        for number in range(attempts):
+            system, user = render(expert, context)
+            result.prompt = {"system": system, "user": user}
+            attempt = Attempt(expert=expert)
+            result.attempts.append(attempt)
+            if budget is not None and budget.exhausted:
+                attempt.failure = "the LLM budget is spent"
+                break
+            progress(f"asking the LLM ({expert}, attempt {number + 1} of {attempts})")
+            try:
+                reply = llm.complete(system, user)
+            except LLMError as exc:
+                attempt.failure = f"LLM call failed ({exc.reason}): {exc}"
+                continue
+            if budget is not None:
+                budget.charge(reply)
+            attempt.reply = reply.to_dict()
+            parsed = parse_reply(reply.text, parent_source)
+            attempt.reply_kind = parsed.kind
+            if parsed.source is None:
+                attempt.failure = parsed.failure
+                context.feedback.append(f"attempt {number + 1}: {parsed.failure}")
+                continue
+            path = Path(out) if out else _default_out(problem, expert)
+            path.write_text(parsed.source, encoding="utf-8")
+            result.candidate_path = str(path)
+            progress(f"evaluating the candidate {path.name}")
+            result.evaluation = evaluator.evaluate(path)
+            break
+    return result

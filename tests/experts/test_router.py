@@ -1,0 +1,104 @@
+"""kfoundry.experts.router: the expert for each step follows the parent's diagnosis; stalls change the
+approach; exploration is a seeded Thompson sample over the experts' success rates."""
+
+from collections import Counter
+
+import pytest
+
+from kfoundry.errors import UsageError
+from kfoundry.experts import EXPERTS, Router
+from kfoundry.types import Diagnosis
+
+
+def _ok(focus: str, bound: str | None = None) -> Diagnosis:
+    return Diagnosis(status="ok", summary="ok", focus=focus, bound=bound)
+
+
+def test_no_parent_means_initializer():
+    name, why = Router(seed=1).choose_with_reason(None, has_parent=False)
+    assert name == "initializer" and "no parent" in why
+
+
+@pytest.mark.parametrize("status", ["compile_error", "runtime_error", "wrong_output", "cheating", "timeout", "crash"])
+def test_a_failing_parent_means_repair(status):
+    router = Router(seed=1, exploration=1.0)  # exploration never overrides a repair
+    name, why = router.choose_with_reason(Diagnosis(status=status, summary="", focus="repair"), has_parent=True,
+                                          stalled_for=10)
+    assert name == "repair" and status in why
+
+
+@pytest.mark.parametrize("focus,expert", [("memory", "memory"), ("fusion", "fusion"), ("launch", "fusion"),
+                                          ("compute", "compute"), ("algorithm", "algorithm")])
+def test_the_focus_picks_the_expert(focus, expert):
+    router = Router(seed=3, exploration=0.0)
+    name, why = router.choose_with_reason(_ok(focus, "memory"), has_parent=True)
+    assert name == expert and f"focus is {focus}, memory-bound" in why
+
+
+def test_no_focus_or_no_diagnosis_falls_back_to_the_sample():
+    router = Router(seed=3, exploration=0.0)
+    for diagnosis in (_ok("none"), None):
+        name, why = router.choose_with_reason(diagnosis, has_parent=True)
+        assert name in ("memory", "compute", "fusion", "algorithm") and "Thompson sample" in why
+
+
+def test_a_stall_changes_the_approach():
+    router = Router(seed=5, exploration=0.0, stall_limit=3)
+    assert router.choose(_ok("memory"), has_parent=True, stalled_for=2) == "memory"
+    assert router.choose(_ok("memory"), has_parent=True, stalled_for=3, parents_available=1) == "algorithm"
+    picks = {router.choose(_ok("memory"), has_parent=True, stalled_for=4, parents_available=2) for _ in range(50)}
+    assert picks == {"algorithm", "crossover"}
+    _, why = router.choose_with_reason(_ok("memory"), has_parent=True, stalled_for=3)
+    assert "no progress for 3 step(s)" in why
+
+
+def test_crossover_needs_two_parents():
+    router = Router(seed=9, exploration=1.0)
+    one = Counter(router.choose(_ok("memory"), has_parent=True, parents_available=1) for _ in range(300))
+    assert "crossover" not in one
+    two = Counter(router.choose(_ok("memory"), has_parent=True, parents_available=2) for _ in range(300))
+    assert two["crossover"] > 0
+
+
+def test_exploration_is_seeded_and_reproducible():
+    def run(seed):
+        router = Router(seed=seed, exploration=0.5)
+        return [router.choose(_ok("memory"), has_parent=True, parents_available=2) for _ in range(200)]
+
+    assert run(11) == run(11)
+    assert run(11) != run(12)
+
+
+def test_exploration_rate_and_the_bandit_favour_what_worked():
+    router = Router(seed=2024, exploration=0.1)
+    for _ in range(30):
+        router.record("fusion", True)
+        for other in ("memory", "compute", "algorithm"):
+            router.record(other, False)
+    assert router.stats()["fusion"] == (30, 0)
+    picks = [router.choose_with_reason(_ok("memory"), has_parent=True) for _ in range(2000)]
+    explored = [name for name, why in picks if why.startswith("exploring")]
+    assert 0.08 < len(explored) / len(picks) < 0.12  # about `exploration`
+    assert Counter(explored)["fusion"] / len(explored) > 0.9  # Thompson sampling follows the successes
+    assert all(name == "memory" for name, why in picks if not why.startswith("exploring"))
+
+
+def test_with_no_record_every_improver_gets_explored():
+    router = Router(seed=7, exploration=1.0)
+    picks = Counter(router.choose(_ok("memory"), has_parent=True, parents_available=2) for _ in range(1000))
+    assert set(picks) == {"memory", "compute", "fusion", "algorithm", "crossover"}
+    assert min(picks.values()) > 120  # flat priors: about 200 each
+
+
+def test_a_restricted_router_and_bad_input():
+    router = Router(experts=["initializer", "repair", "memory"], seed=1, exploration=0.0)
+    assert router.choose(_ok("compute"), has_parent=True) == "memory"  # compute not enabled: the sample
+    with pytest.raises(UsageError, match="unknown expert"):
+        Router(experts=["memory", "tuner"])
+    with pytest.raises(UsageError, match="unknown expert 'tuner'"):
+        router.record("tuner", True)
+    with pytest.raises(UsageError, match="exploration"):
+        Router(exploration=1.5)
+    with pytest.raises(UsageError, match="initializer expert"):
+        Router(experts=["memory"]).choose(None, has_parent=False)
+    assert set(Router().stats()) == set(EXPERTS)
