@@ -126,3 +126,20 @@ def test_anthropic_messages_server_through_the_real_sdk(tmp_path):
         assert request.body["system"] and request.body["messages"][0]["content"] == result.prompt["user"]
     assert result.attempts[0].reply["output_tokens"] == 500
     assert result.evaluation.status == "ok", result.evaluation.message
+
+
+def test_replay_file_of_unusable_replies_then_a_correct_one(tmp_path):
+    # written by hand from tests/fixtures/llm/replies: no request matches, so replay goes in file order
+    llm = make_provider(f"replay:{FIXTURES / 'llm' / 'affine_unusable_then_correct.jsonl'}")
+    result = generate(AFFINE, llm, options=EvalOptions(**OPTIONS), out=tmp_path / "c.py", attempts=4)
+    failures = [a.failure for a in result.attempts]
+    assert "refused" in failures[0] and "no code block" in failures[1] and "does not parse" in failures[2]
+    assert failures[3] is None and result.evaluation.status == "ok"
+    assert all(f in result.prompt["user"] for f in ("no code block", "does not parse"))  # fed back
+
+
+def test_replayed_cheating_kernel_is_rejected(tmp_path):
+    llm = make_provider(f"replay:{FIXTURES / 'llm' / 'affine_cheating.jsonl'}")
+    result = generate(AFFINE, llm, options=EvalOptions(**OPTIONS), out=tmp_path / "c.py")
+    assert result.evaluation.status == "cheating"
+    assert "torch-compute" in result.evaluation.message
