@@ -292,6 +292,14 @@ def generate_command(
     raise typer.Exit(0 if result.ok else 1)
 
 
+def _mount_library() -> None:
+    from kfoundry.library.cli import library_app
+
+    app.add_typer(library_app, name="library", help="The experience library: list, show, search, stats, export, import.")
+
+
+_mount_library()
+
 config_app = typer.Typer(help="The settings in force: command line > environment > kfoundry.toml > defaults.",
                          no_args_is_help=True)
 app.add_typer(config_app, name="config")

@@ -1,0 +1,36 @@
+"""The library's SQLite schema. One id space for every item (kernel, insight, step); steps keep their
+search facts in a table of their own."""
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uid TEXT NOT NULL UNIQUE,            -- stable across export/import: seed:<slug>, rule:<key>, or a hash
+    type TEXT NOT NULL CHECK (type IN ('kernel', 'insight', 'step')),
+    created REAL NOT NULL,
+    title TEXT NOT NULL,
+    kind TEXT,                           -- the problem kind of the signature
+    signature TEXT NOT NULL,             -- JSON
+    text TEXT NOT NULL DEFAULT '',       -- kernel notes, insight text, step summary
+    code TEXT,                           -- kernel source, step diff
+    origin TEXT NOT NULL,                -- seed, run, rule, llm
+    device TEXT,
+    speedup REAL,
+    data TEXT NOT NULL DEFAULT '{}'      -- JSON: insight evidence ids, ...
+);
+CREATE INDEX IF NOT EXISTS items_type_kind ON items (type, kind);
+CREATE TABLE IF NOT EXISTS steps (
+    item_id INTEGER PRIMARY KEY REFERENCES items (id) ON DELETE CASCADE,
+    run_id TEXT,
+    expert TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    diagnosis TEXT NOT NULL,             -- JSON list of diagnosis categories
+    speedup_before REAL,
+    speedup_after REAL,
+    parent_source TEXT,
+    child_source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steps_expert ON steps (expert);
+"""

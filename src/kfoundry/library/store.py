@@ -1,0 +1,335 @@
+"""The experience library: one SQLite file (WAL) of kernels, insights and recorded optimization steps,
+seeded on first open with curated kernels, and searched by signature similarity plus BM25."""
+
+from __future__ import annotations
+
+import builtins
+import difflib
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from kfoundry.errors import KFoundryError
+from kfoundry.library import seed as seed_data
+from kfoundry.library.distil import rule_insights
+from kfoundry.library.schema import SCHEMA, SCHEMA_VERSION
+from kfoundry.library.similarity import similarity
+from kfoundry.library.text_index import bm25_scores
+
+ITEM_TYPES = ("kernel", "insight", "step")
+SIGNATURE_WEIGHT = 0.6  # the rest is BM25
+STEP_FIELDS = ("run_id", "expert", "outcome", "diagnosis", "speedup_before", "speedup_after",
+               "parent_source", "child_source")
+
+
+class LibraryError(KFoundryError):
+    """A library file or an export that cannot be used, or an id that is not there."""
+
+
+def default_path() -> Path:
+    from kfoundry.paths import cache_dir
+
+    return cache_dir() / "library.sqlite"
+
+
+def unified_diff(parent: str | None, child: str) -> str:
+    return "".join(difflib.unified_diff((parent or "").splitlines(keepends=True), child.splitlines(keepends=True),
+                                        fromfile="parent.py", tofile="child.py"))
+
+
+def _content_uid(*parts: Any) -> str:
+    payload = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+class Library:
+    def __init__(self, path: str | Path | None = None, seed: bool = True):
+        self.path = Path(path) if path is not None else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise LibraryError(f"cannot open library {self.path}: {exc}") from None
+        if seed:
+            self._load_seed()
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Library":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row["value"] if row else None
+
+    def _set_meta(self, key: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, str(value)))
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._meta("schema_version") or 0)
+
+    def _migrate(self) -> None:
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" in tables:
+            found = int(self._meta("schema_version") or 0)
+            if found > SCHEMA_VERSION:
+                raise LibraryError(f"library {self.path} has schema version {found}, newer than this "
+                                   f"kfoundry understands ({SCHEMA_VERSION}): upgrade kfoundry")
+        elif tables:
+            raise LibraryError(f"{self.path} is an SQLite file but not a kfoundry library")
+        # future versions: ALTER TABLE steps from `found` up to SCHEMA_VERSION here
+        with self.db:
+            self.db.executescript(SCHEMA)
+            self._set_meta("schema_version", SCHEMA_VERSION)
+
+    def _load_seed(self) -> None:
+        """Insert the shipped seed once per seed version; existing items (by uid) are left alone."""
+        if int(self._meta("seed_version") or 0) >= seed_data.SEED_VERSION:
+            return
+        with self.db:
+            for k in seed_data.seed_kernels():
+                self._insert("kernel", uid=f"seed:{k['slug']}", title=k["title"], signature=k["signature"],
+                             text=k["notes"], code=k["source"], origin="seed")
+            for i in seed_data.seed_insights():
+                self._insert("insight", uid=f"seed:{i['slug']}", title=i["text"].split(": ")[0].split(". ")[0][:80],
+                             signature=i["signature"], text=i["text"], origin="seed", data={"evidence": []})
+            self._set_meta("seed_version", seed_data.SEED_VERSION)
+
+    # --- writing ---------------------------------------------------------------------------------
+    def _insert(self, type_: str, *, uid: str, title: str, signature: dict, text: str = "", code: str | None = None,
+                origin: str, device: str | None = None, speedup: float | None = None, data: dict | None = None,
+                created: float | None = None) -> int | None:
+        """The new item's id, or None when an item with this uid is already there."""
+        cursor = self.db.execute(
+            "INSERT OR IGNORE INTO items (uid, type, created, title, kind, signature, text, code, origin, device,"
+            " speedup, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (uid, type_, created or time.time(), title, (signature or {}).get("kind"), json.dumps(signature or {}),
+             text, code, origin, device, speedup, json.dumps(data or {})))
+        return cursor.lastrowid if cursor.rowcount else None
+
+    def record_step(self, problem_signature: dict, expert: str, parent_source: str | None, child_source: str,
+                    diagnosis_categories: builtins.list[str], outcome: str, speedup_before: float | None,
+                    speedup_after: float | None, device: str | None = None, run_id: str | None = None) -> int:
+        """Record one expert step (parent -> child) and how it went; returns the step's id."""
+        kind = problem_signature.get("kind") or "other"
+        categories = builtins.list(diagnosis_categories or [])
+        title = (f"{expert} on {kind} ({', '.join(categories) or 'no diagnosis'}): {outcome}, "
+                 f"{_fmt(speedup_before)} -> {_fmt(speedup_after)}")
+        text = f"{title}. problem {problem_signature.get('problem', '')} {problem_signature.get('text', '')}"
+        now = time.time()
+        with self.db:
+            item_id = self._insert(
+                "step", uid=_content_uid("step", run_id, expert, child_source, parent_source, now), title=title,
+                signature=problem_signature, text=text, code=unified_diff(parent_source, child_source),
+                origin="run", device=device, speedup=speedup_after, created=now)
+            self.db.execute(
+                "INSERT INTO steps (item_id, run_id, expert, outcome, diagnosis, speedup_before, speedup_after,"
+                " parent_source, child_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (item_id, run_id, expert, outcome, json.dumps(categories), speedup_before, speedup_after,
+                 parent_source, child_source))
+        return item_id
+
+    def add_kernel(self, title: str, signature: dict, source: str, notes: str = "", speedup: float | None = None,
+                   device: str | None = None, origin: str = "run") -> int:
+        if origin not in ("seed", "run"):
+            raise LibraryError(f"kernel origin must be 'seed' or 'run', not {origin!r}")
+        with self.db:
+            item_id = self._insert("kernel", uid=_content_uid("kernel", title, source, device), title=title,
+                                   signature=signature, text=notes, code=source, origin=origin, device=device,
+                                   speedup=speedup)
+        return item_id if item_id is not None else self._id_of_uid(_content_uid("kernel", title, source, device))
+
+    def add_insight(self, text: str, signature: dict | None = None, evidence_ids: builtins.list[int] | None = None,
+                    origin: str = "llm", key: str | None = None) -> int:
+        """Add an insight; one with the same `key` (rule insights) is updated in place."""
+        if origin not in ("rule", "llm", "seed"):
+            raise LibraryError(f"insight origin must be 'rule' or 'llm', not {origin!r}")
+        uid = f"{origin}:{key}" if key else _content_uid("insight", text)
+        data = {"evidence": builtins.list(evidence_ids or [])}
+        title = text if len(text) <= 80 else text[:77] + "..."
+        with self.db:
+            item_id = self._insert("insight", uid=uid, title=title, signature=signature or {}, text=text,
+                                   origin=origin, data=data)
+            if item_id is None:
+                self.db.execute("UPDATE items SET title = ?, text = ?, signature = ?, kind = ?, data = ?, created = ?"
+                                " WHERE uid = ?", (title, text, json.dumps(signature or {}),
+                                                   (signature or {}).get("kind"), json.dumps(data), time.time(), uid))
+        return item_id if item_id is not None else self._id_of_uid(uid)
+
+    def _id_of_uid(self, uid: str) -> int:
+        return self.db.execute("SELECT id FROM items WHERE uid = ?", (uid,)).fetchone()["id"]
+
+    def distil(self, min_support: int = 2) -> builtins.list[dict]:
+        """Derive rule insights from all recorded steps (re-running updates them); returns them."""
+        out = []
+        for insight in rule_insights(self.steps(), min_support):
+            item_id = self.add_insight(insight["text"], insight["signature"], insight["evidence"], "rule",
+                                       key=insight["key"])
+            out.append(self.get(item_id))
+        return out
+
+    # --- reading ---------------------------------------------------------------------------------
+    def _row_to_item(self, row: sqlite3.Row, full: bool = True) -> dict:
+        item = {k: row[k] for k in ("id", "uid", "type", "created", "title", "kind", "text", "origin", "device",
+                                    "speedup")}
+        item["signature"] = json.loads(row["signature"])
+        item.update(json.loads(row["data"]))
+        if full:
+            item["code"] = row["code"]
+        return item
+
+    def get(self, item_id: int) -> dict:
+        row = self.db.execute("SELECT * FROM items WHERE id = ?", (int(item_id),)).fetchone()
+        if row is None:
+            raise LibraryError(f"no library item with id {item_id} in {self.path}")
+        item = self._row_to_item(row)
+        if item["type"] == "step":
+            step = self.db.execute("SELECT * FROM steps WHERE item_id = ?", (item["id"],)).fetchone()
+            item.update({k: step[k] for k in STEP_FIELDS})
+            item["diagnosis"] = json.loads(step["diagnosis"])
+            item["diff"] = item["code"]
+        return item
+
+    def list(self, kind: str | None = None, type: str | None = None) -> builtins.list[dict]:
+        """Items (without code), newest first, optionally of one problem kind and/or item type."""
+        sql, args = "SELECT * FROM items WHERE 1=1", []
+        if kind:
+            sql, args = sql + " AND kind = ?", args + [kind]
+        if type:
+            sql, args = sql + " AND type = ?", args + [type]
+        rows = self.db.execute(sql + " ORDER BY id DESC", args).fetchall()
+        return [self._row_to_item(r, full=False) for r in rows]
+
+    def steps(self) -> builtins.list[dict]:
+        rows = self.db.execute("SELECT items.id, items.kind, items.signature, items.device, steps.* FROM steps"
+                               " JOIN items ON items.id = steps.item_id ORDER BY items.id").fetchall()
+        return [{"id": r["id"], "kind": r["kind"], "signature": json.loads(r["signature"]), "device": r["device"],
+                 **{k: r[k] for k in STEP_FIELDS}, "diagnosis": json.loads(r["diagnosis"])} for r in rows]
+
+    def _retrievable(self) -> builtins.list[sqlite3.Row]:
+        # steps that made things better are experience; failed ones reach experts through distilled insights
+        return self.db.execute(
+            "SELECT items.* FROM items LEFT JOIN steps ON steps.item_id = items.id WHERE items.type != 'step'"
+            " OR (steps.outcome = 'ok' AND steps.speedup_after IS NOT NULL"
+            "     AND (steps.speedup_before IS NULL OR steps.speedup_after > steps.speedup_before))"
+            " ORDER BY items.id").fetchall()
+
+    @staticmethod
+    def _document(row: sqlite3.Row) -> str:
+        sig = json.loads(row["signature"])
+        return " ".join([row["title"], row["text"], sig.get("text", ""), row["kind"] or ""])
+
+    def retrieve(self, signature: dict, query_text: str = "", k: int = 5) -> builtins.list[dict]:
+        """The k items most useful for a problem with this signature, shaped for PromptContext.experience:
+        {title, text, source, code?, score, id, type}."""
+        rows = self._retrievable()
+        query = " ".join([query_text, signature.get("text", ""), signature.get("kind", "")])
+        text_scores = bm25_scores([self._document(r) for r in rows], query)
+        scored = []
+        for row, text_score in zip(rows, text_scores):
+            sig_score = similarity(signature, json.loads(row["signature"]))
+            scored.append((SIGNATURE_WEIGHT * sig_score + (1 - SIGNATURE_WEIGHT) * text_score, row))
+        scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
+        return [self._experience(row, score) for score, row in scored[:k]]
+
+    def search(self, text: str, k: int = 10) -> builtins.list[dict]:
+        """Items matching free text (BM25 alone), best first; items that match nothing are left out."""
+        rows = self.db.execute("SELECT * FROM items ORDER BY id").fetchall()
+        scores = bm25_scores([self._document(r) for r in rows], text)
+        ranked = sorted((pair for pair in zip(scores, rows) if pair[0] > 0), key=lambda p: (-p[0], p[1]["id"]))
+        return [self._experience(row, score) for score, row in ranked[:k]]
+
+    def _experience(self, row: sqlite3.Row, score: float) -> dict:
+        origin = {"seed": "seed library", "run": "an earlier run", "rule": "distilled from earlier runs",
+                  "llm": "an LLM's summary of earlier runs"}.get(row["origin"], row["origin"])
+        where = f"library #{row['id']} ({row['type']}, {origin}" + (f", {row['device']}" if row["device"] else "") + ")"
+        item = {"title": row["title"], "text": row["text"], "source": where, "score": round(score, 4),
+                "id": row["id"], "type": row["type"]}
+        if row["code"]:
+            item["code"] = row["code"]
+        return item
+
+    def stats(self) -> dict:
+        def counts(sql: str) -> dict:
+            return {str(r[0]): r[1] for r in self.db.execute(sql)}
+
+        return {
+            "path": str(self.path),
+            "schema_version": self.schema_version,
+            "seed_version": int(self._meta("seed_version") or 0),
+            "items": self.db.execute("SELECT COUNT(*) FROM items").fetchone()[0],
+            "by_type": counts("SELECT type, COUNT(*) FROM items GROUP BY type ORDER BY type"),
+            "by_kind": counts("SELECT COALESCE(kind, 'none'), COUNT(*) FROM items GROUP BY 1 ORDER BY 1"),
+            "by_origin": counts("SELECT origin, COUNT(*) FROM items GROUP BY origin ORDER BY origin"),
+            "step_outcomes": counts("SELECT outcome, COUNT(*) FROM steps GROUP BY outcome ORDER BY outcome"),
+        }
+
+    # --- exchange --------------------------------------------------------------------------------
+    def export(self, path: str | Path) -> int:
+        """Write every item as one JSON line (steps with their step fields); returns the count."""
+        ids = [r[0] for r in self.db.execute("SELECT id FROM items ORDER BY id")]
+        uid_of = {r[0]: r[1] for r in self.db.execute("SELECT id, uid FROM items")}
+        with open(path, "w", encoding="utf-8") as out:
+            for item_id in ids:
+                item = self.get(item_id)
+                if item["type"] == "insight":
+                    item["evidence_uids"] = [uid_of[i] for i in item.get("evidence", []) if i in uid_of]
+                out.write(json.dumps(item, sort_keys=True) + "\n")
+        return len(ids)
+
+    def import_(self, path: str | Path) -> int:
+        """Add the items of an export not already here (by uid); returns how many were added."""
+        path = Path(path)
+        if not path.is_file():
+            raise LibraryError(f"import file not found: {path}")
+        items = []
+        try:
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                item = json.loads(line)
+                if not isinstance(item, dict) or item.get("type") not in ITEM_TYPES or "uid" not in item:
+                    raise ValueError("not a library item (needs uid and type kernel, insight or step)")
+                items.append(item)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise LibraryError(f"{path} line {n}: {exc}") from None
+        added = 0
+        with self.db:
+            for item in sorted(items, key=lambda i: i["type"] == "insight"):  # evidence before insights
+                data = {}
+                if item["type"] == "insight":
+                    known = {r[1]: r[0] for r in self.db.execute("SELECT id, uid FROM items")}
+                    data["evidence"] = [known[u] for u in item.get("evidence_uids", []) if u in known]
+                new_id = self._insert(item["type"], uid=item["uid"], title=item.get("title", ""),
+                                      signature=item.get("signature") or {}, text=item.get("text") or "",
+                                      code=item.get("code"), origin=item.get("origin", "run"),
+                                      device=item.get("device"), speedup=item.get("speedup"), data=data,
+                                      created=item.get("created"))
+                if new_id is None:
+                    continue
+                added += 1
+                if item["type"] == "step":
+                    self.db.execute(
+                        "INSERT INTO steps (item_id, run_id, expert, outcome, diagnosis, speedup_before,"
+                        " speedup_after, parent_source, child_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (new_id, item.get("run_id"), item.get("expert", "unknown"), item.get("outcome", "unknown"),
+                         json.dumps(item.get("diagnosis") or []), item.get("speedup_before"),
+                         item.get("speedup_after"), item.get("parent_source"), item.get("child_source") or ""))
+        return added

@@ -1,0 +1,163 @@
+"""A problem's signature: the ATen ops its reference runs (in order), the shapes and dtypes it takes,
+returns and holds, and a short `kind` label, for finding similar problems in the experience library.
+
+The reference is trusted code, so it runs in-process, once, on the CPU (or on the meta device, which
+propagates shapes without computing: useful for full-size problems)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+# Ops that only move, view or allocate data: they say nothing about the computation.
+LAYOUT_OPS = frozenset({
+    "t", "view", "_unsafe_view", "reshape", "transpose", "permute", "expand", "contiguous", "clone",
+    "detach", "alias", "squeeze", "unsqueeze", "as_strided", "slice", "select", "empty", "empty_like",
+    "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "fill", "fill_", "copy", "copy_",
+    "lift_fresh", "_to_copy", "to", "flatten", "unflatten", "split", "split_with_sizes", "chunk",
+    "unbind", "cat", "stack", "new_empty", "new_zeros", "new_ones", "full", "full_like", "scalar_tensor",
+    "_reshape_alias", "resize_", "index_select", "narrow", "repeat", "_local_scalar_dense", "item",
+})
+
+# Op name -> category; checked in this order, the first category present names the problem.
+CATEGORIES: dict[str, frozenset[str]] = {
+    "conv": frozenset({"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                       "conv_transpose2d", "conv_transpose3d", "mkldnn_convolution", "cudnn_convolution",
+                       "convolution_overrideable", "_slow_conv2d_forward", "slow_conv3d_forward",
+                       "slow_conv_transpose2d", "slow_conv_transpose3d", "_convolution_mode"}),
+    "gemm": frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot", "einsum",
+                       "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                       "_scaled_dot_product_flash_attention_for_cpu", "scaled_dot_product_attention",
+                       "tensordot", "addbmm"}),
+    "norm": frozenset({"native_layer_norm", "layer_norm", "native_batch_norm", "batch_norm",
+                       "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+                       "_native_batch_norm_legit_functional", "native_group_norm", "group_norm",
+                       "instance_norm", "rms_norm", "_fused_rms_norm", "_batch_norm_impl_index"}),
+    "softmax": frozenset({"_softmax", "softmax", "_log_softmax", "log_softmax"}),
+    "reduction": frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var",
+                            "std", "var_mean", "std_mean", "norm", "linalg_vector_norm", "cumsum", "cumprod",
+                            "logsumexp", "all", "any", "mse_loss", "cross_entropy", "nll_loss_forward",
+                            "nll_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
+                            "avg_pool2d", "max_pool2d_with_indices", "avg_pool1d", "avg_pool3d",
+                            "max_pool3d_with_indices", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
+                            "adaptive_max_pool2d", "_adaptive_avg_pool3d", "max_pool2d", "max_pool1d"}),
+}
+PRIMARY_ORDER = ("conv", "gemm", "norm", "softmax", "reduction")
+
+
+def short_name(op: str) -> str:
+    """"aten.addmm" -> "addmm"."""
+    return op.rsplit(".", 1)[-1]
+
+
+def op_category(op: str) -> str:
+    """conv, gemm, norm, softmax, reduction, layout or pointwise."""
+    name = short_name(op)
+    if name in LAYOUT_OPS:
+        return "layout"
+    for category, names in CATEGORIES.items():
+        if name in names:
+            return category
+    return "pointwise"
+
+
+def compute_ops(ops: list[str]) -> list[str]:
+    """The ops that compute (layout ops left out), in first-seen order, each once."""
+    seen: dict[str, None] = {}
+    for op in ops:
+        if op_category(op) != "layout":
+            seen.setdefault(op, None)
+    return list(seen)
+
+
+def kind_of(ops: list[str]) -> str:
+    """A short label: the first primary category present, '+pointwise' when pointwise ops follow or precede.
+    A problem of pointwise ops alone is 'pointwise'; one with no computing op is 'other'."""
+    categories = {op_category(op) for op in ops} - {"layout"}
+    primaries = [c for c in PRIMARY_ORDER if c in categories]
+    if not primaries:
+        return "pointwise" if "pointwise" in categories else "other"
+    label = primaries[0]
+    # a second primary (gemm followed by a reduction, say) matters more than pointwise extras
+    if len(primaries) > 1:
+        label += "+" + primaries[1]
+    elif "pointwise" in categories:
+        label += "+pointwise"
+    return label
+
+
+def _tensor_facts(value: Any) -> list[dict[str, Any]]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [{"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}]
+    if isinstance(value, (list, tuple)):
+        return [fact for v in value for fact in _tensor_facts(v)]
+    if isinstance(value, dict):
+        return [fact for v in value.values() for fact in _tensor_facts(v)]
+    return []
+
+
+def record_ops(model, inputs: list) -> tuple[list[str], Any]:
+    """Run model(*inputs) once, recording the ATen ops dispatched (consecutive repeats collapsed)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: list[str] = []
+
+    class _Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = str(func.overloadpacket)  # "aten.addmm"
+            if not ops or ops[-1] != name:
+                ops.append(name)
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), _Recorder():
+        outputs = model(*inputs)
+    return ops, outputs
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case word tokens for BM25 ("aten.addmm" -> "addmm", "gemm+pointwise" -> "gemm", "pointwise")."""
+    return [t for t in re.split(r"[^a-z0-9_]+", text.lower()) if len(t) > 1 and t != "aten"]
+
+
+def signature_text(sig: dict[str, Any]) -> str:
+    parts = [sig.get("kind", ""), *sig.get("categories", []), *(short_name(op) for op in sig.get("ops", [])),
+             *sig.get("modules", []), sig.get("doc", "")]
+    return " ".join(tokens(" ".join(p for p in parts if p)))
+
+
+def signature(problem_path: str | Path, set_values: dict[str, Any] | None = None, device: str = "cpu",
+              seed: int = 0) -> dict[str, Any]:
+    """The signature of a problem file, its --set overrides applied (keep the sizes small on CPU)."""
+    import torch
+
+    from kfoundry.problem import build_model, init_inputs_of, load_problem_module, make_inputs, read_problem
+
+    problem = read_problem(problem_path, set_values)
+    module = load_problem_module(problem)
+    model = build_model(module.Model, init_inputs_of(module), seed, None, "cpu", eval_mode=False)
+    inputs = make_inputs(module, seed, None, "cpu")
+    if device != "cpu":
+        model = model.to(device)
+        inputs = [v.to(device) if isinstance(v, torch.Tensor) else v for v in inputs]
+    ops, outputs = record_ops(model, inputs)
+    modules = sorted({type(m).__name__.lower() for m in model.modules() if type(m).__name__ != "Model"})
+    doc = (module.__doc__ or "").strip().splitlines()
+    sig: dict[str, Any] = {
+        "problem": problem.name,
+        "set": dict(problem.overrides),
+        "ops": ops,
+        "compute_ops": compute_ops(ops),
+        "kind": kind_of(ops),
+        "categories": sorted({op_category(op) for op in ops} - {"layout"}),
+        "modules": modules,
+        "doc": doc[0] if doc else "",
+        "inputs": _tensor_facts(inputs),
+        "outputs": _tensor_facts(outputs),
+        "parameters": [{"name": name, **_tensor_facts(p)[0]} for name, p in model.named_parameters()],
+    }
+    sig["text"] = signature_text(sig)
+    return sig

@@ -1,0 +1,106 @@
+"""A run's outputs: best.py, result.json, history.json in the run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kfoundry.runs.store import RunStore
+
+
+def _installed(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions(best_evaluation: dict[str, Any] | None) -> dict[str, Any]:
+    timing = (best_evaluation or {}).get("timing") or {}
+    return {
+        "python": platform.python_version(),
+        "kfoundry": _installed("kfoundry"),
+        # what the best was timed with, else what is installed now
+        "torch": timing.get("torch_version") or _installed("torch"),
+        "triton": timing.get("triton_version") or _installed("triton"),
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def build_result(store: RunStore, device_info: dict[str, Any]) -> dict[str, Any]:
+    best = store.best("speedup_eager")
+    best_compile = store.best("speedup_compile")
+    totals = store.totals()
+    meta = store.meta()
+    best_part = None
+    if best is not None:
+        timing = best["evaluation"].get("timing") or {}
+        best_part = {
+            "candidate_id": best["candidate_id"],
+            "evaluation_id": best["evaluation_id"],
+            "speedup_eager": best["speedup_eager"],
+            "speedup_compile": best["speedup_compile"],
+            "runtime_ms": best["runtime_ms"],
+            "eager_ms": best["eager_ms"],
+            "compile_ms": best["compile_ms"],
+            "expert": best["expert"],
+            "origin": best["origin"],
+            "island": best["island"],
+            "generation": best["generation"],
+            "source_hash": best["source_hash"],
+            # how the figures were obtained
+            "timing": {k: timing.get(k) for k in ("statistic", "trials", "method", "device")},
+            "correctness": {k: (best["evaluation"].get("correctness") or {}).get(k)
+                            for k in ("trials", "trials_passed", "tolerance", "precision")},
+        }
+    return {
+        "problem": {k: meta[f"problem_{k}"] for k in ("name", "path", "sha256")},
+        "seed": meta["seed"],
+        "settings": meta["settings"],
+        "best": best_part,
+        # the best by speedup vs torch.compile may be another candidate
+        "best_speedup_compile": None if best_compile is None else {
+            "candidate_id": best_compile["candidate_id"],
+            "speedup_compile": best_compile["speedup_compile"]},
+        "lineage": store.lineage(best["candidate_id"]) if best else [],
+        "evaluations": totals["evaluations"],
+        "correct": totals["correct"],
+        "correctness_rate": totals["correctness_rate"],
+        "statuses": totals["statuses"],
+        "llm": {k: totals[k] for k in ("llm_calls", "llm_failed_calls", "cost_usd", "unknown_cost_calls",
+                                       "input_tokens", "output_tokens", "unknown_token_calls")},
+        "wall_time_s": totals["wall_time_s"],
+        "device": device_info,
+        "versions": versions(best["evaluation"] if best else None),
+    }
+
+
+def write_outputs(store: RunStore, device_info: dict[str, Any]) -> dict[str, Path]:
+    """Write the outputs; best.py only when a verified candidate exists (a stale one is removed)."""
+    run_dir = store.run_dir
+    result = build_result(store, device_info)
+    paths = {"result": run_dir / "result.json", "history": run_dir / "history.json"}
+    best_path = run_dir / "best.py"
+    best = store.best("speedup_eager")
+    if best is not None:
+        _write_atomic(best_path, best["source"])
+        paths["best"] = best_path
+    elif best_path.exists():
+        best_path.unlink()
+    _write_atomic(paths["result"], _dump(result))
+    _write_atomic(paths["history"], _dump(store.history()))
+    return paths

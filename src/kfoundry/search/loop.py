@@ -1,0 +1,271 @@
+"""The asynchronous search loop: per generation, each island picks a parent, the router names an
+expert from the parent's diagnosis, proposals run concurrently, duplicates are dropped, evaluations
+go through a queue, children are inserted; islands migrate every M generations; rules stop it.
+
+Resumable: `state()` is a JSON-serializable snapshot and `restore()` rebuilds the loop from it, so
+a restored loop with the same proposer and evaluator continues exactly as the original would have."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kfoundry.search.archipelago import Archipelago
+from kfoundry.search.features import features
+from kfoundry.search.individual import Individual
+from kfoundry.search.island import Island
+from kfoundry.search.queue import EvaluationQueue, Outcome, to_outcome
+from kfoundry.search.stop import SearchState, StopRules
+from kfoundry.types import Diagnosis
+
+Propose = Callable[[Individual | None, list[Individual], str], Awaitable[str | None]]
+SNAPSHOT_VERSION = 1
+
+
+@dataclass
+class Plan:
+    id: str
+    island: Island
+    kind: str  # init, improve or repair
+    parent: Individual | None
+    others: list[Individual]
+    expert: str
+    reason: str
+
+
+@dataclass
+class SearchResult:
+    best: Individual | None  # the best verified individual of the whole search
+    reason: str  # why it stopped
+    state: SearchState
+    individuals: dict[str, Individual] = field(default_factory=dict)
+
+
+def _rng_to_json(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _rng_from_json(data: list) -> tuple:
+    return (data[0], tuple(data[1]), data[2])
+
+
+class SearchLoop:
+    def __init__(self, archipelago: Archipelago, propose: Propose, evaluate_queue: EvaluationQueue, router: Any,
+                 stop_rules: StopRules, *, concurrency: int = 4, on_event: Callable[[dict], None] | None = None,
+                 seed: int | None = 0, repair_share: float = 0.25, children_per_island: int = 1,
+                 inspirations: int = 2, cost_fn: Callable[[], float] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.archipelago = archipelago
+        self.propose = propose
+        self.queue = evaluate_queue
+        self.router = router
+        self.stop_rules = stop_rules
+        self.concurrency = concurrency
+        self.on_event = on_event
+        self.repair_share = repair_share  # chance an island with working members repairs a failure instead
+        self.children_per_island = children_per_island
+        self.inspirations = inspirations
+        self.cost_fn = cost_fn  # cumulative cost spent outside evaluations (LLM tokens), if any
+        self.clock = clock
+        self.individuals: dict[str, Individual] = {}  # every evaluated candidate, by id
+        self.search = SearchState()
+        self.best_id: str | None = None
+        self._eval_cost = 0.0
+        self._next_id = 0
+        self._rng = random.Random(seed)
+        self._elapsed_base = 0.0
+        self._started: float | None = None
+        self._improved = False  # the overall best improved during the current generation
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _emit(self, event: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event({"event": event, "generation": self.search.generation, **data})
+
+    def best(self) -> Individual | None:
+        return self.individuals.get(self.best_id) if self.best_id else None
+
+    def _refresh(self) -> SearchState:
+        if self._started is not None:
+            self.search.elapsed_s = self._elapsed_base + self.clock() - self._started
+        self.search.cost = self._eval_cost + (self.cost_fn() if self.cost_fn else 0.0)
+        best = self.best()
+        self.search.best_fitness = best.fitness if best else None
+        return self.search
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def _plan(self, island: Island) -> Plan:
+        repairable = island.repairable()
+        if island.population and (not repairable or self._rng.random() >= self.repair_share):
+            kind, parent = "improve", island.select_parent(self._rng)
+        elif repairable:
+            kind, parent = "repair", island.select_repair(self._rng)
+            island.note_repair(parent)  # counted when chosen, so one failure never exceeds its tries
+        else:
+            kind, parent = "init", None
+        others = [] if parent is None else \
+            [m for m in island.elite_members() if m.id != parent.id][:self.inspirations]
+        diagnosis = parent.diagnosis if parent is not None else None
+        if parent is not None and parent.failed and diagnosis is None:
+            diagnosis = Diagnosis(status=parent.status, summary="")
+        expert, reason = self.router.choose_with_reason(diagnosis, has_parent=parent is not None,
+                                                        parents_available=1 + len(others),
+                                                        stalled_for=island.stalled)
+        plan = Plan(f"c{self._next_id}", island, kind, parent, others, expert, reason)
+        self._next_id += 1
+        return plan
+
+    def _plans(self) -> list[Plan]:
+        plans = []
+        left = self.stop_rules.evals_left(self.search)
+        for _ in range(self.children_per_island):
+            for island in self.archipelago.islands:
+                if left is not None and len(plans) >= left:
+                    return plans
+                plans.append(self._plan(island))
+        return plans
+
+    # -- one child ----------------------------------------------------------------------------
+
+    async def _child(self, plan: Plan, semaphore: asyncio.Semaphore, claimed: set[str]) -> Individual | None:
+        async with semaphore:
+            try:
+                source = await self.propose(plan.parent, plan.others, plan.expert)
+            except Exception as exc:  # noqa: BLE001 -- one expert's fault never ends the run
+                self._emit("propose_error", id=plan.id, expert=plan.expert,
+                           error=f"{type(exc).__name__}: {exc}")
+                return None
+        if not source:
+            self._emit("no_proposal", id=plan.id, expert=plan.expert)
+            return None
+        parent_ids = ([plan.parent.id] if plan.parent else []) + \
+            ([o.id for o in plan.others] if plan.expert == "crossover" else [])
+        ind = Individual(id=plan.id, source=source, parent_ids=parent_ids, expert=plan.expert, island=plan.island.index, generation=self.search.generation)
+        # checked and claimed with no await in between, so two identical proposals never both run
+        if ind.source_hash in self.archipelago.seen or ind.source_hash in claimed:
+            self._emit("duplicate", id=ind.id, expert=plan.expert)
+            return None
+        claimed.add(ind.source_hash)
+        self._emit("proposed", id=ind.id, island=ind.island, expert=plan.expert, reason=plan.reason,
+                   parent=plan.parent.id if plan.parent else None)
+        try:
+            outcome = to_outcome(await self.queue.submit(ind))
+        except Exception as exc:  # noqa: BLE001 -- a worker fault is a crash verdict
+            self._emit("evaluate_error", id=ind.id, error=f"{type(exc).__name__}: {exc}")
+            outcome = Outcome("crash")
+        ind.status, ind.fitness, ind.diagnosis = outcome.status, outcome.fitness, outcome.diagnosis
+        if ind.status != "ok":
+            ind.fitness = None
+        ind.features = features(ind.source, ind.diagnosis)
+        self._eval_cost += outcome.cost
+        return ind
+
+    def _record(self, plan: Plan, ind: Individual) -> None:
+        self.individuals[ind.id] = ind
+        self.search.evals += 1
+        inserted = self.archipelago.insert(ind)
+        improved_parent = ind.ok and (plan.parent is None or not plan.parent.ok or ind.fitness > plan.parent.fitness)
+        if plan.expert in getattr(self.router, "experts", ()):
+            self.router.record(plan.expert, improved_parent)
+        self._emit("evaluated", id=ind.id, island=ind.island, expert=ind.expert, status=ind.status,
+                   fitness=ind.fitness, inserted=inserted)
+        best = self.best()
+        if ind.ok and (best is None or ind.fitness > best.fitness):
+            self.best_id = ind.id
+            self._improved = True
+            self._emit("best", id=ind.id, fitness=ind.fitness)
+
+    # -- generations --------------------------------------------------------------------------
+
+    async def step(self) -> None:
+        """One generation."""
+        plans = self._plans()
+        semaphore = asyncio.Semaphore(self.concurrency)
+        claimed: set[str] = set()
+        children = await asyncio.gather(*(self._child(plan, semaphore, claimed) for plan in plans))
+        self._improved = False
+        for plan, ind in zip(plans, children):  # in plan order, so a run is reproducible
+            if ind is not None:
+                self._record(plan, ind)
+        for island in self.archipelago.islands:
+            island.end_generation()
+        self.search.stalled_generations = 0 if self._improved else self.search.stalled_generations + 1
+        self.search.generation += 1
+        if self.search.generation % self.archipelago.migrate_every == 0:
+            moved = self.archipelago.migrate()
+            self._emit("migrated", moves=[list(m) for m in moved])
+        self._emit("generation", evals=self.search.evals, best=self.best_id,
+                   best_fitness=self.best().fitness if self.best() else None)
+
+    async def run(self) -> SearchResult:
+        self._started = self.clock()
+        self._elapsed_base = self.search.elapsed_s
+        try:
+            while True:
+                reason = self.stop_rules.should_stop(self._refresh())
+                if reason is not None:
+                    break
+                await self.step()
+        finally:
+            self._refresh()
+            self._elapsed_base, self._started = self.search.elapsed_s, None
+        self._emit("stop", reason=reason, best=self.best_id)
+        return SearchResult(self.best(), reason, self.search, self.individuals)
+
+    # -- snapshot -----------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """JSON-serializable: populations as ids + fitness, migrants sent, counters, random states."""
+        self._refresh()
+        return {"version": SNAPSHOT_VERSION, "search": asdict(self.search), "best_id": self.best_id,
+                "eval_cost": self._eval_cost, "next_id": self._next_id,
+                "archipelago": self.archipelago.state(), "rng": _rng_to_json(self._rng.getstate()),
+                "router": self._router_state()}
+
+    def restore(self, snapshot: dict[str, Any], individuals_by_id: dict[str, Individual]) -> SearchLoop:
+        """Rebuild this loop (built with the same archipelago settings) from `state()`'s snapshot and
+        the individuals the run store kept."""
+        if snapshot.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported search snapshot version {snapshot.get('version')!r}")
+        self.individuals = dict(individuals_by_id)
+        self.search = SearchState(**snapshot["search"])
+        self._elapsed_base, self._started = self.search.elapsed_s, None
+        self.best_id = snapshot["best_id"]
+        self._eval_cost = snapshot["eval_cost"]
+        self._next_id = snapshot["next_id"]
+        self.archipelago.restore(snapshot["archipelago"], self.individuals)
+        self._rng.setstate(_rng_from_json(snapshot["rng"]))
+        self._restore_router(snapshot.get("router") or {})
+        return self
+
+    # The Router (kfoundry.experts.router) has no public state API: its win/loss counts are rebuilt
+    # through record(); its random state is read from `_rng` when there is one.
+    def _router_state(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if hasattr(self.router, "stats"):
+            out["stats"] = {name: list(counts) for name, counts in self.router.stats().items()}
+        rng = getattr(self.router, "_rng", None)
+        if isinstance(rng, random.Random):
+            out["rng"] = _rng_to_json(rng.getstate())
+        return out
+
+    def _restore_router(self, data: dict[str, Any]) -> None:
+        stats = data.get("stats")
+        if stats and hasattr(self.router, "stats"):
+            now = self.router.stats()
+            for name, (wins, losses) in stats.items():
+                have_wins, have_losses = now.get(name, (0, 0))
+                for _ in range(wins - have_wins):
+                    self.router.record(name, True)
+                for _ in range(losses - have_losses):
+                    self.router.record(name, False)
+        rng = getattr(self.router, "_rng", None)
+        if "rng" in data and isinstance(rng, random.Random):
+            rng.setstate(_rng_from_json(data["rng"]))

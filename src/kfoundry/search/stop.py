@@ -1,0 +1,45 @@
+"""When a search ends: evaluations, cost, time, a target speedup reached, or no progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class SearchState:
+    evals: int = 0
+    cost: float = 0.0
+    elapsed_s: float = 0.0
+    best_fitness: float | None = None
+    generation: int = 0
+    stalled_generations: int = 0  # generations since the overall best improved
+
+
+@dataclass
+class StopRules:
+    max_evals: int | None = None
+    max_cost: float | None = None
+    max_time_s: float | None = None
+    target_speedup: float | None = None
+    stagnation_generations: int | None = None
+    max_generations: int | None = None
+
+    def should_stop(self, state: SearchState) -> str | None:
+        """The reason to stop now, or None to go on."""
+        if self.target_speedup is not None and state.best_fitness is not None \
+                and state.best_fitness >= self.target_speedup:
+            return f"target speedup {self.target_speedup:g}x reached ({state.best_fitness:.3g}x)"
+        if self.max_evals is not None and state.evals >= self.max_evals:
+            return f"evaluation budget spent ({state.evals} of {self.max_evals})"
+        if self.max_cost is not None and state.cost >= self.max_cost:
+            return f"cost budget spent ({state.cost:.4g} of {self.max_cost:g})"
+        if self.max_time_s is not None and state.elapsed_s >= self.max_time_s:
+            return f"time budget spent ({state.elapsed_s:.1f} s of {self.max_time_s:g} s)"
+        if self.stagnation_generations is not None and state.stalled_generations >= self.stagnation_generations:
+            return f"no improvement for {state.stalled_generations} generation(s)"
+        if self.max_generations is not None and state.generation >= self.max_generations:
+            return f"generation limit reached ({state.generation})"
+        return None
+
+    def evals_left(self, state: SearchState) -> int | None:
+        return None if self.max_evals is None else max(self.max_evals - state.evals, 0)

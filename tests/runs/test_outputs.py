@@ -1,0 +1,52 @@
+import ast
+import json
+
+from tests.runs.conftest import evaluation
+
+BEST = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):  # a comment kept as is
+    def forward(self, x):
+        return x
+'''
+
+
+def test_write_outputs(store):
+    seed = store.add_candidate("import torch\nclass ModelNew: pass\n", [], "seed", 0, 0, "seed")
+    store.finish_evaluation(store.start_evaluation(seed), evaluation("ok", 1.0, 0.8, runtime_ms=2.0))
+    best = store.add_candidate(BEST, [seed], "llm", 0, 1, "llm")
+    store.finish_evaluation(store.start_evaluation(best), evaluation("ok", 3.0, 2.0, runtime_ms=0.6))
+    store.add_llm_call(best, "llm", {"cost_usd": 0.1, "input_tokens": 10, "output_tokens": 3}, "p", None)
+
+    paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+    assert paths["best"].read_text() == BEST  # exactly as evaluated, comments included
+    assert "ModelNew" in {n.name for n in ast.parse(paths["best"].read_text()).body
+                          if isinstance(n, ast.ClassDef)}
+
+    result = json.loads(paths["result"].read_text())
+    assert result["best"]["candidate_id"] == best
+    assert result["best"]["speedup_eager"] == 3.0 and result["best"]["speedup_compile"] == 2.0
+    assert result["best"]["timing"]["statistic"] == "median"
+    assert result["best_speedup_compile"]["candidate_id"] == best
+    assert [item["id"] for item in result["lineage"]] == [best, seed]
+    assert result["evaluations"] == 2 and result["correctness_rate"] == 1.0
+    assert result["llm"]["cost_usd"] == 0.1
+    assert result["device"] == {"kind": "cuda", "name": "Fake GPU"}
+    assert result["versions"]["torch"] == "2.99" and result["versions"]["python"]
+    assert result["problem"]["name"] == "problem.py" and result["seed"] == 7
+    assert result["wall_time_s"] >= 0
+
+    history = json.loads(paths["history"].read_text())
+    assert [h["best_speedup_eager_so_far"] for h in history] == [1.0, 3.0]
+
+
+def test_write_outputs_without_a_verified_candidate(store):
+    (store.run_dir / "best.py").write_text("stale")
+    cid = store.add_candidate("x = 1\n", [], "seed", 0, 0, "seed")
+    store.finish_evaluation(store.start_evaluation(cid), evaluation("crash"))
+    paths = store.write_outputs({})
+    assert "best" not in paths and not (store.run_dir / "best.py").exists()
+    result = json.loads(paths["result"].read_text())
+    assert result["best"] is None and result["lineage"] == [] and result["correctness_rate"] == 0.0

@@ -1,0 +1,159 @@
+"""kfoundry.search.loop: improves a synthetic objective, stops on each rule, one evaluation in flight
+per device, proposals concurrent up to the bound, snapshot/restore continues identically."""
+
+import asyncio
+import json
+import threading
+import time
+
+from kfoundry.experts import Router
+from kfoundry.search import (
+    Archipelago,
+    Individual,
+    LocalQueue,
+    SearchLoop,
+    StopRules,
+)
+from kfoundry.types import Evaluation, TimingReport
+from tests.search.helpers import Proposer, evaluate, src
+
+
+class DirectQueue:
+    async def submit(self, individual):
+        return evaluate(individual)
+
+
+def _loop(stop, *, k=4, proposer=None, queue=None, events=None, seed=0, **kw):
+    arch = Archipelago(k=k, migrate_every=2, capacity=6, elites=2, max_repair_tries=2)
+    return SearchLoop(arch, proposer or Proposer(seed), queue or DirectQueue(), Router(seed=seed), stop,
+                      seed=seed, on_event=events.append if events is not None else None, **kw)
+
+
+def _trace(loop):
+    return [(i.id, i.source, i.status, i.fitness, i.expert, i.parent_ids, i.island)
+            for i in loop.individuals.values()]
+
+
+def test_improves_the_synthetic_objective_and_reports_the_best():
+    events = []
+    proposer = Proposer(0)
+    loop = _loop(StopRules(max_evals=120), proposer=proposer, events=events)
+    result = asyncio.run(loop.run())
+    inits = [i.fitness for i in loop.individuals.values() if i.expert == "initializer" and i.ok]
+    assert result.best.fitness >= max(inits) + 2.0
+    assert result.best.fitness == max(i.fitness for i in loop.individuals.values() if i.ok)
+    assert result.state.evals == 120 and "evaluation budget" in result.reason
+    kinds = {e["event"] for e in events}
+    assert {"proposed", "evaluated", "best", "migrated", "generation", "stop"} <= kinds
+    experts = {i.expert for i in loop.individuals.values()}
+    assert {"initializer", "repair"} <= experts and experts & {"memory", "compute", "fusion", "algorithm"}
+    # each failing parent was handed to the repair expert at most max_repair_tries times
+    repairs = [pid for pid, expert in proposer.calls if expert == "repair"]
+    assert repairs and max(repairs.count(pid) for pid in set(repairs)) <= 2
+    # no two evaluated candidates share normalized code
+    assert len({i.source_hash for i in loop.individuals.values()}) == len(loop.individuals)
+    assert json.dumps(loop.state())
+
+
+def test_stops_on_each_rule():
+    r = asyncio.run(_loop(StopRules(max_evals=7)).run())
+    assert r.state.evals == 7 and "evaluation budget" in r.reason
+    r = asyncio.run(_loop(StopRules(max_cost=3.0)).run())
+    assert r.state.cost >= 3.0 and "cost" in r.reason
+    r = asyncio.run(_loop(StopRules(target_speedup=1.5, max_evals=500)).run())
+    assert r.best.fitness >= 1.5 and "target" in r.reason
+    r = asyncio.run(_loop(StopRules(max_generations=3)).run())
+    assert r.state.generation == 3 and "generation limit" in r.reason
+    ticks = iter(range(10**6))
+    r = asyncio.run(_loop(StopRules(max_time_s=5), clock=lambda: float(next(ticks))).run())
+    assert r.state.elapsed_s >= 5 and "time" in r.reason
+
+    async def nothing(parent, others, expert):
+        return None
+    r = asyncio.run(_loop(StopRules(stagnation_generations=4), proposer=nothing).run())
+    assert r.best is None and r.state.generation == 4 and "no improvement" in r.reason
+
+
+def test_cost_fn_counts_and_faults_do_not_end_the_run():
+    events = []
+
+    async def flaky(parent, others, expert):
+        if len(events) % 3 == 0:
+            raise RuntimeError("provider down")
+        return src(len(events), f"n = {len(events)}")
+
+    class BrokenQueue:
+        async def submit(self, individual):
+            if "value = 4" in individual.source:
+                raise OSError("worker died")
+            return evaluate(individual)
+
+    loop = _loop(StopRules(max_cost=100.0, max_generations=6), proposer=flaky, queue=BrokenQueue(),
+                 events=events, cost_fn=lambda: 40.0)
+    r = asyncio.run(loop.run())
+    assert any(e["event"] == "propose_error" for e in events)
+    assert r.state.cost >= 40.0 and r.state.generation <= 6
+
+
+def test_evaluation_accepts_kfoundry_evaluations():
+    def as_evaluation(ind):
+        out = evaluate(ind)
+        return Evaluation(status=out.status, message="", timing=TimingReport(speedup_eager=out.fitness),
+                          diagnosis=out.diagnosis)
+    with LocalQueue(as_evaluation) as queue:
+        r = asyncio.run(_loop(StopRules(max_evals=12), queue=queue).run())
+    assert r.best.fitness == max(i.fitness for i in r.individuals.values() if i.ok)
+
+
+def test_one_evaluation_in_flight_per_device_while_proposals_run_concurrently():
+    lock = threading.Lock()
+    evals = {"now": 0, "max": 0}
+    proposals = {"now": 0, "max": 0}
+
+    def slow_evaluate(ind):
+        with lock:
+            evals["now"] += 1
+            evals["max"] = max(evals["max"], evals["now"])
+        time.sleep(0.005)
+        with lock:
+            evals["now"] -= 1
+        return evaluate(ind)
+
+    inner = Proposer(5)
+
+    async def slow_propose(parent, others, expert):
+        proposals["now"] += 1
+        proposals["max"] = max(proposals["max"], proposals["now"])
+        try:
+            await asyncio.sleep(0.01)
+            return await inner(parent, others, expert)
+        finally:
+            proposals["now"] -= 1
+
+    with LocalQueue(slow_evaluate, workers=1) as queue:
+        r = asyncio.run(_loop(StopRules(max_generations=3), k=6, proposer=slow_propose, queue=queue,
+                              concurrency=3).run())
+    assert r.state.evals > 6
+    assert evals["max"] == 1
+    assert proposals["max"] == 3
+
+
+def test_snapshot_restore_continues_identically():
+    straight = _loop(StopRules(max_generations=12), seed=3)
+    asyncio.run(straight.run())
+
+    first = _loop(StopRules(max_generations=5), seed=3)
+    asyncio.run(first.run())
+    snapshot = json.loads(json.dumps(first.state()))
+    # the run store keeps individuals as JSON too
+    stored = {i.id: Individual.from_dict(json.loads(json.dumps(i.to_dict()))) for i in first.individuals.values()}
+    proposer = Proposer(999)
+    proposer.rng.setstate(first.propose.rng.getstate())  # the synthetic proposer's own state
+    resumed = _loop(StopRules(max_generations=12), seed=12345, proposer=proposer)  # seed comes from the snapshot
+    resumed.restore(snapshot, stored)
+    asyncio.run(resumed.run())
+
+    assert _trace(resumed) == _trace(straight)
+    a, b = straight.state(), resumed.state()
+    a["search"].pop("elapsed_s"), b["search"].pop("elapsed_s")
+    assert a == b

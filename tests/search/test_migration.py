@@ -1,0 +1,73 @@
+"""kfoundry.search.archipelago: ring and all-to-all migration, never re-sending a migrant."""
+
+import pytest
+
+from kfoundry.errors import UsageError
+from kfoundry.search import Archipelago
+from tests.search.helpers import ok
+
+
+def _filled(k=4, topology="ring"):
+    arch = Archipelago(k=k, topology=topology)
+    for i in range(k):
+        arch.insert(ok(f"best{i}", 10.0 + i, island=i))
+        arch.insert(ok(f"weak{i}", 1.0 + i, island=i))
+    return arch
+
+
+def test_ring_moves_each_best_to_the_next_island_one_hop():
+    arch = _filled()
+    moved = arch.migrate()
+    assert sorted(moved) == [("best0", 0, 1), ("best1", 1, 2), ("best2", 2, 3), ("best3", 3, 0)]
+    assert {ind.id for ind in arch.islands[1].population} == {"best0", "best1", "weak1"}
+    assert "best0" in {ind.id for ind in arch.islands[0].population}  # the source keeps its copy
+
+
+def test_never_resends_a_migrant_to_the_same_island():
+    arch = _filled()
+    arch.migrate()
+    second = arch.migrate()
+    # island 0 now holds best3 (13.0) as its best; it already came from island 3 and goes on to 1;
+    # island 3's best is still best3, already sent to 0: nothing moves there again
+    assert ("best3", 3, 0) not in second
+    assert len(second) == len({(m[0], m[2]) for m in second})
+    third = arch.migrate()
+    sent_pairs = [(m[0], m[2]) for m in arch.migrate() + third + second]
+    assert len(sent_pairs) == len(set(sent_pairs))
+
+
+def test_an_evicted_migrant_is_not_sent_again():
+    arch = Archipelago(k=2, capacity=1, elites=1)
+    arch.insert(ok("a", 1.0, island=0))
+    arch.insert(ok("b", 5.0, island=1))
+    assert arch.migrate() == [("a", 0, 1), ("b", 1, 0)]
+    # a was evicted from island 1 by b; b replaced a on island 0
+    assert [i.id for i in arch.islands[1].population] == ["b"]
+    assert arch.migrate() == []
+
+
+def test_all_to_all_sends_to_every_other_island():
+    arch = _filled(k=3, topology="all-to-all")
+    moved = arch.migrate()
+    assert sorted((m[1], m[2]) for m in moved) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    assert arch.destinations(0) == [1, 2]
+
+
+def test_single_island_and_bad_topology():
+    assert Archipelago(k=1).migrate() == []
+    with pytest.raises(UsageError):
+        Archipelago(topology="star")
+
+
+def test_state_roundtrip_keeps_sent_bookkeeping():
+    import json
+    arch = _filled()
+    arch.migrate()
+    snap = json.loads(json.dumps(arch.state()))
+    individuals = {ind.id: ind for island in arch.islands for ind in island.population}
+    again = Archipelago(k=4)
+    again.restore(snap, individuals)
+    assert again.sent == arch.sent and again.seen == arch.seen
+    assert [[i.id for i in isl.population] for isl in again.islands] == \
+        [[i.id for i in isl.population] for isl in arch.islands]
+    assert sorted(again.migrate()) == sorted(arch.migrate())
