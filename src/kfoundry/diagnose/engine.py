@@ -120,6 +120,8 @@ def diagnose(evaluation: Evaluation, source: str | None = None) -> Diagnosis:
         if any(f.category == "race" and f.severity == "error" for f in repeat):
             # a race explains any error pattern the runs happen to show: it goes first among the patterns
             for finding in findings:
+                if finding.category == "wrong-values":
+                    finding.direction = "see the race finding first: the same inputs gave different results"
                 if finding.category in ("precision", "error-pattern") and finding.severity == "error":
                     finding.severity = "warning"
                     finding.evidence.append("the same inputs gave different results: this may be the race's doing")
