@@ -44,7 +44,9 @@ def main() -> int:
     for name, expert in EXPERTS.items():
         if args.expert and name != args.expert:
             continue
-        chosen = [] if not expert.needs_parent else parents if name == "crossover" else parents[:1]
+        # repair gets the failing parent, the optimizing experts the working one, crossover both
+        chosen = ([] if not expert.needs_parent else parents if name == "crossover"
+                  else parents[:1] if name == "repair" else parents[1:])
         context = PromptContext(problem_source=problem.read_text(), problem_name="affine", backend=args.backend,
                                 parents=chosen, device=facts, precision="fp32", tolerance=options.atol,
                                 policy="strict", experience=experience, feedback=[])
