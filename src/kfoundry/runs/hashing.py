@@ -23,11 +23,15 @@ def normalize_source(source: str) -> str:
     """The source without comments, blank lines and trailing spaces.
 
     Comments are found with the tokenizer so a '#' inside a string (a CUDA `#include` in a
-    load_inline string) is kept; source that does not tokenize is normalized line by line only."""
-    starts = _comment_starts(source) or {}
+    load_inline string) is kept; source that does not tokenize loses only whole-line comments.
+    The run store and the search both identify code by this: one definition for both."""
+    starts = _comment_starts(source)
     lines = []
     for number, line in enumerate(source.splitlines(), start=1):
-        if number in starts:
+        if starts is None:
+            if line.lstrip().startswith("#"):
+                continue
+        elif number in starts:
             line = line[:starts[number]]
         line = line.rstrip()
         if line:

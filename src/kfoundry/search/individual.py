@@ -2,48 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
-import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
+from kfoundry.runs.hashing import normalize_source, source_hash
 from kfoundry.types import Diagnosis, to_jsonable
 
-
-def _comment_starts(source: str) -> dict[int, int] | None:
-    """Line (1-based) -> column where a Python comment begins; None when the source does not tokenize."""
-    starts: dict[int, int] = {}
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.COMMENT:
-                starts[token.start[0]] = token.start[1]
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return None
-    return starts
-
-
-def normalize_source(source: str) -> str:
-    """The source without comments, blank lines and trailing spaces.
-
-    Comments are found with the tokenizer so that a '#' inside a string (a CUDA `#include` in a
-    load_inline source) is kept; code that does not tokenize loses only whole-line comments."""
-    starts = _comment_starts(source)
-    kept = []
-    for number, line in enumerate(source.splitlines(), start=1):
-        if starts is None:
-            if line.lstrip().startswith("#"):
-                continue
-        elif number in starts:
-            line = line[:starts[number]]
-        line = line.rstrip()
-        if line:
-            kept.append(line)
-    return "\n".join(kept)
-
-
-def source_hash(source: str) -> str:
-    return hashlib.sha256(normalize_source(source).encode()).hexdigest()
+__all__ = ["Individual", "normalize_source", "source_hash"]
 
 
 @dataclass
