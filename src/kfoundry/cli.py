@@ -130,18 +130,31 @@ def _options(**settings):
         raise typer.Exit(EXIT_BAD_INPUT)
 
 
+# options the commands share
+PROBLEM_ARG = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs).")
+CANDIDATE_ARG = typer.Argument(..., help="Candidate file defining ModelNew.")
+DEVICE_OPT = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU).")
+PRECISION_OPT = typer.Option("fp32", help="fp32, fp16 or bf16 (bf16 is refused on CPU).")
+TRIALS_OPT = typer.Option(5, help="Correctness trials, each with fresh seeded inputs.")
+TOLERANCE_OPT = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16).")
+TIMEOUT_OPT = typer.Option(300.0, help="Seconds allowed for the candidate's whole evaluation.")
+SEED_OPT = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported).")
+EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode).")
+SET_OPT = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
+
+
 @app.command("eval")
 def eval_command(
-    problem: Path = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs)."),
-    candidate: Path = typer.Argument(..., help="Candidate file defining ModelNew."),
-    device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU)."),
-    precision: str = typer.Option("fp32", help="fp32, fp16 or bf16 (bf16 is refused on CPU)."),
-    trials: int = typer.Option(5, help="Correctness trials, each with fresh seeded inputs."),
-    tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16)."),
-    timeout: float = typer.Option(300.0, help="Seconds allowed for the candidate's whole evaluation."),
-    seed: Optional[int] = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported)."),
-    eval_mode: bool = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable)."),
+    problem: Path = PROBLEM_ARG,
+    candidate: Path = CANDIDATE_ARG,
+    device: Optional[str] = DEVICE_OPT,
+    precision: str = PRECISION_OPT,
+    trials: int = TRIALS_OPT,
+    tolerance: Optional[float] = TOLERANCE_OPT,
+    timeout: float = TIMEOUT_OPT,
+    seed: Optional[int] = SEED_OPT,
+    eval_mode: bool = EVAL_MODE_OPT,
+    set_: Optional[list[str]] = SET_OPT,
     timing_trials: int = typer.Option(100, help="Timed trials on a GPU (fewer if one run is very long)."),
     baselines: str = typer.Option("eager,compile", help="Baselines to time: eager, compile, compile-max-autotune, compile-reduce-overhead."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-measure the baselines instead of using the cache."),
@@ -171,16 +184,16 @@ def eval_command(
 
 @app.command("diagnose")
 def diagnose_command(
-    problem: Path = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs)."),
-    candidate: Path = typer.Argument(..., help="Candidate file defining ModelNew."),
-    device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU)."),
-    precision: str = typer.Option("fp32", help="fp32, fp16 or bf16 (bf16 is refused on CPU)."),
-    trials: int = typer.Option(5, help="Correctness trials, each with fresh seeded inputs."),
-    tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16)."),
-    timeout: float = typer.Option(300.0, help="Seconds allowed for the candidate's whole evaluation."),
-    seed: Optional[int] = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported)."),
-    eval_mode: bool = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable)."),
+    problem: Path = PROBLEM_ARG,
+    candidate: Path = CANDIDATE_ARG,
+    device: Optional[str] = DEVICE_OPT,
+    precision: str = PRECISION_OPT,
+    trials: int = TRIALS_OPT,
+    tolerance: Optional[float] = TOLERANCE_OPT,
+    timeout: float = TIMEOUT_OPT,
+    seed: Optional[int] = SEED_OPT,
+    eval_mode: bool = EVAL_MODE_OPT,
+    set_: Optional[list[str]] = SET_OPT,
     policy: str = typer.Option("strict", help="strict or permissive (see kfoundry eval --help)."),
     ncu: bool = typer.Option(False, "--ncu", help="GPU: also profile a working candidate with Nsight Compute (occupancy, DRAM/SM throughput, tensor pipes)."),
     sanitize: bool = typer.Option(False, "--sanitize", help="GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck."),
@@ -216,7 +229,7 @@ def generate_command(
     attempts: int = typer.Option(1, help="LLM calls allowed when a reply is unusable (its reason goes into the next prompt)."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
     config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
-    device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU)."),
+    device: Optional[str] = DEVICE_OPT,
     precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
     tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default: by precision)."),
     trials: Optional[int] = typer.Option(None, help="Correctness trials (default 5)."),
@@ -226,7 +239,7 @@ def generate_command(
     budget_tokens: Optional[int] = typer.Option(None, help="Refuse to use more than this many tokens."),
     policy: Optional[str] = typer.Option(None, help="strict (default) or permissive."),
     seed: Optional[int] = typer.Option(None, help="Fix the trial seeds."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable)."),
+    set_: Optional[list[str]] = SET_OPT,
     show_prompt: bool = typer.Option(False, "--show-prompt", help="Also print the prompt that was sent."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
 ) -> None:
