@@ -305,10 +305,121 @@ def generate_command(
     raise typer.Exit(0 if result.ok else 1)
 
 
+@app.command("optimize")
+def optimize_command(
+    problem: Optional[Path] = typer.Argument(None, help="Problem file in KernelBench form (not needed with --resume)."),
+    llm: Optional[list[str]] = typer.Option(None, "--llm", help="Provider spec (repeatable): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl. Default: none (composer + tuner)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Run directory (default: runs/PROBLEM-TIMESTAMP)."),
+    resume: Optional[Path] = typer.Option(None, help="Continue a stopped run from its directory."),
+    seed_files: Optional[list[Path]] = typer.Option(None, "--seed", help="A kernel of yours (a ModelNew file) for the first population (repeatable)."),
+    max_evals: Optional[int] = typer.Option(None, help="Stop after this many evaluations (default 32 when no budget is given)."),
+    max_cost: Optional[float] = typer.Option(None, help="Stop once LLM calls cost this many dollars."),
+    max_time: Optional[float] = typer.Option(None, help="Stop after this many seconds."),
+    target_speedup: Optional[float] = typer.Option(None, help="Stop once a verified candidate is this many times faster than eager."),
+    target_roofline: Optional[float] = typer.Option(None, help="Stop once a verified candidate reaches this fraction of the roofline (0-1)."),
+    stagnation: Optional[int] = typer.Option(None, help="Stop after this many generations without a better candidate (default 8)."),
+    max_generations: Optional[int] = typer.Option(None, help="Stop after this many generations."),
+    islands: Optional[int] = typer.Option(None, help="Islands, each with its own population (default 4)."),
+    migrate_every: Optional[int] = typer.Option(None, help="Generations between migrations (default 3)."),
+    concurrency: Optional[int] = typer.Option(None, help="Expert proposals (LLM calls) at once (default 4)."),
+    library: Optional[Path] = typer.Option(None, help="Experience library file (default: in the user's cache directory)."),
+    no_library: bool = typer.Option(False, "--no-library", help="Neither read nor write the experience library."),
+    rng_seed: Optional[int] = typer.Option(None, help="The search's random seed (default 0)."),
+    backend: Optional[str] = typer.Option(None, help="What the LLM experts write: triton (default) or cuda."),
+    config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
+    device: Optional[str] = DEVICE_OPT,
+    precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
+    tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default: by precision)."),
+    trials: Optional[int] = typer.Option(None, help="Correctness trials per candidate (default 5)."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds per candidate evaluation (default 300)."),
+    eval_mode: bool = EVAL_MODE_OPT,
+    policy: Optional[str] = typer.Option(None, help="strict (default) or permissive."),
+    set_: Optional[list[str]] = SET_OPT,
+    quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout."),
+) -> None:
+    """Search for a faster verified ModelNew: a first population (your --seed kernels, earlier best
+    kernels from the library, the composer's kernels), then multi-island evolution with the tuner and,
+    with --llm, the LLM experts. Writes RUN_DIR/best.py, result.json, history.json, report.html.
+
+    Exit code: 0 when a verified candidate was found, 1 when none was, 2 for bad usage.
+    """
+    from kfoundry.config import load_settings
+    from kfoundry.optimize import OptimizeSettings, optimize
+
+    overrides = {"max_evals": max_evals, "max_cost": max_cost, "max_time_s": max_time,
+                 "target_speedup": target_speedup, "target_roofline": target_roofline, "stagnation": stagnation,
+                 "max_generations": max_generations}
+    try:
+        settings = load_settings({"llm": llm, "backend": backend, "device": device, "precision": precision,
+                                  "tolerance": tolerance, "policy": policy, "trials": trials, "timeout": timeout},
+                                 config)
+        llm_client = budget = None
+        if settings["llm"] and resume is None:
+            from kfoundry.generate import make_llm
+
+            llm_client, budget = make_llm(settings)
+        if resume is not None:
+            result = optimize(resume=resume, quiet=quiet or as_json, **overrides)
+        else:
+            search = OptimizeSettings(llm=list(settings["llm"] or []), backend=settings["backend"] or "triton",
+                                      library="off" if no_library else (str(library) if library else None))
+            for key, value in (("islands", islands), ("migrate_every", migrate_every),
+                               ("concurrency", concurrency), ("seed", rng_seed)):
+                if value is not None:
+                    setattr(search, key, value)
+            options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],
+                               tolerance=settings["tolerance"], timeout_s=settings["timeout"], set_=set_,
+                               policy=settings["policy"], eval_mode=eval_mode)
+            result = optimize(problem, out=out, options=options, settings=search, seeds=seed_files or [],
+                              quiet=quiet or as_json, llm_client=llm_client, budget=budget, **overrides)
+    except KFoundryError as exc:
+        if as_json:
+            print(json.dumps({"status": "error", "message": str(exc)}))
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    found = result.get("best") is not None
+    if as_json:
+        print(json.dumps(result))
+        raise typer.Exit(0 if found else 1)
+    _print_optimize_result(result)
+    raise typer.Exit(0 if found else 1)
+
+
+def _print_optimize_result(result: dict) -> None:
+    console = Console()
+    run_dir = result["run_dir"]
+    console.print(f"stopped: {escape(result['stop_reason'])}", highlight=False)
+    console.print(f"{result['evaluations']} evaluation(s) in {result.get('generations')} generation(s); "
+                  f"{result['correct']} correct ({result['correctness_rate'] or 0:.0%}); "
+                  f"LLM cost {_fmt(result['llm']['cost_usd'], ' USD')}", highlight=False)
+    best = result.get("best")
+    if best is None:
+        console.print("[bold red]no verified candidate[/]: see the diagnoses in "
+                      f"{escape(run_dir)}/report.html", highlight=False)
+        return
+    timing = best.get("timing") or {}
+    if best.get("speedup_eager") is not None:
+        console.print(f"best: candidate {best['candidate_id']} ({escape(best['expert'])}): "
+                      f"{_fmt(best['runtime_ms'], ' ms')} vs eager {_fmt(best['eager_ms'], ' ms')} "
+                      f"({best['speedup_eager']:.3g}x), vs torch.compile "
+                      f"{_fmt(best['speedup_compile'], 'x', 3)}; {timing.get('statistic')} of "
+                      f"{timing.get('trials')} trials on {escape(str(timing.get('device')))}", highlight=False)
+    else:
+        console.print(f"best: candidate {best['candidate_id']} ({escape(best['expert'])}): correct on CPU "
+                      "(not timed: the interpreter is not a performance measurement)", highlight=False)
+    console.print(f"written: {escape(run_dir)}/best.py, result.json, history.json, report.html", highlight=False)
+
+
 def _mount_library() -> None:
     from kfoundry.library.cli import library_app
 
     app.add_typer(library_app, name="library", help="The experience library: list, show, search, stats, export, import.")
+    from kfoundry.bench.cli import register as register_bench
+    from kfoundry.runs.report_cli import register as register_report
+
+    register_bench(app)
+    register_report(app)
 
 
 _mount_library()

@@ -94,11 +94,25 @@ def test_a_restricted_router_and_bad_input():
     router = Router(experts=["initializer", "repair", "memory"], seed=1, exploration=0.0)
     assert router.choose(_ok("compute"), has_parent=True) == "memory"  # compute not enabled: the sample
     with pytest.raises(UsageError, match="unknown expert"):
-        Router(experts=["memory", "tuner"])
+        Router(experts=["memory", "composer2"])
     with pytest.raises(UsageError, match="unknown expert 'tuner'"):
-        router.record("tuner", True)
+        router.record("tuner", True)  # a known expert, but not enabled in this router
     with pytest.raises(UsageError, match="exploration"):
         Router(exploration=1.5)
     with pytest.raises(UsageError, match="initializer expert"):
         Router(experts=["memory"]).choose(None, has_parent=False)
     assert set(Router().stats()) == set(EXPERTS)
+
+
+def test_without_llm_experts_the_tuner_improves_and_tries_to_repair():
+    router = Router(experts=["tuner"], seed=0)
+    assert router.choose(_ok("memory"), has_parent=True) == "tuner"
+    name, why = router.choose_with_reason(Diagnosis(status="compile_error", summary=""), has_parent=True)
+    assert name == "tuner" and "no LLM repair expert" in why
+    assert router.choose(_ok("compute"), has_parent=True, stalled_for=10) == "tuner"
+
+
+def test_the_tuner_joins_the_llm_experts_pool():
+    router = Router(experts=[*EXPERTS, "tuner"], seed=2, exploration=1.0)
+    picks = {router.choose(_ok("none"), has_parent=True, parents_available=2) for _ in range(200)}
+    assert "tuner" in picks and "memory" in picks

@@ -156,6 +156,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
         if job.get("timing") and device.startswith("cuda"):
             phase = "timing"
             channel.phase("timing")
+            tracker.uninstall()  # timed as a user would run it: no launch hooks
             result["timing"] = time_candidate(job, model, load_inputs("0"), workdir, device)  # the baselines' inputs
     except BaseException as exc:
         return describe_exception(exc, path, phase)

@@ -1,6 +1,7 @@
 """Which expert takes the next step, and why.
 
-Rules, in order: no parent -> initializer; a failing parent -> repair; no progress for
+Rules, in order: no parent -> initializer; a failing parent -> repair (the tuner when no LLM
+expert is enabled: other tile settings sometimes fix a compile error); no progress for
 `stall_limit` steps -> a change of approach (algorithm, or crossover when two parents exist);
 with probability `exploration` -> a Thompson sample over the experts' observed success rates; else
 the diagnosis's focus; where the diagnosis names no focus (CPU runs are not timed), the sample
@@ -18,17 +19,21 @@ from kfoundry.types import Diagnosis
 
 FOCUS_TO_EXPERT = {"memory": "memory", "fusion": "fusion", "launch": "fusion", "compute": "compute",
                    "algorithm": "algorithm", "repair": "repair"}
+# experts that need no LLM (kfoundry.experts.tuner); the composer writes the first population
+# before the search starts, so the router never picks it
+PROGRAMMATIC = ("tuner",)
 # experts that improve a working parent: the pool exploration and stalls draw from
-IMPROVERS = ("memory", "compute", "fusion", "algorithm", "crossover")
+IMPROVERS = ("memory", "compute", "fusion", "algorithm", "crossover", "tuner")
+KNOWN = (*EXPERTS, *PROGRAMMATIC)
 
 
 class Router:
     def __init__(self, experts: Iterable[str] | None = None, exploration: float = 0.1, seed: int | None = None,
                  stall_limit: int = 3):
         names = list(experts) if experts is not None else list(EXPERTS)
-        unknown = [n for n in names if n not in EXPERTS]
+        unknown = [n for n in names if n not in KNOWN]
         if unknown:
-            raise UsageError(f"unknown expert(s) {', '.join(unknown)}: use some of {', '.join(EXPERTS)}")
+            raise UsageError(f"unknown expert(s) {', '.join(unknown)}: use some of {', '.join(KNOWN)}")
         if not 0.0 <= exploration <= 1.0:
             raise UsageError("exploration must be between 0 and 1")
         self.experts = names
@@ -71,6 +76,8 @@ class Router:
         if not has_parent:
             return self._require("initializer", "no parent yet: write a first kernel")
         if diagnosis is not None and diagnosis.status != "ok":
+            if "repair" not in self.experts and "tuner" in self.experts:
+                return "tuner", f"the parent fails ({diagnosis.status}); no LLM repair expert: other tile settings"
             return self._require("repair", f"the parent fails ({diagnosis.status}): fix it")
         pool = self._pool(parents_available)
         if not pool:

@@ -126,8 +126,10 @@ class Library:
 
     def record_step(self, problem_signature: dict, expert: str, parent_source: str | None, child_source: str,
                     diagnosis_categories: builtins.list[str], outcome: str, speedup_before: float | None,
-                    speedup_after: float | None, device: str | None = None, run_id: str | None = None) -> int:
-        """Record one expert step (parent -> child) and how it went; returns the step's id."""
+                    speedup_after: float | None, device: str | None = None, run_id: str | None = None,
+                    data: dict | None = None) -> int:
+        """Record one expert step (parent -> child) and how it went; returns the step's id. `data`
+        holds what the expert knows of its change (the tuner: the settings it changed)."""
         kind = problem_signature.get("kind") or "other"
         categories = builtins.list(diagnosis_categories or [])
         title = (f"{expert} on {kind} ({', '.join(categories) or 'no diagnosis'}): {outcome}, "
@@ -138,7 +140,7 @@ class Library:
             item_id = self._insert(
                 "step", uid=_content_uid("step", run_id, expert, child_source, parent_source, now), title=title,
                 signature=problem_signature, text=text, code=unified_diff(parent_source, child_source),
-                origin="run", device=device, speedup=speedup_after, created=now)
+                origin="run", device=device, speedup=speedup_after, created=now, data=data)
             self.db.execute(
                 "INSERT INTO steps (item_id, run_id, expert, outcome, diagnosis, speedup_before, speedup_after,"
                 " parent_source, child_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -222,6 +224,21 @@ class Library:
                                " JOIN items ON items.id = steps.item_id ORDER BY items.id").fetchall()
         return [{"id": r["id"], "kind": r["kind"], "signature": json.loads(r["signature"]), "device": r["device"],
                  **{k: r[k] for k in STEP_FIELDS}, "diagnosis": json.loads(r["diagnosis"])} for r in rows]
+
+    def tuning_records(self, kind: str | None = None) -> builtins.list[dict]:
+        """The tuner's recorded steps ({changes, speedup_before, speedup_after}), of one problem kind or all."""
+        sql = ("SELECT items.data, steps.speedup_before, steps.speedup_after FROM steps JOIN items"
+               " ON items.id = steps.item_id WHERE steps.expert = 'tuner' AND steps.outcome = 'ok'")
+        args: builtins.list = []
+        if kind:
+            sql, args = sql + " AND items.kind = ?", [kind]
+        out = []
+        for row in self.db.execute(sql, args).fetchall():
+            changes = json.loads(row["data"] or "{}").get("changes")
+            if changes:
+                out.append({"changes": changes, "speedup_before": row["speedup_before"],
+                            "speedup_after": row["speedup_after"]})
+        return out
 
     def _retrievable(self) -> builtins.list[sqlite3.Row]:
         # steps that made things better are experience; failed ones reach experts through distilled insights

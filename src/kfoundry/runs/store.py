@@ -191,7 +191,16 @@ class RunStore:
             raise KeyError(f"no candidate {candidate_id} in {self.path}")
         return queries.candidate_dict(rows[0])
 
+    def candidates(self) -> list[dict[str, Any]]:
+        """Every candidate, in the order stored."""
+        return [queries.candidate_dict(row) for row in self._read("SELECT * FROM candidates ORDER BY id")]
+
     # ---- evaluations ----------------------------------------------------------------------
+
+    def finished_evaluations(self) -> dict[int, dict[str, Any]]:
+        """candidate id -> its finished evaluation (evaluation and diagnosis as dicts)."""
+        rows = self._read("SELECT * FROM evaluations WHERE finished_at IS NOT NULL ORDER BY id")
+        return {row["candidate_id"]: queries.evaluation_dict(row) for row in rows}
 
     def start_evaluation(self, candidate_id: int) -> int:
         """Record an evaluation as in flight. A candidate has at most one in-flight evaluation:

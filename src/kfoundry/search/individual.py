@@ -25,6 +25,7 @@ class Individual:
     diagnosis: Diagnosis | None = None
     features: dict[str, Any] = field(default_factory=dict)
     repair_tries: int = 0
+    roofline: float | None = None  # fraction of the roofline reached, when timed on a GPU
 
     def __post_init__(self) -> None:
         if not self.source_hash:

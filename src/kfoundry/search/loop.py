@@ -23,7 +23,9 @@ from kfoundry.search.stop import SearchState, StopRules
 from kfoundry.types import Diagnosis
 
 Propose = Callable[[Individual | None, list[Individual], str], Awaitable[str | None]]
-SNAPSHOT_VERSION = 1
+# gives a proposed child its lasting id (the run store's) before it is evaluated
+Identify = Callable[[Individual], str]
+SNAPSHOT_VERSION = 2
 
 
 @dataclass
@@ -59,7 +61,7 @@ class SearchLoop:
                  stop_rules: StopRules, *, concurrency: int = 4, on_event: Callable[[dict], None] | None = None,
                  seed: int | None = 0, repair_share: float = 0.25, children_per_island: int = 1,
                  inspirations: int = 2, cost_fn: Callable[[], float] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, identify: Identify | None = None):
         self.archipelago = archipelago
         self.propose = propose
         self.queue = evaluate_queue
@@ -72,6 +74,7 @@ class SearchLoop:
         self.inspirations = inspirations
         self.cost_fn = cost_fn  # cumulative cost spent outside evaluations (LLM tokens), if any
         self.clock = clock
+        self.identify = identify
         self.individuals: dict[str, Individual] = {}  # every evaluated candidate, by id
         self.search = SearchState()
         self.best_id: str | None = None
@@ -97,12 +100,30 @@ class SearchLoop:
         self.search.cost = self._eval_cost + (self.cost_fn() if self.cost_fn else 0.0)
         best = self.best()
         self.search.best_fitness = best.fitness if best else None
+        self.search.best_roofline = max((i.roofline for i in self.individuals.values() if i.ok and i.roofline),
+                                        default=None)
         return self.search
 
     # -- planning -----------------------------------------------------------------------------
 
-    def _plan(self, island: Island) -> Plan:
+    def _borrow(self, island: Island) -> bool:
+        """An island with nothing to work on, in a search without an expert that writes a first
+        kernel, takes the best working candidate of the archipelago (True when it got one)."""
+        if island.population or "initializer" in getattr(self.router, "experts", ("initializer",)):
+            return False
+        best = self.archipelago.best()
+        if best is None or not island.receive(best):
+            return False
+        self._emit("borrowed", id=best.id, island=island.index)
+        return True
+
+    def _plan(self, island: Island) -> Plan | None:
         repairable = island.repairable()
+        if not repairable:
+            self._borrow(island)
+        if not island.population and not repairable and \
+                "initializer" not in getattr(self.router, "experts", ("initializer",)):
+            return None  # nothing to start from and nobody to write a first kernel
         if island.population and (not repairable or self._rng.random() >= self.repair_share):
             kind, parent = "improve", island.select_parent(self._rng)
         elif repairable:
@@ -129,7 +150,9 @@ class SearchLoop:
             for island in self.archipelago.islands:
                 if left is not None and len(plans) >= left:
                     return plans
-                plans.append(self._plan(island))
+                plan = self._plan(island)
+                if plan is not None:
+                    plans.append(plan)
         return plans
 
     # -- one child ----------------------------------------------------------------------------
@@ -153,27 +176,35 @@ class SearchLoop:
             self._emit("duplicate", id=ind.id, expert=plan.expert)
             return None
         claimed.add(ind.source_hash)
+        if self.identify is not None:
+            ind.id = self.identify(ind)
         self._emit("proposed", id=ind.id, island=ind.island, expert=plan.expert, reason=plan.reason,
                    parent=plan.parent.id if plan.parent else None)
+        return await self._evaluate(ind)
+
+    async def _evaluate(self, ind: Individual) -> Individual:
         try:
             outcome = to_outcome(await self.queue.submit(ind))
         except Exception as exc:  # noqa: BLE001 -- a worker fault is a crash verdict
             self._emit("evaluate_error", id=ind.id, error=f"{type(exc).__name__}: {exc}")
             outcome = Outcome("crash")
         ind.status, ind.fitness, ind.diagnosis = outcome.status, outcome.fitness, outcome.diagnosis
+        ind.roofline = outcome.roofline
         if ind.status != "ok":
             ind.fitness = None
         ind.features = features(ind.source, ind.diagnosis)
         self._eval_cost += outcome.cost
         return ind
 
-    def _record(self, plan: Plan, ind: Individual) -> None:
+    def _record(self, plan: Plan | None, ind: Individual) -> None:
         self.individuals[ind.id] = ind
         self.search.evals += 1
         inserted = self.archipelago.insert(ind)
-        improved_parent = ind.ok and (plan.parent is None or not plan.parent.ok or ind.fitness > plan.parent.fitness)
-        if plan.expert in getattr(self.router, "experts", ()):
-            self.router.record(plan.expert, improved_parent)
+        parent = plan.parent if plan is not None else \
+            (self.individuals.get(ind.parent_ids[0]) if ind.parent_ids else None)
+        improved_parent = ind.ok and (parent is None or not parent.ok or ind.fitness > parent.fitness)
+        if ind.expert in getattr(self.router, "experts", ()):
+            self.router.record(ind.expert, improved_parent)
         self._emit("evaluated", id=ind.id, island=ind.island, expert=ind.expert, status=ind.status,
                    fitness=ind.fitness, inserted=inserted)
         best = self.best()
@@ -184,8 +215,8 @@ class SearchLoop:
 
     # -- generations --------------------------------------------------------------------------
 
-    async def step(self) -> None:
-        """One generation."""
+    async def step(self) -> int:
+        """One generation; returns how many children were planned."""
         plans = self._plans()
         semaphore = asyncio.Semaphore(self.concurrency)
         claimed: set[str] = set()
@@ -194,6 +225,34 @@ class SearchLoop:
         for plan, ind in zip(plans, children):  # in plan order, so a run is reproducible
             if ind is not None:
                 self._record(plan, ind)
+        self._end_generation()
+        return len(plans)
+
+    async def seed(self, children: list[Individual]) -> None:
+        """A generation of given candidates (the user's seeds, composed kernels, a stopped run's
+        last children): each is identified, evaluated unless it already has a verdict, and
+        inserted on its island. Identical code is taken once."""
+        self._improved = False
+        fresh: list[Individual] = []
+        for ind in children:
+            if ind.source_hash in self.archipelago.seen or any(f.source_hash == ind.source_hash for f in fresh):
+                self._emit("duplicate", id=ind.id, expert=ind.expert)
+                continue
+            if self.identify is not None:
+                ind.id = self.identify(ind)
+            fresh.append(ind)
+        left = self.stop_rules.evals_left(self.search)
+        if left is not None:  # children with a verdict already count; new evaluations fill what is left
+            done = [ind for ind in fresh if ind.status != "pending"]
+            allowed = {id(ind) for ind in [ind for ind in fresh if ind.status == "pending"][:max(left - len(done), 0)]}
+            fresh = [ind for ind in fresh if ind.status != "pending" or id(ind) in allowed]
+        for ind in fresh:
+            if ind.status == "pending":
+                await self._evaluate(ind)
+            self._record(None, ind)
+        self._end_generation()
+
+    def _end_generation(self) -> None:
         for island in self.archipelago.islands:
             island.end_generation()
         self.search.stalled_generations = 0 if self._improved else self.search.stalled_generations + 1
@@ -212,7 +271,10 @@ class SearchLoop:
                 reason = self.stop_rules.should_stop(self._refresh())
                 if reason is not None:
                     break
-                await self.step()
+                if await self.step() == 0:
+                    reason = ("nothing to evolve: no working candidate, and no expert here writes a first "
+                              "kernel (an LLM's initializer)")
+                    break
         finally:
             self._refresh()
             self._elapsed_base, self._started = self.search.elapsed_s, None
@@ -225,6 +287,7 @@ class SearchLoop:
         """JSON-serializable: populations as ids + fitness, migrants sent, counters, random states."""
         self._refresh()
         return {"version": SNAPSHOT_VERSION, "search": asdict(self.search), "best_id": self.best_id,
+                "recorded": list(self.individuals),  # in the order recorded
                 "eval_cost": self._eval_cost, "next_id": self._next_id,
                 "archipelago": self.archipelago.state(), "rng": _rng_to_json(self._rng.getstate()),
                 "router": self._router_state()}
@@ -232,9 +295,11 @@ class SearchLoop:
     def restore(self, snapshot: dict[str, Any], individuals_by_id: dict[str, Individual]) -> SearchLoop:
         """Rebuild this loop (built with the same archipelago settings) from `state()`'s snapshot and
         the individuals the run store kept."""
-        if snapshot.get("version") != SNAPSHOT_VERSION:
+        if snapshot.get("version") not in (1, SNAPSHOT_VERSION):
             raise ValueError(f"unsupported search snapshot version {snapshot.get('version')!r}")
-        self.individuals = dict(individuals_by_id)
+        recorded = snapshot.get("recorded")
+        self.individuals = {i: individuals_by_id[i] for i in recorded if i in individuals_by_id} \
+            if recorded is not None else dict(individuals_by_id)
         self.search = SearchState(**snapshot["search"])
         self._elapsed_base, self._started = self.search.elapsed_s, None
         self.best_id = snapshot["best_id"]

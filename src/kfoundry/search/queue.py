@@ -21,6 +21,7 @@ class Outcome:
     fitness: float | None = None
     diagnosis: Diagnosis | None = None
     cost: float = 0.0  # spent on this evaluation, in the unit StopRules.max_cost counts
+    roofline: float | None = None  # fraction of the roofline reached (GPU timings only)
 
 
 def to_outcome(result: Any) -> Outcome:
@@ -29,11 +30,15 @@ def to_outcome(result: Any) -> Outcome:
     if isinstance(result, Outcome):
         return result
     if isinstance(result, Evaluation):
-        fitness = None
+        fitness, roof = None, None
         if result.ok:
             speedup = result.timing.speedup_eager
             fitness = speedup if speedup is not None else 1.0
-        return Outcome(result.status, fitness, result.diagnosis)
+            from kfoundry.diagnose.performance import roofline
+
+            data = roofline(result)
+            roof = data["fraction_of_roofline"] if data else None
+        return Outcome(result.status, fitness, result.diagnosis, roofline=roof)
     raise TypeError(f"an evaluation must return an Outcome or an Evaluation, not {type(result).__name__}")
 
 

@@ -13,6 +13,7 @@ class SearchState:
     best_fitness: float | None = None
     generation: int = 0
     stalled_generations: int = 0  # generations since the overall best improved
+    best_roofline: float | None = None  # the highest fraction of the roofline a verified candidate reached
 
 
 @dataclass
@@ -23,12 +24,20 @@ class StopRules:
     target_speedup: float | None = None
     stagnation_generations: int | None = None
     max_generations: int | None = None
+    target_roofline: float | None = None  # a fraction of the roofline, e.g. 0.8
+
+    def budgeted(self) -> bool:
+        """Whether any rule bounds the work (evaluations, cost, time or generations)."""
+        return any(v is not None for v in (self.max_evals, self.max_cost, self.max_time_s, self.max_generations))
 
     def should_stop(self, state: SearchState) -> str | None:
         """The reason to stop now, or None to go on."""
         if self.target_speedup is not None and state.best_fitness is not None \
                 and state.best_fitness >= self.target_speedup:
             return f"target speedup {self.target_speedup:g}x reached ({state.best_fitness:.3g}x)"
+        if self.target_roofline is not None and state.best_roofline is not None \
+                and state.best_roofline >= self.target_roofline:
+            return f"{self.target_roofline:.0%} of the roofline reached ({state.best_roofline:.0%})"
         if self.max_evals is not None and state.evals >= self.max_evals:
             return f"evaluation budget spent ({state.evals} of {self.max_evals})"
         if self.max_cost is not None and state.cost >= self.max_cost:

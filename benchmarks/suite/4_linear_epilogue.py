@@ -1,0 +1,27 @@
+"""Linear with bias followed by an epilogue: y = silu(x @ W^T + b) * scale."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 8192
+in_features = 4096
+out_features = 4096
+scale = 0.5
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, scale):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.scale = scale
+
+    def forward(self, x):
+        return F.silu(self.linear(x)) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, scale]

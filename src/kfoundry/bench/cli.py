@@ -1,0 +1,131 @@
+"""`kfoundry bench SUITE`: score a method on a suite of problems. Mounted on the main app by
+`register(app)`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from kfoundry.errors import KFoundryError
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+SUITE_ARG = typer.Argument(..., help="Directory of problems in KernelBench form (also KernelBench's own repository "
+                           "with --level, or examples/ with one folder per problem).")
+SOLUTIONS_ARG = typer.Argument(None, metavar="[DIR]",
+                               help="With --method solutions: the directory of candidate files, named like the problems.")
+METHOD_OPT = typer.Option("optimize", help="optimize (a search per problem), solutions DIR (judge ready-made "
+                          "candidates), or reference (the reference against itself: a check of the harness).")
+LEVEL_OPT = typer.Option(None, help="KernelBench level: take the problems of SUITE/levelN/.")
+PROBLEMS_OPT = typer.Option(None, help="Pick problems by the leading number of the file name, e.g. 1-20,35.")
+OUT_OPT = typer.Option(None, "-o", "--out", help="Output directory (default: bench-SUITE-METHOD here): bench.json, "
+                       "bench.csv, bench.html, runs/.")
+RESUME_OPT = typer.Option(False, "--resume", help="Continue the bench in --out: problems finished with the same "
+                          "method and settings are kept.")
+TIME_PER_PROBLEM_OPT = typer.Option(None, help="Seconds per problem: the search's time budget (optimize), the "
+                                    "evaluation's timeout (other methods).")
+DEVICE_OPT = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU).")
+PRECISION_OPT = typer.Option("fp32", help="fp32, fp16 or bf16.")
+TRIALS_OPT = typer.Option(5, help="Correctness trials per evaluation.")
+TOLERANCE_OPT = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16).")
+TIMEOUT_OPT = typer.Option(300.0, help="Seconds allowed for one candidate's evaluation.")
+SEED_OPT = typer.Option(None, help="Fix the trial seeds.")
+EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run the models in .eval().")
+SET_OPT = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant in every problem that has "
+                       "it (repeatable).")
+TIMING_TRIALS_OPT = typer.Option(100, help="Timed trials on a GPU.")
+BASELINES_OPT = typer.Option("eager,compile", help="Baselines to time.")
+NO_CACHE_OPT = typer.Option(False, "--no-cache", help="Re-measure the baselines.")
+POLICY_OPT = typer.Option("strict", help="Guard policy for candidates: strict or permissive.")
+LLM_OPT = typer.Option(None, "--llm", help="optimize: provider spec (repeatable).")
+MAX_EVALS_OPT = typer.Option(None, help="optimize: evaluations per problem.")
+MAX_COST_OPT = typer.Option(None, help="optimize: USD per problem.")
+TARGET_SPEEDUP_OPT = typer.Option(None, help="optimize: stop a problem at this speedup vs eager.")
+
+
+def bench_command(
+    suite: Path = SUITE_ARG,
+    solutions: Path | None = SOLUTIONS_ARG,
+    method: str = METHOD_OPT,
+    level: int | None = LEVEL_OPT,
+    problems: str | None = PROBLEMS_OPT,
+    out: Path | None = OUT_OPT,
+    resume: bool = RESUME_OPT,
+    time_per_problem: float | None = TIME_PER_PROBLEM_OPT,
+    device: str | None = DEVICE_OPT,
+    precision: str = PRECISION_OPT,
+    trials: int = TRIALS_OPT,
+    tolerance: float | None = TOLERANCE_OPT,
+    timeout: float = TIMEOUT_OPT,
+    seed: int | None = SEED_OPT,
+    eval_mode: bool = EVAL_MODE_OPT,
+    set_: list[str] | None = SET_OPT,
+    timing_trials: int = TIMING_TRIALS_OPT,
+    baselines: str = BASELINES_OPT,
+    no_cache: bool = NO_CACHE_OPT,
+    policy: str = POLICY_OPT,
+    llm: list[str] | None = LLM_OPT,
+    max_evals: int | None = MAX_EVALS_OPT,
+    max_cost: float | None = MAX_COST_OPT,
+    target_speedup: float | None = TARGET_SPEEDUP_OPT,
+) -> None:
+    """Score a method on a suite: correctness rate, fast_p (p = 0, 1, 1.2, 1.5, 2) and geometric-mean
+    speedups vs eager and vs torch.compile. Writes bench.json (after every problem), bench.csv,
+    bench.html and a run directory per problem (runs/NAME/, with its report.html).
+
+    Usage: kfoundry bench SUITE --method reference | --method solutions DIR | --method optimize [--llm SPEC].
+
+    Exit code: 0 when the bench ran, whatever the problems' verdicts; 2 for bad usage or a bad suite.
+
+    Interrupted (exit code 130), it keeps what finished: run it again with --resume.
+    """
+    from kfoundry.bench.runner import run_bench
+    from kfoundry.bench.settings import BenchSettings
+    from kfoundry.bench.suite import discover
+    from kfoundry.bench.table import print_report
+    from kfoundry.evaluate.options import EvalOptions
+    from kfoundry.problem import parse_set_values
+
+    err = Console(stderr=True)
+    console = Console()
+    try:
+        options = EvalOptions(device=device, precision=precision, trials=trials, tolerance=tolerance,
+                              timeout_s=timeout, seed=seed, eval_mode=eval_mode, set_values=parse_set_values(set_),
+                              timing_trials=timing_trials,
+                              baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
+                              no_cache=no_cache, policy=policy)
+        settings = BenchSettings(method=method, options=options, solutions=solutions, llm=llm, max_evals=max_evals,
+                                 max_cost=max_cost, target_speedup=target_speedup,
+                                 time_per_problem=time_per_problem)
+        settings.validate()
+        found = discover(suite, level=level, problems=problems)
+        for path, reason in found.skipped:
+            err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}", highlight=False)
+        target = out or Path(f"bench-{suite.resolve().name}-{method}")
+        with err.status("bench") as status:
+            report = run_bench(found, settings, target, resume=resume,
+                               progress=lambda message: _progress(err, status, message))
+    except KFoundryError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    print_report(report, console)
+    console.print(f"written: {escape(str(target))}/bench.json, bench.csv, bench.html, runs/", highlight=False)
+    if report.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _progress(err: Console, status, message: str) -> None:
+    """Problem-level lines stay on screen; the evaluator's steps only update the status line."""
+    if message.startswith("  "):
+        status.update(escape(message.strip()))
+    else:
+        err.print(escape(message), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `bench` command to `app`."""
+    app.command("bench")(bench_command)

@@ -1,0 +1,201 @@
+"""Running one problem of a bench by each method:
+
+- reference: the problem's Model evaluated as its own ModelNew (guard skipped: there is no custom
+  kernel), a check of the harness: every problem correct, speedups near 1;
+- solutions: a ready-made candidate file per problem, judged with the guard and timed;
+- optimize: a whole search per problem (kfoundry.optimize.optimize), in the problem's run dir.
+
+The evaluation methods leave a run store in the problem's run dir too (one candidate, one
+evaluation), so `kfoundry report` works on it like on an optimize run."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kfoundry.bench import results as R
+from kfoundry.bench.results import ProblemResult, labels_from_evaluation, labels_from_run_result
+from kfoundry.bench.settings import BenchSettings
+from kfoundry.bench.suite import SuiteProblem, find_solution, solution_candidates
+from kfoundry.errors import CandidateFileError, ProblemError, UsageError
+from kfoundry.evaluate.options import EvalOptions
+from kfoundry.problem import read_problem
+
+OptimizeFn = Callable[..., dict[str, Any]]
+Progress = Callable[[str], None]
+REFERENCE_POLICY = "none: guard skipped (the reference against itself)"
+
+
+def problem_options(settings: BenchSettings, set_values: dict[str, Any]) -> EvalOptions:
+    """The evaluation options for one problem: its own --set values; --time-per-problem bounds
+    the candidate's and the reference's time; no guard for the reference method."""
+    options = dataclasses.replace(settings.options, set_values=dict(set_values))
+    if settings.method == "reference":
+        options.guard = False
+    limit = settings.time_per_problem
+    if limit is not None and settings.method != "optimize":
+        options.timeout_s = min(options.timeout_s, limit)
+        options.reference_timeout_s = min(options.reference_timeout_s, limit)
+    return options
+
+
+def reference_candidate(problem: Path, set_values: dict[str, Any]) -> str:
+    """The problem's own code with `ModelNew = Model`: with the --set values applied, so that
+    constants its Model reads directly are the ones the reference uses."""
+    source = read_problem(problem, set_values)
+    text = ast.unparse(source.syntax_tree()) if set_values else source.text
+    return text.rstrip("\n") + "\n\n\nModelNew = Model  # the reference against itself (kfoundry bench)\n"
+
+
+def _base(problem: SuiteProblem, settings: BenchSettings, fingerprint: str, set_values: dict[str, Any],
+          run_dir: str) -> ProblemResult:
+    return ProblemResult(name=problem.name, path=str(problem.path), number=problem.number, status=R.ERROR,
+                         message="", method=settings.method, fingerprint=fingerprint, set_values=set_values,
+                         run_dir=run_dir)
+
+
+def run_problem(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, rel_run_dir: str,
+                fingerprint: str, set_values: dict[str, Any], *, progress: Progress,
+                optimize_fn: OptimizeFn | None = None) -> ProblemResult:
+    """One problem, by the bench's method; every failure becomes the problem's status and message."""
+    result = _base(problem, settings, fingerprint, set_values, rel_run_dir)
+    started = time.monotonic()
+    try:
+        if settings.method == "optimize":
+            _optimize(problem, settings, run_dir, set_values, result, optimize_fn)
+        else:
+            _evaluate(problem, settings, run_dir, set_values, result, progress)
+    except ProblemError as exc:
+        result.status, result.message = R.PROBLEM_ERROR, str(exc)
+    except UsageError:
+        raise  # bad settings are the same for every problem: stop with the message
+    except Exception as exc:  # noqa: BLE001 -- one problem's fault never ends the bench
+        result.status, result.message = R.ERROR, f"{type(exc).__name__}: {exc}"
+    result.duration_s = round(time.monotonic() - started, 3)
+    result.finished_at = time.time()
+    return result
+
+
+# -- reference and solutions ----------------------------------------------------------------------
+
+def _evaluate(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set_values: dict[str, Any],
+              result: ProblemResult, progress: Progress) -> None:
+    from kfoundry.evaluate import Evaluator
+
+    options = problem_options(settings, set_values)
+    with tempfile.TemporaryDirectory(prefix="kfoundry-bench-") as scratch:
+        if settings.method == "reference":
+            candidate = Path(scratch) / f"{problem.name}_reference.py"
+            candidate.write_text(reference_candidate(problem.path, set_values), encoding="utf-8")
+        else:
+            found = find_solution(problem, settings.solutions)
+            if found is None:
+                looked = ", ".join(str(p) for p in solution_candidates(problem, settings.solutions))
+                result.status, result.message = R.NO_SOLUTION, f"no solution file (looked for {looked})"
+                return
+            candidate = found
+            result.candidate = str(found)
+        try:
+            source = candidate.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            result.status, result.message = R.NO_SOLUTION, f"cannot read the solution file {candidate}: {exc}"
+            return
+        try:
+            with Evaluator(problem.path, options, progress=progress, spare=False) as evaluator:
+                evaluation = evaluator.evaluate(candidate)
+        except CandidateFileError as exc:
+            result.status, result.message = R.NO_SOLUTION, str(exc)
+            return
+    record = evaluation.to_dict()
+    if settings.method == "reference":  # the guard did not run: say so wherever the record goes
+        record["settings"].update(guard=False, policy=REFERENCE_POLICY)
+    timing = record["timing"]
+    result.status, result.message = record["status"], record["message"]
+    for key in ("speedup_eager", "speedup_compile", "runtime_ms", "eager_ms", "compile_ms"):
+        setattr(result, key, timing.get(key))
+    result.evaluations = 1
+    result.labels = labels_from_evaluation(record)
+    try:
+        _store_run(problem, settings, run_dir, source, record, evaluation.settings.get("seed") or 0)
+    except Exception as exc:  # noqa: BLE001 -- the verdict stands without its run dir
+        result.message += f" [run dir not written: {type(exc).__name__}: {exc}]"
+
+
+def _store_run(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, source: str,
+               record: dict[str, Any], seed: int) -> None:
+    """A run store with the one candidate and its evaluation, its outputs and its report."""
+    from kfoundry.runs import RunStore
+
+    expert = "reference" if settings.method == "reference" else "solution"
+    with RunStore.create(run_dir, problem.path, {"bench": settings.describe()}, seed=seed) as store:
+        candidate_id = store.add_candidate(source, [], expert, 0, 0, "seed")
+        store.finish_evaluation(store.start_evaluation(candidate_id), record)
+        store.event("bench_evaluation", method=settings.method, candidate_id=candidate_id)
+        store.write_outputs(record.get("device_facts") or {"kind": record.get("device")})
+    write_report_quietly(run_dir)
+
+
+def write_report_quietly(run_dir: Path) -> None:
+    """The per-problem report; a fault in it never costs the problem's result."""
+    try:
+        from kfoundry.runs.report import write_report
+
+        write_report(run_dir)
+    except Exception as exc:  # noqa: BLE001
+        (run_dir / "report_error.txt").write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
+
+
+# -- optimize -------------------------------------------------------------------------------------
+
+def default_optimize() -> OptimizeFn:
+    """kfoundry.optimize.optimize, imported when a bench needs it."""
+    try:
+        from kfoundry.optimize import optimize
+    except ImportError as exc:
+        raise UsageError(f"--method optimize needs kfoundry.optimize, which cannot be imported here ({exc})") \
+            from exc
+    return optimize
+
+
+def _optimize(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set_values: dict[str, Any],
+              result: ProblemResult, optimize_fn: OptimizeFn | None) -> None:
+    optimize = optimize_fn or default_optimize()  # the runner resolves it first: this is for direct calls
+    record = optimize(problem.path, out=run_dir, options=problem_options(settings, set_values), llm=settings.llm,
+                      max_evals=settings.max_evals, max_time_s=settings.time_per_problem,
+                      max_cost=settings.max_cost, target_speedup=settings.target_speedup, quiet=True)
+    apply_run_result(result, record)
+    if not (run_dir / "report.html").exists():
+        write_report_quietly(run_dir)
+
+
+def apply_run_result(result: ProblemResult, record: dict[str, Any]) -> None:
+    """An optimize run's result.json record -> the problem's status and figures."""
+    best = record.get("best") or {}
+    evaluations, correct = record.get("evaluations") or 0, record.get("correct") or 0
+    result.evaluations = evaluations
+    for key in ("speedup_eager", "speedup_compile", "runtime_ms", "eager_ms", "compile_ms"):
+        setattr(result, key, best.get(key))
+    result.labels = labels_from_run_result(record)
+    # result.json's best needs a speedup: on CPU a correct candidate is correct but has no best
+    if best or correct:
+        result.status = "ok"
+        figures = f"; best {best['speedup_eager']:.3g}x vs eager" if best.get("speedup_eager") else \
+            "; not timed"
+        result.message = f"{correct} of {evaluations} evaluations correct{figures}"
+    else:
+        statuses = record.get("statuses") or {}
+        spread = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "none finished"
+        result.status = R.NO_CORRECT
+        result.message = f"no correct candidate in {evaluations} evaluations ({spread})"
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """A run dir left by an unfinished attempt (a killed bench) is started over."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)

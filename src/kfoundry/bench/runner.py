@@ -1,0 +1,140 @@
+"""Running a bench: every problem of the selection by one method, each in its own run directory
+(OUT/runs/<problem>/), bench.json rewritten after each so that a killed bench resumes
+(`resume=True`) with its finished problems kept."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kfoundry.bench import outputs
+from kfoundry.bench.methods import OptimizeFn, clear_run_dir, default_optimize, run_problem
+from kfoundry.bench.metrics import summarize
+from kfoundry.bench.results import ProblemResult, merge_labels
+from kfoundry.bench.settings import BenchSettings
+from kfoundry.bench.suite import Suite, module_constants
+from kfoundry.errors import UsageError
+
+Progress = Callable[[str], None]  # a line per problem; lines starting with two spaces are steps within one
+RUNS_DIR = "runs"
+
+
+@dataclass
+class BenchReport:
+    suite: Suite
+    settings: BenchSettings
+    out: Path
+    results: list[ProblemResult] = field(default_factory=list)  # of the selection, in suite order
+    pending: list[str] = field(default_factory=list)  # of the selection, not finished (interrupted)
+    kept: list[ProblemResult] = field(default_factory=list)  # earlier results outside the selection
+    reused: list[str] = field(default_factory=list)  # finished by an earlier call (--resume)
+    interrupted: bool = False
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending and not self.interrupted
+
+    def labels(self) -> dict[str, str]:
+        return merge_labels(self.results, self.settings.labels())
+
+    def metrics(self) -> dict[str, Any]:
+        return summarize([r.to_dict() for r in self.results])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": outputs.FORMAT,
+            "suite": str(self.suite.root),
+            "directory": str(self.suite.directory),
+            "level": self.suite.level,
+            "settings": self.settings.describe(),
+            "labels": self.labels(),
+            "metrics": self.metrics(),
+            "complete": self.complete,
+            "interrupted": self.interrupted,
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+            "problems": [r.to_dict() for r in self.results],
+            "pending": list(self.pending),
+            "reused": list(self.reused),
+            "skipped": [{"path": path, "reason": reason} for path, reason in self.suite.skipped],
+            "kept": [r.to_dict() for r in self.kept],
+        }
+
+    def save(self) -> None:
+        outputs.write_json(self.out, self.to_dict())
+        outputs.write_csv(self.out, self.results)
+
+
+def problem_set_values(settings: BenchSettings, path: Path) -> dict[str, Any]:
+    """The suite-wide --set values that this problem has a constant for."""
+    names = module_constants(path)
+    return {k: v for k, v in settings.options.set_values.items() if k in names}
+
+
+def _check_set_values(suite: Suite, settings: BenchSettings) -> None:
+    defined: set[str] = set()
+    for problem in suite.problems:
+        defined |= module_constants(problem.path)
+    unused = sorted(set(settings.options.set_values) - defined)
+    if unused:
+        raise UsageError(f"--set {unused[0]}: no problem of the selection has a module-level constant {unused[0]!r}")
+
+
+def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume: bool = False,
+              progress: Progress | None = None, optimize_fn: OptimizeFn | None = None,
+              write_html: bool = True) -> BenchReport:
+    """Run (or, with `resume`, finish) a bench; returns its report, also written to `out`.
+    A KeyboardInterrupt stops it after saving what is done (`report.interrupted`)."""
+    settings.validate()
+    _check_set_values(suite, settings)
+    if settings.method == "optimize" and optimize_fn is None:
+        optimize_fn = default_optimize()
+    say = progress or (lambda message: None)
+    out = Path(out)
+    previous = outputs.load_results(out)
+    if previous and not resume:
+        raise UsageError(f"{out} already holds a bench ({len(previous)} problem(s) finished): add --resume to "
+                         "continue it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    report = BenchReport(suite=suite, settings=settings, out=out)
+    selected = {p.name for p in suite.problems}
+    report.kept = [r for name, r in previous.items() if name not in selected]
+    report.pending = [p.name for p in suite.problems]
+    total = len(suite.problems)
+    try:
+        for index, problem in enumerate(suite.problems, start=1):
+            set_values = problem_set_values(settings, problem.path)
+            fingerprint = settings.fingerprint(problem.path.read_text(encoding="utf-8"), set_values)
+            earlier = previous.get(problem.name)
+            if earlier is not None and earlier.fingerprint == fingerprint:
+                report.results.append(earlier)
+                report.reused.append(problem.name)
+                report.pending.remove(problem.name)
+                say(f"[{index}/{total}] {problem.name}: kept from an earlier call ({earlier.status})")
+                continue
+            run_dir = out / RUNS_DIR / problem.name
+            clear_run_dir(run_dir)
+            say(f"  [{index}/{total}] {problem.name}: {settings.method}")
+            result = run_problem(problem, settings, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
+                                 progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
+                                 optimize_fn=optimize_fn)
+            report.results.append(result)
+            report.pending.remove(problem.name)
+            figure = f", {result.speedup_eager:.3g}x vs eager" if result.speedup_eager is not None else ""
+            say(f"[{index}/{total}] {problem.name}: {result.status}{figure} ({result.duration_s:.1f} s)")
+            report.save()
+    except KeyboardInterrupt:
+        report.interrupted = True
+    report.save()
+    if write_html:
+        try:
+            from kfoundry.bench.html import write_bench_html
+
+            write_bench_html(report)
+        except Exception as exc:  # noqa: BLE001 -- the page is a view of bench.json, which is written
+            say(f"bench.html not written: {type(exc).__name__}: {exc}")
+    return report

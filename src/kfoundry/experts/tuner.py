@@ -1,0 +1,181 @@
+"""The tuner expert: no LLM. It mutates the tunable constants of a parent (Triton block sizes, num_warps,
+num_stages, group and split sizes; CUDA block sizes and constants, see `tunables`) within valid ranges and the
+device's limits, and remembers through the experience library which settings helped on similar problems.
+
+Limits are estimates. For a tl.dot kernel with M/N/K tiles: shared memory
+(BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) * element bytes * num_stages within the device's shared memory per block, and
+the accumulator BLOCK_M*BLOCK_N / (num_warps*32) within 256 fp32 registers per thread; for CUDA strings: at most
+1024 threads per block and 48 KiB of static __shared__ arrays. A variant must satisfy each limit, or at least be no
+worse than its parent where the parent already exceeds it (the estimate is rough; a parent that works proves it).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kfoundry.experts.tunables import Discovery, Tunable, apply_values, discover, find_tunables
+from kfoundry.types import DeviceFacts
+
+__all__ = ["Tunable", "TunedVariant", "find_tunables", "limits", "preferred_settings", "shared_memory_limit", "tune",
+           "tuning_record"]
+
+REGISTERS_PER_THREAD = 256  # fp32 accumulator registers per thread we allow a tile to need
+MAX_THREADS_PER_BLOCK = 1024
+STATIC_SHARED_BYTES = 48 * 1024  # CUDA's cap on static __shared__ arrays, whatever the device
+HOPPER_SHARED_BYTES = 227 * 1024
+DEFAULT_SHARED_BYTES = 100 * 1024  # when the device is not known
+NEIGHBOUR_PROBABILITY = 0.8  # the rest: any valid value
+ATTEMPTS_PER_VARIANT = 25
+
+
+@dataclass
+class TunedVariant:
+    source: str
+    changes: dict[str, tuple[int, int]]  # name -> (old, new)
+    summary: str  # e.g. "BLOCK_M 64->128, num_warps 4->8"
+
+
+def shared_memory_limit(device: DeviceFacts | None) -> int:
+    """Bytes of shared memory one block may use on `device` (opt-in maximum where it is known)."""
+    if device is not None and device.shared_memory_per_block_bytes:
+        return device.shared_memory_per_block_bytes
+    if device is not None and any(tag in device.name for tag in ("H100", "H200", "H800", "GH200", "Hopper")):
+        return HOPPER_SHARED_BYTES
+    return DEFAULT_SHARED_BYTES
+
+
+def limits(found: Discovery, shared_bytes: int) -> dict[str, tuple[int, int]]:
+    """What each launch, config or CUDA string needs against its limit: key -> (estimate, limit)."""
+    checks: dict[str, tuple[int, int]] = {}
+    for group in found.tile_groups:
+        if group.m and group.n and group.k:
+            tiles = group.m * group.k + group.k * group.n
+            checks[f"{group.label}: shared memory"] = (tiles * group.element_bytes * group.stages, shared_bytes)
+            checks[f"{group.label}: registers"] = (group.m * group.n // (max(group.warps, 1) * 32),
+                                                   REGISTERS_PER_THREAD)
+    for facts in found.cuda:
+        if facts.max_threads is not None:
+            checks[f"{facts.label}: threads"] = (facts.max_threads, MAX_THREADS_PER_BLOCK)
+        checks[f"{facts.label}: static shared memory"] = (facts.static_shared_bytes, STATIC_SHARED_BYTES)
+    return checks
+
+
+def _within(parent: dict[str, tuple[int, int]], child: dict[str, tuple[int, int]]) -> bool:
+    for key, (need, limit) in child.items():
+        if need > limit and need > parent.get(key, (0, 0))[0]:
+            return False
+    return True
+
+
+def _neighbour_or_any(tunable: Tunable, rng: random.Random) -> int:
+    choices, index = tunable.choices, tunable.choices.index(tunable.value)
+    if rng.random() < NEIGHBOUR_PROBABILITY:
+        steps = [i for i in (index - 1, index + 1) if 0 <= i < len(choices)]
+        return choices[rng.choice(steps)]
+    return rng.choice([c for c in choices if c != tunable.value])
+
+
+def _random_change(tunables: list[Tunable], rng: random.Random, max_changes: int) -> dict[str, int]:
+    count = rng.randint(1, min(max_changes, len(tunables)))
+    return {t.name: _neighbour_or_any(t, rng) for t in rng.sample(tunables, count)}
+
+
+def _preferred_changes(tunables: list[Tunable], preferred: dict[str, int] | None) -> dict[str, int]:
+    """Valid remembered values that differ from the parent's; a qualified name (BLOCK@forward) falls back to BLOCK."""
+    preferred = preferred if isinstance(preferred, dict) else {}
+    changes = {}
+    for tunable in tunables:
+        value = preferred.get(tunable.name, preferred.get(tunable.base))
+        if isinstance(value, int) and value != tunable.value and value in tunable.choices:
+            changes[tunable.name] = value
+    return changes
+
+
+def _proposals(tunables: list[Tunable], rng: random.Random, preferred: dict[str, int] | None, max_changes: int,
+               attempts: int) -> Iterator[dict[str, int]]:
+    remembered = _preferred_changes(tunables, preferred)
+    if remembered:
+        yield dict(list(remembered.items())[:max_changes])
+        if len(remembered) > 1:
+            yield from ({name: value} for name, value in remembered.items())
+    for _ in range(attempts):
+        yield _random_change(tunables, rng, max_changes)
+
+
+def tune(source: str, rng: random.Random, *, device: DeviceFacts | None = None, n: int = 1,
+         preferred: dict[str, int] | None = None, max_changes: int = 2) -> list[TunedVariant]:
+    """Up to `n` distinct valid variants of `source`, each changing 1..max_changes tunables (mostly to a
+    neighbouring value, x2 or /2); remembered `preferred` values come first. [] when nothing is tunable."""
+    found = discover(source)
+    tunables = [t for t in found.tunables if len(t.choices) > 1] if found else []
+    if not tunables or n < 1 or max_changes < 1:
+        return []
+    shared_bytes = shared_memory_limit(device)
+    parent_limits = limits(found, shared_bytes)
+    by_name = {t.name: t for t in tunables}
+    seen: set[frozenset] = set()
+    variants: list[TunedVariant] = []
+    for proposal in _proposals(tunables, rng, preferred, max_changes, ATTEMPTS_PER_VARIANT * n):
+        key = frozenset(proposal.items())
+        if key in seen:
+            continue
+        seen.add(key)
+        variant = _variant(source, found.tunables, by_name, proposal, parent_limits, shared_bytes)
+        if variant is not None:
+            variants.append(variant)
+            if len(variants) == n:
+                break
+    return variants
+
+
+def _variant(source: str, tunables: list[Tunable], by_name: dict[str, Tunable], values: dict[str, int],
+             parent_limits: dict[str, tuple[int, int]], shared_bytes: int) -> TunedVariant | None:
+    text = apply_values(source, tunables, values)
+    child = discover(text) if text is not None and text != source else None
+    if child is None or not _within(parent_limits, limits(child, shared_bytes)):
+        return None
+    changes = {name: (by_name[name].value, value) for name, value in values.items()}
+    ordered = {t.name: changes[t.name] for t in tunables if t.name in changes}
+    summary = ", ".join(f"{name} {old}->{new}" for name, (old, new) in ordered.items())
+    return TunedVariant(text, ordered, summary)
+
+
+def tuning_record(changes: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]:
+    """A variant's changes as JSON for the experience library: {"BLOCK": {"from": 1024, "to": 2048}}."""
+    return {name: {"from": int(old), "to": int(new)} for name, (old, new) in changes.items()}
+
+
+def _targets(changes: Any) -> dict[str, int]:
+    """name -> new value from a record's changes, in tuning_record form or as (old, new) pairs."""
+    targets = {}
+    for name, change in (changes.items() if isinstance(changes, dict) else []):
+        new = change.get("to") if isinstance(change, dict) else (
+            change[1] if isinstance(change, (list, tuple)) and len(change) == 2 else None)
+        if isinstance(new, int) and not isinstance(new, bool):
+            targets[str(name)] = new
+    return targets
+
+
+def preferred_settings(records: list[dict[str, Any]]) -> dict[str, int]:
+    """From tuning steps {"changes", "speedup_before", "speedup_after"}: per name, the value that most often
+    improved the speedup (ties: the larger total gain). Records without both speedups say nothing. A qualified
+    name (num_warps@line35) also counts for its plain one (num_warps), which carries over to other problems."""
+    wins: dict[str, dict[int, list[float]]] = {}  # name -> value -> [times it helped, total gain]
+    for record in records or []:
+        if not isinstance(record, dict):
+            continue
+        before, after = record.get("speedup_before"), record.get("speedup_after")
+        if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (before, after)) or after <= before:
+            continue
+        targets = _targets(record.get("changes"))
+        plain = {(name.split("@")[0], value) for name, value in targets.items()
+                 if "@" in name and name.split("@")[0] not in targets}
+        for name, value in [*targets.items(), *sorted(plain)]:
+            tally = wins.setdefault(name, {}).setdefault(value, [0, 0.0])
+            tally[0] += 1
+            tally[1] += after - before
+    return {name: max(tallies, key=lambda v: (tallies[v][0], tallies[v][1])) for name, tallies in wins.items()}

@@ -1,0 +1,326 @@
+"""`kfoundry.optimize`: the whole search on one problem. Retrieval from the experience library,
+a first population (the user's seeds, earlier best kernels for this very problem, the composer's
+kernels), then multi-island evolution with the router's experts; every candidate, evaluation,
+LLM call and event goes to the run store as it happens, so a killed run resumes where it stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kfoundry.errors import UsageError
+from kfoundry.evaluate import EvalOptions, Evaluator
+from kfoundry.experts import EXPERTS, PromptContext, Router
+from kfoundry.optimize.experience import Experience
+from kfoundry.optimize.progress import ProgressView
+from kfoundry.optimize.proposers import Proposer
+from kfoundry.optimize.restore import fitness_of, stored_individuals
+from kfoundry.optimize.settings import OptimizeSettings
+from kfoundry.problem import read_source
+from kfoundry.runs import RunStore
+from kfoundry.search import Archipelago, LocalQueue, SearchLoop, StopRules
+from kfoundry.search.individual import Individual
+from kfoundry.search.queue import Outcome
+
+EVAL_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "set_values",
+               "timing_trials", "baselines", "policy")
+ORIGIN = {"seed": "seed", "library": "seed", "composer": "template", "tuner": "tuner"}
+CPU_NOTE = ("on CPU: correctness only (Triton's interpreter is not a performance measurement); every "
+            "correct candidate has fitness 1.0, so the search keeps the first one it verifies")
+
+
+def _eval_settings(options: EvalOptions) -> dict[str, Any]:
+    data = {k: getattr(options, k) for k in EVAL_FIELDS}
+    data["baselines"] = list(data["baselines"])
+    return data
+
+
+def _default_out(problem: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path.cwd() / "runs" / f"{problem.stem}-{stamp}"
+
+
+class Optimization:
+    """One optimize run (new or resumed); `run()` returns the result record."""
+
+    def __init__(self, problem: Path, store: RunStore, settings: OptimizeSettings, options: EvalOptions,
+                 seeds: list[Path], llm: Any, budget: Any, quiet: bool, resumed: bool):
+        self.problem, self.store, self.settings, self.options = problem, store, settings, options
+        self.seeds, self.llm, self.budget, self.resumed = seeds, llm, budget, resumed
+        self.run_dir = store.run_dir
+        self.quiet = quiet
+        self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}
+        self.individuals: dict[str, Individual] = {}
+        self.notes: list[str] = []
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _signature(self) -> dict[str, Any] | None:
+        from kfoundry.problem_signature import signature
+
+        try:
+            return signature(self.problem, self.options.set_values)
+        except Exception as exc:  # noqa: BLE001 -- retrieval is a help, not a requirement
+            self.store.event("signature_error", error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    def _library(self) -> Any:
+        if self.settings.library == "off":
+            return None
+        from kfoundry.library import Library
+
+        return Library(self.settings.library)
+
+    def _first_population(self, experience: Experience) -> list[Individual]:
+        k = self.settings.islands
+        children: list[Individual] = []
+
+        def add(source: str, expert: str) -> None:
+            children.append(Individual(id=f"s{len(children)}", source=source, expert=expert,
+                                       island=len(children) % k, generation=0))
+
+        for path in self.seeds:
+            add(read_source(path, UsageError, "seed"), "seed")
+        for item in experience.kernels_for_this_problem():
+            add(item["code"], "library")
+        composed = self._compose()
+        for candidate in composed:
+            add(candidate.source, "composer")
+        return children
+
+    def _compose(self) -> list[Any]:
+        try:
+            from kfoundry.experts.composer import compose
+
+            result = compose(self.problem, set_values=self.options.set_values, precision=self.options.precision,
+                             eval_mode=self.options.eval_mode, max_variants=self.settings.compose_variants,
+                             tolerance=self.options.tolerance)
+        except Exception as exc:  # noqa: BLE001 -- the composer is one source of first kernels, never a reason to stop
+            message = f"the composer failed ({type(exc).__name__}: {exc})"
+            self.store.event("composed", count=0, unsupported=[], message=message)
+            self.notes.append(f"composer: {message}")
+            return []
+        self.store.event("composed", count=len(result.candidates), unsupported=list(result.unsupported),
+                         message=result.message)
+        self.notes.append(f"composer: {result.message}")
+        return list(result.candidates)
+
+    # -- the evaluation side (runs in the queue's thread) ------------------------------------------
+
+    def _identify(self, ind: Individual) -> str:
+        existing = self.store.find_by_hash(ind.source_hash)
+        if existing is not None:
+            self.proposer.claim_call(ind.source_hash, existing)
+            return str(existing)
+        origin = ORIGIN.get(ind.expert, "llm" if ind.expert in EXPERTS else "seed")
+        cid = self.store.add_candidate(ind.source, [int(p) for p in ind.parent_ids], ind.expert, ind.island,
+                                       ind.generation, origin, source_hash=ind.source_hash)
+        self.proposer.claim_call(ind.source_hash, cid)
+        return str(cid)
+
+    def _evaluate(self, ind: Individual) -> Any:
+        done = self.evaluations.get(ind.id)
+        if done is not None:  # evaluated before a stop: the verdict stands, nothing is repeated
+            evaluation = done["evaluation"] or {}
+            from kfoundry.types import Diagnosis
+
+            diagnosis = Diagnosis.from_dict(done["diagnosis"]) if done.get("diagnosis") else None
+            return Outcome(evaluation.get("status", "crash"), fitness_of(evaluation), diagnosis)
+        cid = int(ind.id)
+        eval_id = self.store.start_evaluation(cid)
+        path = self.run_dir / "candidates" / f"{cid}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(ind.source, encoding="utf-8")
+        evaluation = self.evaluator.evaluate(path)
+        self.store.finish_evaluation(eval_id, evaluation)
+        data = evaluation.to_dict()
+        self.evaluations[ind.id] = {"evaluation": data, "diagnosis": data.get("diagnosis")}
+        return evaluation
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        self.store.event(kind, **{k: v for k, v in event.items() if k != "event"})
+        if kind == "evaluated":
+            ind = self.loop.individuals.get(event["id"])
+            if ind is not None:
+                self.individuals[ind.id] = ind
+                self._remember(ind)
+        if kind == "generation":
+            self.proposer.flush_calls()
+            self.store.save_state("search", self.loop.state())
+            self.store.save_state("tuner_rng", self.proposer.state())
+        self.view.event(event, self._cost())
+
+    def _remember(self, ind: Individual) -> None:
+        """The step into the experience library (on the event loop's thread, where the library lives)."""
+        parent = self.individuals.get(ind.parent_ids[0]) if ind.parent_ids else None
+        try:
+            self.experience.record(ind, parent, self.proposer.tuned.get(ind.source_hash))
+        except Exception as exc:  # noqa: BLE001 -- the library learns from the run; it never stops it
+            self.store.event("library_error", error=f"{type(exc).__name__}: {exc}")
+
+    def _cost(self) -> float:
+        return float(self.store.totals().get("cost_usd") or 0.0)
+
+    # -- the run --------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        s = self.settings
+        stop = StopRules(max_evals=s.max_evals, max_cost=s.max_cost, max_time_s=s.max_time_s,
+                         target_speedup=s.target_speedup, stagnation_generations=s.stagnation,
+                         max_generations=s.max_generations, target_roofline=s.target_roofline)
+        with Evaluator(self.problem, self.options) as self.evaluator:
+            self.view = ProgressView(quiet=self.quiet, timed=self.evaluator.device != "cpu", max_evals=s.max_evals,
+                                     max_time_s=s.max_time_s, max_cost=s.max_cost)
+            with self.view:
+                self.view.status("reference: expected outputs" +
+                                 (" and baselines" if self.evaluator.device != "cpu" else ""))
+                prepared = self.evaluator.prepare()
+                if self.evaluator.device == "cpu":
+                    self.view.note(CPU_NOTE)
+                    self.notes.append(CPU_NOTE)
+                if self.llm is None:
+                    note = "no LLM configured: the composer writes the first kernels and the tuner evolves them"
+                    self.view.note(note)
+                    self.notes.append(note)
+                signature = self._signature()
+                self.experience = Experience(self._library(), signature, self.run_dir.name,
+                                             prepared.device_facts.name)
+                retrieved = self.experience.retrieve(s.retrieve)
+                self.store.event("retrieved", items=[{"id": r["id"], "title": r["title"], "score": r["score"]}
+                                                     for r in retrieved])
+                experts = ["tuner", *(EXPERTS if self.llm is not None else ())]
+                router = Router(experts, seed=s.seed)
+                archipelago = Archipelago(k=s.islands, topology=s.topology, migrate_every=s.migrate_every,
+                                          capacity=s.capacity)
+                context = PromptContext(problem_source=self.evaluator.source.text, problem_name=self.problem.stem,
+                                        backend=s.backend, device=prepared.device_facts,
+                                        precision=self.options.precision, tolerance=self.options.tolerance,
+                                        policy=self.options.policy, experience=retrieved)
+                self.proposer = Proposer(store=self.store, context=context, device=prepared.device_facts,
+                                         evaluations=self.evaluations, is_known=lambda h: h in archipelago.seen,
+                                         seed=s.seed, llm=self.llm, budget=self.budget,
+                                         preferred=self.experience.tuning_preferences(),
+                                         prompts_dir=self.run_dir / "prompts")
+                with LocalQueue(self._evaluate, workers=1) as queue:
+                    self.loop = SearchLoop(archipelago, self.proposer, queue, router, stop,
+                                           concurrency=s.concurrency, on_event=self._on_event, seed=s.seed,
+                                           cost_fn=self._cost, identify=self._identify)
+                    reason = asyncio.run(self._search())
+        return self._finish(reason, prepared)
+
+    async def _search(self) -> str:
+        snapshot = self.store.load_state("search") if self.resumed else None
+        stored, evaluations = stored_individuals(self.store) if self.resumed else ({}, {})
+        self.evaluations.update(evaluations)  # in place: the proposer holds this dict
+        if snapshot is not None:
+            self.loop.restore(snapshot, stored)
+            self.proposer.restore(self.store.load_state("tuner_rng"))
+            self.individuals.update(self.loop.individuals)
+            correct = sum(1 for i in self.loop.individuals.values() if i.ok)
+            self.view.resume_from(self.loop.search.evals, correct, self.loop.search.best_fitness,
+                                  self.loop.search.elapsed_s, self.loop.search.generation)
+            orphans = [ind for cid, ind in stored.items() if cid not in self.loop.individuals]
+            if orphans:  # the generation the stop cut short: its children, evaluated or not, are taken in
+                self.view.status(f"resuming: {len(orphans)} candidate(s) of the interrupted generation")
+                await self.loop.seed(orphans)
+        else:
+            first = self._first_population(self.experience)
+            if first:
+                self.view.status(f"first population: {len(first)} candidate(s)")
+                await self.loop.seed(first)
+        result = await self.loop.run()
+        return result.reason
+
+    def _finish(self, reason: str, prepared: Any) -> dict[str, Any]:
+        self.proposer.flush_calls()
+        self.store.save_state("search", self.loop.state())
+        device_info = {"device": self.evaluator.device, **asdict(prepared.device_facts)}
+        paths = self.store.write_outputs(device_info)
+        best = self.store.best("speedup_eager")
+        self.experience.finish(best, self.problem.stem)
+        if self.llm is not None and self.experience.library is not None:
+            from kfoundry.optimize.insights import summarize_run
+
+            summarize_run(self.llm, self.budget, self.store, self.experience.library, self.run_dir.name,
+                          self.experience.signature, self.problem.stem, prepared.device_facts.name)
+        result = json.loads(paths["result"].read_text())
+        result.update({"stop_reason": reason, "run_dir": str(self.run_dir), "notes": self.notes,
+                       "llm_used": self.llm is not None, "timed": self.evaluator.device != "cpu",
+                       "generations": self.loop.search.generation})
+        paths["result"].write_text(json.dumps(result, indent=2) + "\n")
+        try:
+            from kfoundry.runs.report import write_report
+
+            write_report(self.run_dir)
+        except Exception as exc:  # noqa: BLE001 -- the report is a view; the run's records stand without it
+            self.store.event("report_error", error=f"{type(exc).__name__}: {exc}")
+        self.store.event("finished", reason=reason)
+        if self.experience.library is not None:
+            self.experience.library.close()
+        return result
+
+
+def optimize(problem: str | Path | None = None, *, out: str | Path | None = None, resume: str | Path | None = None,
+             options: EvalOptions | None = None, settings: OptimizeSettings | None = None,
+             llm: list[str] | None = None, seeds: list[str | Path] = (), quiet: bool = True,
+             llm_client: Any = None, budget: Any = None, **overrides: Any) -> dict[str, Any]:
+    """Run (or, with `resume=RUN_DIR`, continue) a search on `problem`; returns the result record
+    (what result.json holds). `overrides` are OptimizeSettings fields (max_evals=..., islands=...)."""
+    if resume is not None:
+        store = RunStore.open(resume)
+        stored = store.settings
+        settings = OptimizeSettings.from_dict({**stored["search"], **{k: v for k, v in overrides.items()
+                                                                       if v is not None}})
+        options = EvalOptions(**{**stored["eval"], "baselines": tuple(stored["eval"]["baselines"])})
+        problem_path = Path(resume) / "problem.py"
+        seed_paths: list[Path] = []
+        if llm_client is None and settings.llm:
+            llm_client, budget = _make_llm(settings.llm)
+    else:
+        if problem is None:
+            raise UsageError("a problem file is needed (or --resume RUN_DIR)")
+        problem_path = Path(problem)
+        settings = settings or OptimizeSettings()
+        for key, value in overrides.items():
+            if value is not None:
+                if not hasattr(settings, key):
+                    raise UsageError(f"unknown optimize setting {key!r}")
+                setattr(settings, key, value)
+        if llm is not None:
+            settings.llm = list(llm)
+        settings.validate()
+        settings.with_default_budget()
+        options = options or EvalOptions()
+        options.validate()
+        seed_paths = [Path(p) for p in seeds]
+        for path in seed_paths:
+            read_source(path, UsageError, "seed")  # a missing seed file stops here, before anything runs
+        if llm_client is None and settings.llm:
+            llm_client, budget = _make_llm(settings.llm)
+        from kfoundry.problem import read_problem
+
+        read_problem(problem_path, options.set_values)  # a bad problem stops here, before a run dir exists
+        store = RunStore.create(out or _default_out(problem_path), problem_path,
+                                {"search": settings.to_dict(), "eval": _eval_settings(options),
+                                 "seeds": [str(p) for p in seed_paths]}, seed=settings.seed)
+    settings.validate()
+    try:
+        return Optimization(problem_path, store, settings, options, seed_paths, llm_client, budget, quiet,
+                            resumed=resume is not None).run()
+    finally:
+        store.close()
+
+
+def _make_llm(specs: list[str]) -> tuple[Any, Any]:
+    """The providers of `specs`, with the other LLM settings from the environment and kfoundry.toml."""
+    from kfoundry.config import load_settings
+    from kfoundry.generate import make_llm
+
+    return make_llm(load_settings({"llm": specs}))

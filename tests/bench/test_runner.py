@@ -1,0 +1,182 @@
+"""The bench runner with the optimize method through an injected optimize function (the real
+kfoundry.optimize is tested apart): per-problem results, outputs, resume, faults, --set."""
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from kfoundry.bench.methods import default_optimize
+from kfoundry.bench.runner import run_bench
+from kfoundry.bench.settings import BenchSettings
+from kfoundry.bench.suite import discover
+from kfoundry.bench.table import print_report
+from kfoundry.errors import UsageError
+from kfoundry.evaluate.options import EvalOptions
+from kfoundry.runs import RunStore
+from tests.bench.helpers import TINY, write_suite
+
+# FIXTURE: invented runtimes for a fake search (tests of bookkeeping, not of measuring)
+FAKE_TIMINGS = {"1_a": (1.0, 2.0, 1.5), "2_b": None, "3_c": (4.0, 2.0, 3.0)}  # (ms, eager ms, compile ms)
+
+
+def fake_evaluation(timing):
+    if timing is None:
+        return {"status": "wrong_output", "message": "fake: wrong", "timing": {}, "correctness": {}}
+    ms, eager, compiled = timing
+    return {"status": "ok", "message": "fake: ok",
+            "timing": {"runtime_ms": ms, "eager_ms": eager, "compile_ms": compiled, "speedup_eager": eager / ms,
+                       "speedup_compile": compiled / ms, "trials": 100, "statistic": "median",
+                       "method": "fake timing", "device": "Fake GPU", "torch_version": "2.99",
+                       "triton_version": "9.9"},
+            "correctness": {"trials": 5, "trials_passed": 5, "tolerance": 1e-4, "precision": "fp32"}}
+
+
+class FakeOptimize:
+    """Stands in for kfoundry.optimize.optimize: makes a run store and returns its result.json."""
+
+    def __init__(self, fail_on=(), interrupt_on=()):
+        self.calls = []
+        self.fail_on, self.interrupt_on = set(fail_on), set(interrupt_on)
+
+    def __call__(self, problem_path, *, out, options, llm=None, max_evals=None, max_time_s=None, max_cost=None,
+                 target_speedup=None, quiet=True):
+        name = Path(problem_path).stem
+        self.calls.append({"name": name, "out": out, "options": options, "llm": llm, "max_evals": max_evals,
+                           "max_time_s": max_time_s, "quiet": quiet})
+        if name in self.interrupt_on:
+            out.mkdir(parents=True)
+            (out / "run.sqlite").write_text("half made")  # killed mid-run: resuming starts it over
+            raise KeyboardInterrupt
+        if name in self.fail_on:
+            raise RuntimeError("the fake search broke")
+        with RunStore.create(out, problem_path, {"policy": "strict"}, seed=1) as store:
+            cid = store.add_candidate("class ModelNew: pass\n", [], "initializer", 0, 0, "llm")
+            store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[name]))
+            paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+        return json.loads(paths["result"].read_text())
+
+
+def settings(**kw):
+    options = kw.pop("options", None) or EvalOptions(device="cpu")
+    return BenchSettings(method="optimize", options=options, llm=["replay:x.jsonl"], max_evals=3, **kw)
+
+
+@pytest.fixture
+def suite(tmp_path):
+    return discover(write_suite(tmp_path / "suite", ["1_a.py", "2_b.py", "3_c.py"]))
+
+
+def test_optimize_method(tmp_path, suite):
+    fake = FakeOptimize()
+    report = run_bench(suite, settings(time_per_problem=60.0), tmp_path / "out", optimize_fn=fake)
+    by_name = {r.name: r for r in report.results}
+    assert by_name["1_a"].status == "ok" and by_name["1_a"].speedup_eager == 2.0
+    assert by_name["1_a"].speedup_compile == 1.5 and by_name["1_a"].runtime_ms == 1.0
+    assert by_name["2_b"].status == "no_correct" and "wrong_output 1" in by_name["2_b"].message
+    assert by_name["3_c"].speedup_eager == 0.5
+    assert by_name["1_a"].labels["device"] == "Fake GPU" and by_name["1_a"].labels["torch"] == "2.99"
+    call = fake.calls[0]
+    assert call["out"] == tmp_path / "out" / "runs" / "1_a" and call["max_time_s"] == 60.0
+    assert call["llm"] == ["replay:x.jsonl"] and call["max_evals"] == 3 and call["quiet"] is True
+
+    document = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert document["complete"] and [p["name"] for p in document["problems"]] == ["1_a", "2_b", "3_c"]
+    metrics = document["metrics"]
+    assert metrics["correctness_rate"] == pytest.approx(2 / 3)
+    assert metrics["eager"]["fast_p"]["1"] == pytest.approx(1 / 3)  # only 1_a is correct and faster
+    assert metrics["eager"]["geomean_all"] == pytest.approx(1.0)  # (2 * 0.5 * 1)^(1/3)
+    assert document["labels"]["device"] == "Fake GPU" and document["labels"]["statistic"] == "median"
+    rows = list(csv.DictReader((tmp_path / "out" / "bench.csv").open()))
+    assert [r["status"] for r in rows] == ["ok", "no_correct", "ok"] and rows[0]["speedup_eager"] == "2.0"
+    page = (tmp_path / "out" / "bench.html").read_text()
+    assert "fast_1.5 vs eager" in page and 'src="data:image/svg+xml;base64,' in page
+    assert (tmp_path / "out" / "runs" / "1_a" / "report.html").is_file()  # written by the bench when missing
+
+    console = Console(record=True, width=200)
+    print_report(report, console)
+    text = console.export_text()
+    assert "2x" in text and "no_correct" in text and "device: Fake GPU" in text and "66.7%" in text
+
+
+def test_a_killed_bench_resumes_with_finished_problems_kept(tmp_path, suite):
+    out = tmp_path / "out"
+    first = run_bench(suite, settings(), out, optimize_fn=FakeOptimize(interrupt_on={"2_b"}))
+    assert first.interrupted and not first.complete and first.pending == ["2_b", "3_c"]
+    saved = json.loads((out / "bench.json").read_text())
+    assert [p["name"] for p in saved["problems"]] == ["1_a"] and saved["complete"] is False
+    assert (out / "runs" / "2_b").exists()  # the interrupted problem's half-made run dir
+
+    with pytest.raises(UsageError, match="--resume"):
+        run_bench(suite, settings(), out, optimize_fn=FakeOptimize())
+
+    again = FakeOptimize()
+    second = run_bench(suite, settings(), out, resume=True, optimize_fn=again)
+    assert [c["name"] for c in again.calls] == ["2_b", "3_c"] and second.reused == ["1_a"]
+    assert second.complete and [r.name for r in second.results] == ["1_a", "2_b", "3_c"]
+
+    changed = FakeOptimize()
+    run_bench(suite, settings(max_cost=1.0), out, resume=True, optimize_fn=changed)
+    assert len(changed.calls) == 3  # other settings: nothing is kept
+
+
+def test_resume_with_another_selection_keeps_the_other_results(tmp_path, suite):
+    out = tmp_path / "out"
+    run_bench(discover(suite.root, problems="1"), settings(), out, optimize_fn=FakeOptimize())
+    report = run_bench(discover(suite.root, problems="2-3"), settings(), out, resume=True,
+                       optimize_fn=FakeOptimize())
+    assert [r.name for r in report.results] == ["2_b", "3_c"] and [r.name for r in report.kept] == ["1_a"]
+    later = FakeOptimize()
+    run_bench(suite, settings(), out, resume=True, optimize_fn=later)
+    assert later.calls == []
+
+
+def test_one_problem_failing_does_not_end_the_bench(tmp_path, suite):
+    report = run_bench(suite, settings(), tmp_path / "out", optimize_fn=FakeOptimize(fail_on={"1_a"}))
+    assert [r.status for r in report.results] == ["error", "no_correct", "ok"]
+    assert "the fake search broke" in report.results[0].message
+
+
+def test_set_values_go_to_the_problems_that_have_them(tmp_path):
+    write_suite(tmp_path / "suite", ["1_a.py"])
+    (tmp_path / "suite" / "2_b.py").write_text(TINY.replace("n = 8", "m = 8").replace("randn(n)", "randn(m)"))
+    suite = discover(tmp_path / "suite")
+    fake = FakeOptimize()
+    report = run_bench(suite, settings(options=EvalOptions(device="cpu", set_values={"n": 4})), tmp_path / "out",
+                       optimize_fn=fake)
+    assert [c["options"].set_values for c in fake.calls] == [{"n": 4}, {}]
+    assert report.results[0].set_values == {"n": 4}
+    with pytest.raises(UsageError, match="--set q"):
+        run_bench(suite, settings(options=EvalOptions(device="cpu", set_values={"q": 1})), tmp_path / "o2",
+                  optimize_fn=fake)
+
+
+def test_settings_are_checked():
+    with pytest.raises(UsageError, match="unknown --method"):
+        BenchSettings(method="magic").validate()
+    with pytest.raises(UsageError, match="needs the directory"):
+        BenchSettings(method="solutions").validate()
+    with pytest.raises(UsageError, match="goes only with --method solutions"):
+        BenchSettings(method="reference", solutions=Path(".")).validate()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("kfoundry.optimize") is not None, reason="kfoundry.optimize exists")
+def test_optimize_without_the_module_is_a_clear_error(tmp_path, suite):
+    with pytest.raises(UsageError, match="kfoundry.optimize"):
+        default_optimize()
+    with pytest.raises(UsageError, match="kfoundry.optimize"):
+        run_bench(suite, settings(), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("kfoundry.optimize") is None, reason="kfoundry.optimize not written yet")
+def test_the_runner_calls_kfoundry_optimize(tmp_path, suite, monkeypatch):
+    import kfoundry.optimize
+
+    fake = FakeOptimize()
+    monkeypatch.setattr(kfoundry.optimize, "optimize", fake)
+    report = run_bench(suite, settings(), tmp_path / "out")
+    assert [c["name"] for c in fake.calls] == ["1_a", "2_b", "3_c"] and report.results[0].speedup_eager == 2.0

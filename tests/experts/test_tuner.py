@@ -1,0 +1,226 @@
+"""The tuner expert: variants of a parent's tunable constants, within ranges and device limits."""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from kfoundry.experts.tunables import BLOCK_1D, BLOCK_2D, STAGES, WARPS, find_tunables
+from kfoundry.experts.tuner import (
+    DEFAULT_SHARED_BYTES,
+    HOPPER_SHARED_BYTES,
+    preferred_settings,
+    shared_memory_limit,
+    tune,
+    tuning_record,
+)
+from kfoundry.types import DeviceFacts
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+POINTWISE = (EXAMPLES / "pointwise_chain" / "kernel.py").read_text()
+LINEAR = (EXAMPLES / "linear_epilogue" / "kernel.py").read_text()
+CONV = (EXAMPLES / "conv_relu" / "kernel.py").read_text()
+
+CUDA_TILED = '''
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#define TILE 16
+__global__ void mm(const float* a, const float* b, float* c, int n) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+}
+torch::Tensor run(torch::Tensor a, torch::Tensor b) {
+    int n = a.size(0);
+    dim3 block(TILE, TILE);
+    dim3 grid((n + TILE - 1) / TILE, (n + TILE - 1) / TILE);
+    mm<<<grid, block>>>(a.data_ptr<float>(), b.data_ptr<float>(), a.data_ptr<float>(), n);
+    return a;
+}
+"""
+ext = load_inline(name="mm", cpp_sources="torch::Tensor run(torch::Tensor a, torch::Tensor b);", cuda_sources=src,
+                  functions=["run"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return ext.run(a, b)
+'''
+
+
+def device(shared_bytes: int | None, name: str = "test GPU") -> DeviceFacts:
+    return DeviceFacts(kind="cuda", name=name, shared_memory_per_block_bytes=shared_bytes)
+
+
+def values(source: str) -> dict[str, int]:
+    return {t.name: t.value for t in find_tunables(source)}
+
+
+def dot_needs(source: str) -> tuple[int, int]:
+    """(shared memory bytes, accumulator registers per thread) of the linear example's launch, computed here."""
+    v = values(source)
+    return ((v["BM"] * v["BK"] + v["BK"] * v["BN"]) * 4 * v["num_stages"], v["BM"] * v["BN"] // (v["num_warps"] * 32))
+
+
+def assert_surgical(parent: str, variant) -> None:
+    """The variant differs from the parent only in digit runs, and only inside the changed tunables' literals."""
+    spans = [s for t in find_tunables(parent) if t.name in variant.changes for s in t.spans]
+    a, b = parent.encode(), variant.source.encode()
+    assert re.sub(rb"\d+", b"0", a) == re.sub(rb"\d+", b"0", b)
+    for old, new in zip(re.finditer(rb"\d+", a), re.finditer(rb"\d+", b)):
+        if old.group() != new.group():
+            assert any(s.start <= old.start() and old.end() <= s.end for s in spans), a[old.start() - 30:old.end()]
+
+
+@pytest.mark.parametrize("parent, count", [(POINTWISE, 8), (LINEAR, 8), (CONV, 8), (CUDA_TILED, 4)],
+                         ids=["pointwise", "linear", "conv", "cuda"])
+def test_variants_are_distinct_valid_and_surgical(parent, count):
+    before = values(parent)
+    choices = {t.name: t.choices for t in find_tunables(parent)}
+    variants = tune(parent, random.Random(7), n=8)
+    assert len(variants) == count  # the CUDA one has a single TILE with 4 valid other values
+    assert len({v.source for v in variants}) == count and all(v.source != parent for v in variants)
+    for variant in variants:
+        ast.parse(variant.source)
+        assert 1 <= len(variant.changes) <= 2
+        after = values(variant.source)
+        for name, (old, new) in variant.changes.items():
+            assert old == before[name] != new == after[name] and new in choices[name]
+        assert {k: v for k, v in after.items() if k not in variant.changes} == {
+            k: v for k, v in before.items() if k not in variant.changes}
+        assert variant.summary == ", ".join(f"{k} {a}->{b}" for k, (a, b) in variant.changes.items())
+        assert_surgical(parent, variant)
+
+
+def test_values_stay_in_their_ranges():
+    for seed in range(20):
+        for variant in tune(CONV, random.Random(seed), n=3, max_changes=3):
+            v = values(variant.source)
+            assert all(v[name] in BLOCK_2D for name in ("BM", "BN", "BK"))
+            assert v["num_warps"] in WARPS and v["num_stages"] in STAGES
+        for variant in tune(POINTWISE, random.Random(seed), n=3):
+            assert values(variant.source)["BLOCK"] in BLOCK_1D
+
+
+def test_changes_are_mostly_neighbours():
+    moves = [(old, new) for seed in range(30) for v in tune(POINTWISE, random.Random(seed), n=2)
+             for old, new in v.changes.values()]
+    doubling_or_halving = sum(new in (2 * old, old // 2) for old, new in moves)
+    assert doubling_or_halving > 0.6 * len(moves) and doubling_or_halving < len(moves)
+
+
+def test_max_changes_one():
+    assert all(len(v.changes) == 1 for v in tune(LINEAR, random.Random(3), n=10, max_changes=1))
+
+
+def test_small_shared_memory_rejects_big_tiles():
+    parent_smem, _ = dot_needs(LINEAR)  # 96 KiB
+    fits = tune(LINEAR, random.Random(0), n=40, device=device(parent_smem))
+    assert fits and all(dot_needs(v.source)[0] <= parent_smem for v in fits)
+    tiny = tune(LINEAR, random.Random(0), n=40, device=device(16 * 1024))
+    # the parent already needs more than the tiny device has: variants may only shrink that need
+    assert tiny and all(dot_needs(v.source)[0] <= parent_smem for v in tiny)
+    assert any(dot_needs(v.source)[0] < parent_smem for v in tiny)
+    hopper = tune(LINEAR, random.Random(0), n=40, device=device(None, "NVIDIA H200"))
+    assert any(dot_needs(v.source)[0] > parent_smem for v in hopper)
+    assert all(dot_needs(v.source)[0] <= HOPPER_SHARED_BYTES for v in hopper)
+
+
+def test_accumulator_registers_are_limited():
+    parent = LINEAR.replace("num_warps=8", "num_warps=2")  # 128 x 128 over 64 threads: 256 registers each
+    variants = tune(parent, random.Random(0), n=100, device=device(None, "NVIDIA H200"))
+    assert all(dot_needs(v.source)[1] <= 256 for v in variants)
+    assert any(v.changes.get("num_warps") == (2, 4) for v in variants)
+    assert not any(v.changes.get("num_warps") == (2, 1) and len(v.changes) == 1 for v in variants)
+    assert any(v.changes.get("num_warps") == (2, 1) for v in variants)  # with BM or BN halved it fits
+
+
+def test_cuda_blocks_stay_within_1024_threads():
+    tiles = {values(v.source)["TILE"] for seed in range(10) for v in tune(CUDA_TILED, random.Random(seed), n=4)}
+    assert tiles == {2, 4, 8, 32}  # 64 x 64 threads is no block
+
+
+def test_shared_memory_limit_of_devices():
+    assert shared_memory_limit(None) == DEFAULT_SHARED_BYTES
+    assert shared_memory_limit(device(232448)) == 232448
+    assert shared_memory_limit(device(None, "NVIDIA H200")) == HOPPER_SHARED_BYTES
+    assert shared_memory_limit(device(None, "some GPU")) == DEFAULT_SHARED_BYTES
+
+
+def test_seeded_rng_is_deterministic():
+    first = [v.source for v in tune(LINEAR, random.Random(42), n=5)]
+    assert first == [v.source for v in tune(LINEAR, random.Random(42), n=5)]
+    assert first != [v.source for v in tune(LINEAR, random.Random(43), n=5)]
+
+
+def test_preferred_values_come_first():
+    [variant, *_] = tune(POINTWISE, random.Random(0), n=3, preferred={"BLOCK": 4096, "num_warps": 8})
+    assert variant.changes == {"BLOCK": (1024, 4096), "num_warps": (4, 8)}
+    # one already in place, one invalid, one unknown: only the useful one is tried first
+    [variant, *_] = tune(POINTWISE, random.Random(0), n=3, preferred={"BLOCK": 1024, "num_warps": 3, "X": 1, "BM": 64})
+    assert variant.changes != {}
+    [variant, *_] = tune(POINTWISE, random.Random(0), n=3, preferred={"BLOCK": 1024, "num_warps": 16})
+    assert variant.changes == {"num_warps": (4, 16)}
+    # a qualified name falls back to the name as spelled
+    launch = "BLOCK=BLOCK, num_warps=4)"
+    again = "\n        _affine_gelu_clamp_kernel[grid](x, y, n, 1.0, 0.0, 0.0, 1.0, BLOCK=BLOCK, num_warps=4)"
+    twice = POINTWISE.replace(launch, launch + again)
+    [variant] = tune(twice, random.Random(0), preferred={"num_warps": 2}, max_changes=2)
+    assert variant.changes == {"num_warps@line35": (4, 2), "num_warps@line36": (4, 2)}
+    assert tune(POINTWISE, random.Random(0), preferred=["not", "a", "dict"])  # ignored, not an error
+
+
+def test_n_beyond_the_possible_variants():
+    variants = tune(POINTWISE, random.Random(0), n=200)
+    # BLOCK has 9 choices, num_warps 5: 8 + 4 single changes and 8 * 4 pairs
+    assert 30 < len(variants) <= 44 and len({v.source for v in variants}) == len(variants)
+
+
+@pytest.mark.parametrize("source", ["", "def (:", "import torch\n", (EXAMPLES / "layernorm" / "kernel.py").read_text()])
+def test_nothing_tunable_gives_nothing(source):
+    assert tune(source, random.Random(0), n=3) == []
+
+
+def test_tuning_record_is_json():
+    record = tuning_record({"BLOCK": (1024, 2048), "num_warps": (4, 8)})
+    assert json.loads(json.dumps(record)) == {"BLOCK": {"from": 1024, "to": 2048}, "num_warps": {"from": 4, "to": 8}}
+
+
+def test_preferred_settings_counts_improvements_then_gain():
+    def step(changes, before, after):
+        return {"changes": changes, "speedup_before": before, "speedup_after": after}
+
+    records = [
+        step(tuning_record({"BLOCK": (1024, 2048)}), 1.0, 1.2),
+        step(tuning_record({"BLOCK": (1024, 2048), "num_warps": (4, 8)}), 1.0, 1.1),
+        step(tuning_record({"BLOCK": (1024, 4096)}), 1.0, 1.9),  # one big gain loses to two small ones
+        step(tuning_record({"BLOCK": (1024, 512)}), 1.0, 0.8),  # slower: says nothing
+        step(tuning_record({"num_warps": (4, 2)}), 1.0, 1.3),  # a tie on count: the larger gain wins
+        step({"GROUP_M": [8, 16]}, 2.0, 2.5),  # (old, new) pairs are read too
+        step(tuning_record({"num_stages": (3, 4)}), None, 1.5),  # no speedup before: says nothing
+        {"garbage": True}, "not a record",
+    ]
+    assert preferred_settings(records) == {"BLOCK": 2048, "num_warps": 2, "GROUP_M": 16}
+    assert preferred_settings([]) == {}
+    # qualified names count for their plain name too, once per step
+    qualified = step(tuning_record({"num_warps@line35": (4, 8), "num_warps@line36": (4, 8)}), 1.0, 1.5)
+    assert preferred_settings([qualified]) == {"num_warps@line35": 8, "num_warps@line36": 8, "num_warps": 8}
+    assert preferred_settings(records + [qualified])["num_warps"] == 8  # 2 helped once, 8 twice
+
+
+def test_a_variant_evaluates_ok(tmp_path):
+    from kfoundry.evaluate import EvalOptions, evaluate
+
+    [variant] = tune(POINTWISE, random.Random(0), preferred={"BLOCK": 2048, "num_warps": 8})
+    assert variant.changes == {"BLOCK": (1024, 2048), "num_warps": (4, 8)}
+    candidate = tmp_path / "tuned.py"
+    candidate.write_text(variant.source)
+    options = EvalOptions(device="cpu", trials=1, set_values={"batch_size": 4, "dim": 1000})  # 4000: ragged tail
+    evaluation = evaluate(EXAMPLES / "pointwise_chain" / "problem.py", candidate, options)
+    assert evaluation.status == "ok", evaluation.message

@@ -1,0 +1,68 @@
+"""kfoundry.optimize end to end on CPU: real worker processes, the run store, the library, the
+programmatic experts, and an LLM stand-in behind the cmd: provider."""
+
+import json
+import sqlite3
+
+import pytest
+
+from kfoundry.errors import UsageError
+from kfoundry.evaluate import evaluate
+from kfoundry.library import Library
+from kfoundry.optimize import OptimizeSettings, optimize
+from tests.optimize.helpers import AFFINE, AFFINE_KERNEL, eval_options, prompts, writer_spec
+
+
+def test_without_an_llm_the_seed_and_the_tuner_give_a_verified_best(tmp_path):
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
+                      settings=OptimizeSettings(islands=2, library=str(tmp_path / "lib.sqlite")), max_evals=4)
+    run = tmp_path / "run"
+    assert result["evaluations"] == 4 and result["best"] is not None
+    assert result["llm_used"] is False and result["timed"] is False
+    assert any("no LLM configured" in n for n in result["notes"]) and any("on CPU" in n for n in result["notes"])
+    assert "evaluation budget spent" in result["stop_reason"]
+    experts = {row[0] for row in sqlite3.connect(run / "run.sqlite").execute("SELECT expert FROM candidates")}
+    assert "seed" in experts and "tuner" in experts
+    assert (run / "report.html").is_file() and json.loads((run / "history.json").read_text())
+    assert evaluate(AFFINE, run / "best.py", eval_options()).status == "ok"  # best.py stands on its own
+    steps = Library(tmp_path / "lib.sqlite").steps()
+    assert steps and all(s["expert"] == "tuner" for s in steps)  # every parent -> child step was kept
+    assert any(s.get("run_id") == "run" for s in steps)
+
+
+def test_with_an_llm_stand_in_the_whole_loop_runs_and_the_next_run_retrieves_its_experience(tmp_path):
+    library = str(tmp_path / "lib.sqlite")
+    log = tmp_path / "llm.log"
+    first = optimize(AFFINE, out=tmp_path / "run1", options=eval_options(), llm=[writer_spec(log, first_broken=True)],
+                     settings=OptimizeSettings(islands=2, library=library, concurrency=2), max_evals=6)
+    assert first["llm_used"] and first["best"] is not None and first["evaluations"] == 6
+    assert first["llm"]["llm_calls"] >= 6  # the experts' calls and the distiller's
+    with sqlite3.connect(tmp_path / "run1" / "run.sqlite") as conn:
+        experts = [row[0] for row in conn.execute("SELECT expert FROM candidates ORDER BY id")]
+        linked = conn.execute("SELECT COUNT(*) FROM llm_calls WHERE candidate_id IS NOT NULL").fetchone()[0]
+    assert experts[:2] == ["initializer", "initializer"] and "compile_error" in first["statuses"]
+    assert linked >= 1 and any(e in experts for e in ("repair", "tuner", "memory", "compute", "fusion", "algorithm"))
+    insights = [i for i in Library(library).list(type="insight") if i["origin"] == "llm"]
+    assert insights, "the LLM stand-in's insights reach the library"
+    assert (tmp_path / "run1" / "prompts").is_dir()
+
+    log2 = tmp_path / "llm2.log"
+    optimize(AFFINE, out=tmp_path / "run2", options=eval_options(), llm=[writer_spec(log2)],
+             settings=OptimizeSettings(islands=1, library=library), max_evals=1)
+    first_prompt = prompts(log2)[0]
+    assert "elementwise affine problem a 1-D masked kernel" in first_prompt  # run 1's insight, retrieved
+
+
+def test_bad_input_is_a_usage_error_before_any_run_directory_exists(tmp_path):
+    with pytest.raises(UsageError, match="seed"):
+        optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[tmp_path / "missing.py"])
+    with pytest.raises(UsageError, match="islands"):
+        optimize(AFFINE, out=tmp_path / "run", options=eval_options(), islands=0)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_with_nothing_to_start_from_stops_and_says_why(tmp_path):
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(),
+                      settings=OptimizeSettings(islands=1, library="off", compose_variants=0), max_evals=3)
+    assert result["evaluations"] == 0 and result["best"] is None
+    assert "nothing to evolve" in result["stop_reason"]

@@ -1,0 +1,61 @@
+"""A running `kfoundry optimize` killed with SIGKILL, then resumed: nothing evaluated is lost or
+evaluated again, the interrupted generation is taken in, and the budget holds."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from kfoundry.optimize import optimize
+from tests.optimize.helpers import AFFINE, writer_spec
+
+MAX_EVALS = 7
+
+
+def _rows(db, sql):
+    try:
+        with sqlite3.connect(db, timeout=30) as conn:
+            return conn.execute(sql).fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
+def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
+    run = tmp_path / "run"
+    db = run / "run.sqlite"
+    command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
+               "--islands", "2", "--max-evals", str(MAX_EVALS), "--llm", writer_spec(tmp_path / "llm.log"),
+               "--library", str(tmp_path / "lib.sqlite"), "-o", str(run), "--quiet"]
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            finished = _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL")
+            if finished and finished[0][0] >= 3:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    before = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
+    assert 3 <= len(before) < MAX_EVALS
+
+    result = optimize(resume=run, quiet=True)
+
+    finished = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
+    per_candidate = _rows(db, "SELECT candidate_id, COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL"
+                              " GROUP BY candidate_id HAVING COUNT(*) > 1")
+    candidates = _rows(db, "SELECT id, source_hash FROM candidates")
+    assert set(before) <= set(finished)  # every verdict from before the kill stands, unchanged
+    assert per_candidate == []  # no candidate evaluated twice
+    assert len({h for _, h in candidates}) == len(candidates)  # no code stored twice
+    assert len(finished) == len(candidates) == MAX_EVALS == result["evaluations"]  # none lost, budget held
+    assert _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NULL") == [(0,)]
+    sessions = _rows(db, "SELECT data FROM events WHERE kind = 'session_start'")
+    assert len(sessions) == 2 and '"resumed": true' in sessions[1][0]
+    assert (run / "best.py").is_file() and result["best"] is not None

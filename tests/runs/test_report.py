@@ -1,0 +1,137 @@
+"""The run report: rendered from a fixture run store (invented numbers, see test_report_fixture),
+from an untimed CPU-style run and from an empty run; checked in headless Chromium when installed."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kfoundry.runs import RunStore
+from kfoundry.runs.report import SECTIONS, build_context, write_report
+from kfoundry.runs.report_data import gather
+from tests.runs.conftest import evaluation
+from tests.runs.test_report_fixture import BEST_SOURCE, build_run
+
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""",
+                      re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def fixture_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("report") / "run"
+    ids = build_run(run_dir)
+    return run_dir, ids, write_report(run_dir)
+
+
+def test_report_sections_and_self_containment(fixture_run):
+    run_dir, _, path = fixture_run
+    assert path == run_dir / "report.html"
+    html = path.read_text()
+    for section in SECTIONS:
+        assert f'<section id="{section}">' in html
+    assert not EXTERNAL.search(html), EXTERNAL.search(html)
+    assert "default-src 'none'" in html  # the page may not fetch anything
+    assert html.count('src="data:image/svg+xml;base64,') == 5  # speedup x2, correctness, experts, roofline
+    for label in ("NVIDIA H200", "2.11.0+cu130", "3.6.0", "0.0001", "strict", "median of 100 timed trials"):
+        assert label in html
+
+
+def test_best_kernel_diff_and_lineage(fixture_run):
+    run_dir, ids, _ = fixture_run
+    data = gather(run_dir)
+    assert data["best"]["candidate"]["id"] == ids["i"]  # 9.0 / 5.2 ms: the first of the two equal bests
+    assert data["first_correct"]["candidate"]["id"] == ids["a"]
+    assert [step["id"] for step in data["lineage"]] == [ids["a"], ids["e"], ids["g"], ids["i"]]
+    assert [step["expert"] for step in data["lineage"]] == ["initializer", "compute", "tuner", "tuner"]
+    second = data["lineage"][1]
+    assert second["diagnosis_focus"] == "compute" and "roofline" in second["diagnosis_summary"]
+    assert second["gain"] == pytest.approx(14.0 / 7.9) and second["reason"].startswith("router:")
+    html = (run_dir / "report.html").read_text()
+    assert '<span class="k">def</span>' in html  # pygments-highlighted
+    assert '<span class="gd">-        BM, BN, BK = 64, 64, 32</span>' in html  # the diff, highlighted
+    assert '<span class="gi">+        BM, BN, BK = 128, 128, 32</span>' in html
+    assert "candidate 1 (first correct)" in html and "candidate 9 (best)" in html
+    assert BEST_SOURCE.splitlines()[0].strip('"') in html
+
+
+def test_experts_llm_and_roofline(fixture_run):
+    run_dir, _, _ = fixture_run
+    context = build_context(run_dir)
+    data = context["data"]
+    experts = {row["expert"]: row for row in data["experts"]}
+    assert experts["compute"]["evaluations"] == 3 and experts["compute"]["correct"] == 2
+    assert experts["compute"]["llm_calls"] == 4 and experts["compute"]["llm_failed"] == 1
+    assert experts["repair"]["improved"] == 1  # repaired a compile error
+    assert experts["repair"]["cost_usd"] is None and experts["repair"]["unknown_cost_calls"] == 1
+    models = {row["model"]: row for row in data["llm_models"]}
+    assert models["fixture-model"]["cost_usd"] == pytest.approx(8 * 0.021)
+    assert models["local-unpriced"]["cost_usd"] is None
+    assert context["cost_text"] == "$0.1680 + ?"
+    roof = data["roofline"]
+    assert roof["side"] == "compute" and roof["intensity"] == pytest.approx(2 * 8192 * 4096 * 4096 / roof["bytes"])
+    assert roof["achieved_tflops"] == pytest.approx(2 * 8192 * 4096 * 4096 / 5.2e-3 / 1e12)
+    assert context["stop_reason"].startswith("max evaluations reached")
+
+
+def test_untimed_run(tmp_path, problem_file):
+    with RunStore.create(tmp_path / "run", problem_file, {}, seed=1) as store:
+        first = store.add_candidate("x = 1\n", [], "initializer", 0, 0, "llm")
+        store.finish_evaluation(store.start_evaluation(first), evaluation("wrong_output"))
+        fixed = store.add_candidate("x = 2\n", [first], "repair", 0, 1, "llm")
+        record = evaluation("ok")
+        record["timing"] = {"runtime_ms": None, "reason": "no GPU: the interpreter is not a performance measurement"}
+        store.finish_evaluation(store.start_evaluation(fixed), record)
+    html = write_report(tmp_path / "run").read_text()
+    assert "first correct candidate (no candidate was timed)" in html
+    assert "no roofline point: the run was not timed (no GPU" in html
+    assert "No speedups to plot" in html and "n/a" in html
+    assert "repaired (parent was wrong_output)" in html
+
+
+def test_empty_run(tmp_path, problem_file):
+    RunStore.create(tmp_path / "run", problem_file, {}, seed=1).close()
+    html = write_report(tmp_path / "run").read_text()
+    assert "No correct candidate in this run" in html and "nothing to place on the roofline" in html
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install chromium)")
+def test_report_in_a_headless_browser(fixture_run, tmp_path):
+    _, _, path = fixture_run
+    url = Path(path).resolve().as_uri()
+    dom = _chromium("--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, console  # no script error, no blocked (external) load
+    for section in SECTIONS:
+        assert f'id="{section}"' in dom.stdout
+    match = re.search(r'data-images="([^"]+)"', dom.stdout)
+    assert match and match.group(1) == "ok:5", match  # every plot decoded
+    shot = tmp_path / "report.png"
+    _chromium("--window-size=1280,4000", f"--screenshot={shot}", url)
+    assert shot.is_file() and shot.stat().st_size > 50_000
+
+
+def test_roofline_without_a_diagnosis_and_without_flops():
+    from kfoundry.runs import report_plots
+    from kfoundry.runs.report_data import roofline_point
+    from tests.runs.test_report_fixture import evaluation as gpu_evaluation
+
+    record = gpu_evaluation("ok", 5.2).to_dict()
+    point = roofline_point(record, None)  # computed from cost, device facts and runtime
+    assert point["side"] == "compute" and point["ceilings"] == "datasheet (fixture)"
+    record["cost"]["flops"] = 0  # a pointwise problem: the flop counter counts none
+    memory_only = roofline_point(record, None)
+    assert memory_only["intensity"] is None and memory_only["side"] == "memory"
+    assert report_plots.roofline(memory_only, "NVIDIA H200").startswith("data:image/svg+xml;base64,")
+    assert report_plots.roofline({"reason": "not timed"}, "cpu") is None
