@@ -238,3 +238,24 @@ def test_config_show_json_names_sources(tmp_path):
     assert data["llm"]["value"] == "cmd:cat" and data["llm"]["source"].startswith("config file")
     assert data["trials"] == {"value": "4", "source": "environment KFOUNDRY_TRIALS"}
     assert "sk-secret-99999999" not in result.stdout and "masked" in data["keys.openai"]["value"]
+
+
+def test_optimize_json_gives_the_result_record_and_the_run_directory(problems_dir, candidates_dir, tmp_path):
+    run = tmp_path / "run"
+    result = kfoundry("optimize", str(problems_dir / "affine.py"), "--device", "cpu", "--trials", "1",
+                      "--max-evals", "2", "--islands", "1", "--no-library", "--seed",
+                      str(candidates_dir / "affine_ok.py"), "-o", str(run), "--json")
+    record = single_json_object(result.stdout)
+    assert result.returncode == 0, result.stderr
+    assert record["evaluations"] == 2 and record["best"]["expert"] == "seed" and record["run_dir"] == str(run)
+    assert (run / "best.py").is_file() and (run / "report.html").is_file()
+
+
+def test_optimize_bad_input_exits_2_without_a_run_directory(problems_dir, tmp_path):
+    result = kfoundry("optimize", str(problems_dir / "nope.py"), "-o", str(tmp_path / "run"))
+    assert_clean_error(result, "nope.py")
+    result = kfoundry("optimize", str(problems_dir / "affine.py"), "--islands", "0", "-o", str(tmp_path / "run"))
+    assert_clean_error(result, "islands")
+    result = kfoundry("optimize", "--resume", str(tmp_path / "missing"))
+    assert_clean_error(result, "nothing to resume")
+    assert not (tmp_path / "run").exists()

@@ -21,3 +21,16 @@ def test_each_rule_and_its_reason():
 def test_evals_left():
     assert StopRules().evals_left(SearchState(evals=3)) is None
     assert StopRules(max_evals=5).evals_left(SearchState(evals=3)) == 2
+
+
+def test_generations_that_evaluate_nothing_new_end_the_search():
+    rules = StopRules(max_empty_generations=3)
+    assert rules.should_stop(SearchState(empty_generations=2)) is None
+    assert "nothing new for 3" in rules.should_stop(SearchState(empty_generations=3))
+
+
+def test_a_roofline_target_and_the_budget_question():
+    rules = StopRules(target_roofline=0.8)
+    assert rules.should_stop(SearchState(best_roofline=0.5)) is None
+    assert "80% of the roofline" in rules.should_stop(SearchState(best_roofline=0.85))
+    assert not rules.budgeted() and StopRules(max_time_s=5).budgeted()

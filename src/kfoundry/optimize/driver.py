@@ -39,9 +39,14 @@ def _eval_settings(options: EvalOptions) -> dict[str, Any]:
     return data
 
 
+def problem_name(problem: Path) -> str:
+    """`examples/softmax/problem.py` -> "softmax": a file named problem.py is named by its folder."""
+    return problem.parent.name if problem.stem == "problem" and problem.parent.name else problem.stem
+
+
 def _default_out(problem: Path) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path.cwd() / "runs" / f"{problem.stem}-{stamp}"
+    return Path.cwd() / "runs" / f"{problem_name(problem)}-{stamp}"
 
 
 class Optimization:
@@ -52,6 +57,7 @@ class Optimization:
         self.problem, self.store, self.settings, self.options = problem, store, settings, options
         self.seeds, self.llm, self.budget, self.resumed = seeds, llm, budget, resumed
         self.run_dir = store.run_dir
+        self.name = problem_name(Path(store.meta()["problem_path"]))
         self.quiet = quiet
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}
         self.individuals: dict[str, Individual] = {}
@@ -199,7 +205,7 @@ class Optimization:
                 router = Router(experts, seed=s.seed)
                 archipelago = Archipelago(k=s.islands, topology=s.topology, migrate_every=s.migrate_every,
                                           capacity=s.capacity)
-                context = PromptContext(problem_source=self.evaluator.source.text, problem_name=self.problem.stem,
+                context = PromptContext(problem_source=self.evaluator.source.text, problem_name=self.name,
                                         backend=s.backend, device=prepared.device_facts,
                                         precision=self.options.precision, tolerance=self.options.tolerance,
                                         policy=self.options.policy, experience=retrieved)
@@ -244,12 +250,12 @@ class Optimization:
         device_info = {"device": self.evaluator.device, **asdict(prepared.device_facts)}
         paths = self.store.write_outputs(device_info)
         best = self.store.best("speedup_eager")
-        self.experience.finish(best, self.problem.stem)
+        self.experience.finish(best, self.name)
         if self.llm is not None and self.experience.library is not None:
             from kfoundry.optimize.insights import summarize_run
 
             summarize_run(self.llm, self.budget, self.store, self.experience.library, self.run_dir.name,
-                          self.experience.signature, self.problem.stem, prepared.device_facts.name)
+                          self.experience.signature, self.name, prepared.device_facts.name)
         result = json.loads(paths["result"].read_text())
         result.update({"stop_reason": reason, "run_dir": str(self.run_dir), "notes": self.notes,
                        "llm_used": self.llm is not None, "timed": self.evaluator.device != "cpu",

@@ -225,7 +225,7 @@ class SearchLoop:
         for plan, ind in zip(plans, children):  # in plan order, so a run is reproducible
             if ind is not None:
                 self._record(plan, ind)
-        self._end_generation()
+        self._end_generation(evaluated=sum(ind is not None for ind in children))
         return len(plans)
 
     async def seed(self, children: list[Individual]) -> None:
@@ -250,12 +250,15 @@ class SearchLoop:
             if ind.status == "pending":
                 await self._evaluate(ind)
             self._record(None, ind)
-        self._end_generation()
+        self._end_generation(evaluated=len(fresh))
 
-    def _end_generation(self) -> None:
+    def _end_generation(self, evaluated: int = 1) -> None:
         for island in self.archipelago.islands:
             island.end_generation()
-        self.search.stalled_generations = 0 if self._improved else self.search.stalled_generations + 1
+        # a generation that evaluated nothing (all duplicates) neither improves nor stalls the search
+        if evaluated:
+            self.search.stalled_generations = 0 if self._improved else self.search.stalled_generations + 1
+        self.search.empty_generations = 0 if evaluated else self.search.empty_generations + 1
         self.search.generation += 1
         if self.search.generation % self.archipelago.migrate_every == 0:
             moved = self.archipelago.migrate()

@@ -13,6 +13,7 @@ class SearchState:
     best_fitness: float | None = None
     generation: int = 0
     stalled_generations: int = 0  # generations since the overall best improved
+    empty_generations: int = 0  # generations in a row that evaluated nothing new (duplicates, no proposals)
     best_roofline: float | None = None  # the highest fraction of the roofline a verified candidate reached
 
 
@@ -25,6 +26,7 @@ class StopRules:
     stagnation_generations: int | None = None
     max_generations: int | None = None
     target_roofline: float | None = None  # a fraction of the roofline, e.g. 0.8
+    max_empty_generations: int | None = 6
 
     def budgeted(self) -> bool:
         """Whether any rule bounds the work (evaluations, cost, time or generations)."""
@@ -46,6 +48,8 @@ class StopRules:
             return f"time budget spent ({state.elapsed_s:.1f} s of {self.max_time_s:g} s)"
         if self.stagnation_generations is not None and state.stalled_generations >= self.stagnation_generations:
             return f"no improvement for {state.stalled_generations} generation(s)"
+        if self.max_empty_generations is not None and state.empty_generations >= self.max_empty_generations:
+            return f"the experts proposed nothing new for {state.empty_generations} generation(s)"
         if self.max_generations is not None and state.generation >= self.max_generations:
             return f"generation limit reached ({state.generation})"
         return None

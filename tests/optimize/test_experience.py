@@ -1,0 +1,38 @@
+from kfoundry.library import Library
+from kfoundry.optimize.experience import Experience, same_problem
+from kfoundry.search.individual import Individual
+from kfoundry.types import DiagnosticFinding, Diagnosis
+
+SIG = {"kind": "pointwise", "ops": ["aten.mul", "aten.add"], "inputs": [{"shape": [4, 8]}], "outputs": [],
+       "parameters": [], "text": "pointwise mul add"}
+
+
+def test_same_problem_needs_the_same_ops_and_shapes():
+    assert same_problem(SIG, dict(SIG))
+    assert not same_problem(SIG, {**SIG, "inputs": [{"shape": [8, 8]}]})
+    assert not same_problem({}, SIG)
+
+
+def test_steps_are_recorded_with_the_parents_diagnosis_and_the_best_kernel_is_kept(tmp_path):
+    library = Library(tmp_path / "lib.sqlite")
+    experience = Experience(library, SIG, "run-a", "NVIDIA H200")
+    diagnosis = Diagnosis(status="ok", summary="", findings=[
+        DiagnosticFinding(category="bound", severity="info", title="memory-bound", evidence="")])
+    parent = Individual(id="1", source="a = 1\n", status="ok", fitness=1.2, diagnosis=diagnosis)
+    child = Individual(id="2", source="a = 2\n", expert="tuner", status="ok", fitness=1.5)
+    experience.record(child, None, None)  # no parent: not a step
+    experience.record(child, parent, {"changes": {"BLOCK": {"from": 64, "to": 128}}})
+    steps = library.steps()
+    assert len(steps) == 1 and steps[0]["diagnosis"] == ["bound"] and steps[0]["run_id"] == "run-a"
+    assert library.tuning_records("pointwise")[0]["changes"] == {"BLOCK": {"from": 64, "to": 128}}
+    assert experience.tuning_preferences() == {"BLOCK": 128}
+    experience.finish({"source": "class ModelNew: pass\n", "speedup_eager": 1.5}, "affine")
+    kernels = experience.kernels_for_this_problem()
+    assert [k["code"] for k in kernels] == ["class ModelNew: pass\n"]
+    assert experience.retrieve(3)  # the seeded library answers too
+
+
+def test_without_a_library_nothing_is_read_or_written():
+    experience = Experience(None, SIG, "run", None)
+    assert experience.retrieve(5) == [] and experience.kernels_for_this_problem() == []
+    assert experience.tuning_preferences() == {} and experience.finish(None, "x") == []
