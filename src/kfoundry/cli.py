@@ -322,6 +322,9 @@ def optimize_command(
     islands: Optional[int] = typer.Option(None, help="Islands, each with its own population (default 4)."),
     migrate_every: Optional[int] = typer.Option(None, help="Generations between migrations (default 3)."),
     concurrency: Optional[int] = typer.Option(None, help="Expert proposals (LLM calls) at once (default 4)."),
+    topology: Optional[str] = typer.Option(None, help="Where migrants go: ring (default) or all-to-all."),
+    selection: Optional[str] = typer.Option(None, help="Parent selection: tournament (default) or proportional."),
+    record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
     library: Optional[Path] = typer.Option(None, help="Experience library file (default: in the user's cache directory)."),
     no_library: bool = typer.Option(False, "--no-library", help="Neither read nor write the experience library."),
     rng_seed: Optional[int] = typer.Option(None, help="The search's random seed (default 0)."),
@@ -352,8 +355,8 @@ def optimize_command(
                  "max_generations": max_generations}
     try:
         settings = load_settings({"llm": llm, "backend": backend, "device": device, "precision": precision,
-                                  "tolerance": tolerance, "policy": policy, "trials": trials, "timeout": timeout},
-                                 config)
+                                  "tolerance": tolerance, "policy": policy, "trials": trials, "timeout": timeout,
+                                  "record": str(record) if record else None}, config)
         llm_client = budget = None
         if settings["llm"] and resume is None:
             from kfoundry.generate import make_llm
@@ -364,8 +367,8 @@ def optimize_command(
         else:
             search = OptimizeSettings(llm=list(settings["llm"] or []), backend=settings["backend"] or "triton",
                                       library="off" if no_library else (str(library) if library else None))
-            for key, value in (("islands", islands), ("migrate_every", migrate_every),
-                               ("concurrency", concurrency), ("seed", rng_seed)):
+            for key, value in (("islands", islands), ("migrate_every", migrate_every), ("concurrency", concurrency),
+                               ("seed", rng_seed), ("topology", topology), ("selection", selection)):
                 if value is not None:
                     setattr(search, key, value)
             options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],

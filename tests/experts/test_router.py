@@ -116,3 +116,13 @@ def test_the_tuner_joins_the_llm_experts_pool():
     router = Router(experts=[*EXPERTS, "tuner"], seed=2, exploration=1.0)
     picks = {router.choose(_ok("none"), has_parent=True, parents_available=2) for _ in range(200)}
     assert "tuner" in picks and "memory" in picks
+
+
+def test_without_a_parent_the_composer_and_the_initializer_share_the_first_kernels():
+    assert Router(experts=["composer", "tuner"]).choose(None, has_parent=False) == "composer"
+    router = Router(experts=[*EXPERTS, "composer"], seed=4)
+    picks = Counter(router.choose(None, has_parent=False) for _ in range(100))
+    assert set(picks) == {"initializer", "composer"}
+    for _ in range(30):
+        router.record("composer", False)
+    assert Counter(router.choose(None, has_parent=False) for _ in range(100))["initializer"] > 80

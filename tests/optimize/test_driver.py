@@ -66,3 +66,20 @@ def test_a_run_with_nothing_to_start_from_stops_and_says_why(tmp_path):
                       settings=OptimizeSettings(islands=1, library="off", compose_variants=0), max_evals=3)
     assert result["evaluations"] == 0 and result["best"] is None
     assert "nothing to evolve" in result["stop_reason"]
+
+
+def test_a_recorded_run_replays_to_the_same_candidates(tmp_path):
+    from kfoundry.llm import make_provider, record_provider
+
+    def run(name, client):
+        optimize(AFFINE, out=tmp_path / name, options=eval_options(seed=5), llm_client=client,
+                 settings=OptimizeSettings(islands=2, library="off", concurrency=2, seed=3), max_evals=4)
+        with sqlite3.connect(tmp_path / name / "run.sqlite") as conn:
+            return conn.execute("SELECT c.expert, c.source_hash, e.status FROM candidates c JOIN evaluations e"
+                                " ON e.candidate_id = c.id ORDER BY c.id").fetchall()
+
+    recording = tmp_path / "llm.jsonl"
+    first = run("recorded", record_provider(make_provider(writer_spec(tmp_path / "llm.log", first_broken=True)),
+                                            recording))
+    again = run("replayed", make_provider(f"replay:{recording}"))
+    assert again == first and len(first) == 4

@@ -1,6 +1,7 @@
 """Which expert takes the next step, and why.
 
-Rules, in order: no parent -> initializer; a failing parent -> repair (the tuner when no LLM
+Rules, in order: no parent -> initializer (or the composer: a Thompson sample when both are
+enabled); a failing parent -> repair (the tuner when no LLM
 expert is enabled: other tile settings sometimes fix a compile error); no progress for
 `stall_limit` steps -> a change of approach (algorithm, or crossover when two parents exist);
 with probability `exploration` -> a Thompson sample over the experts' observed success rates; else
@@ -19,9 +20,10 @@ from kfoundry.types import Diagnosis
 
 FOCUS_TO_EXPERT = {"memory": "memory", "fusion": "fusion", "launch": "fusion", "compute": "compute",
                    "algorithm": "algorithm", "repair": "repair"}
-# experts that need no LLM (kfoundry.experts.tuner); the composer writes the first population
-# before the search starts, so the router never picks it
-PROGRAMMATIC = ("tuner",)
+# experts that need no LLM: the tuner (kfoundry.experts.tuner) and the template composer
+# (kfoundry.experts.composer), which writes first kernels
+PROGRAMMATIC = ("tuner", "composer")
+STARTERS = ("initializer", "composer")  # experts that write a kernel with no parent
 # experts that improve a working parent: the pool exploration and stalls draw from
 IMPROVERS = ("memory", "compute", "fusion", "algorithm", "crossover", "tuner")
 KNOWN = (*EXPERTS, *PROGRAMMATIC)
@@ -74,7 +76,11 @@ class Router:
     def choose_with_reason(self, diagnosis: Diagnosis | None, *, has_parent: bool, parents_available: int = 1,
                            stalled_for: int = 0) -> tuple[str, str]:
         if not has_parent:
-            return self._require("initializer", "no parent yet: write a first kernel")
+            starters = [n for n in STARTERS if n in self.experts]
+            if len(starters) > 1:
+                name, record = self._sample(starters)
+                return name, f"no parent yet: write a first kernel ({name}: {record})"
+            return self._require(starters[0] if starters else "initializer", "no parent yet: write a first kernel")
         if diagnosis is not None and diagnosis.status != "ok":
             if "repair" not in self.experts and "tuner" in self.experts:
                 return "tuner", f"the parent fails ({diagnosis.status}); no LLM repair expert: other tile settings"

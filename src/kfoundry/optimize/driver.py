@@ -94,16 +94,18 @@ class Optimization:
         for item in experience.kernels_for_this_problem():
             add(item["code"], "library")
         composed = self._compose()
-        for candidate in composed:
+        for candidate in composed[:self.settings.compose_variants]:
             add(candidate.source, "composer")
+        self.proposer.composed.extend(c.source for c in composed[self.settings.compose_variants:])
         return children
 
     def _compose(self) -> list[Any]:
         try:
             from kfoundry.experts.composer import compose
 
+            # twice what the first population takes: the rest wait for the router to pick the composer
             result = compose(self.problem, set_values=self.options.set_values, precision=self.options.precision,
-                             eval_mode=self.options.eval_mode, max_variants=self.settings.compose_variants,
+                             eval_mode=self.options.eval_mode, max_variants=2 * self.settings.compose_variants,
                              tolerance=self.options.tolerance)
         except Exception as exc:  # noqa: BLE001 -- the composer is one source of first kernels, never a reason to stop
             message = f"the composer failed ({type(exc).__name__}: {exc})"
@@ -201,10 +203,10 @@ class Optimization:
                 retrieved = self.experience.retrieve(s.retrieve)
                 self.store.event("retrieved", items=[{"id": r["id"], "title": r["title"], "score": r["score"]}
                                                      for r in retrieved])
-                experts = ["tuner", *(EXPERTS if self.llm is not None else ())]
+                experts = ["tuner", "composer", *(EXPERTS if self.llm is not None else ())]
                 router = Router(experts, seed=s.seed)
                 archipelago = Archipelago(k=s.islands, topology=s.topology, migrate_every=s.migrate_every,
-                                          capacity=s.capacity)
+                                          capacity=s.capacity, selection=s.selection)
                 context = PromptContext(problem_source=self.evaluator.source.text, problem_name=self.name,
                                         backend=s.backend, device=prepared.device_facts,
                                         precision=self.options.precision, tolerance=self.options.tolerance,

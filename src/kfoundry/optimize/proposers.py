@@ -37,12 +37,15 @@ class Proposer:
         self.prompts_dir = prompts_dir
         self.rng = random.Random(seed + 1)
         self.tuned: dict[str, dict[str, Any]] = {}  # source hash -> the tuner's changes
+        self.composed: list[str] = []  # the composer's kernels the first population did not take
         self._calls: dict[str, dict[str, Any]] = {}  # source hash -> the LLM call that wrote it
         self._prompts = len(list(prompts_dir.glob("*.md"))) if prompts_dir is not None and prompts_dir.is_dir() else 0
 
     async def __call__(self, parent: Individual | None, others: list[Individual], expert: str) -> str | None:
         if expert == "tuner":
             return self._tune(parent)
+        if expert == "composer":
+            return self._next_composed()
         if expert in EXPERTS:
             return await self._ask(parent, others, expert)
         raise ValueError(f"no proposer for expert {expert!r}")
@@ -57,6 +60,13 @@ class Proposer:
             if not self.is_known(digest):
                 self.tuned[digest] = {"changes": tuning_record(variant.changes), "summary": variant.summary}
                 return variant.source
+        return None
+
+    def _next_composed(self) -> str | None:
+        while self.composed:
+            source = self.composed.pop(0)
+            if not self.is_known(source_hash(source)):
+                return source
         return None
 
     # -- LLM experts ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ class OptimizeSettings:
     islands: int = 4
     migrate_every: int = 3
     topology: str = "ring"
+    selection: str = "tournament"  # or "proportional" (fitness-proportional), both with an exploration share
     capacity: int = 12
     concurrency: int = 4  # expert proposals (LLM calls) at once
     max_evals: int | None = None
@@ -50,6 +51,13 @@ class OptimizeSettings:
                 raise UsageError(f"--{name.replace('_s', '').replace('_', '-')} must be a positive number")
         if self.target_roofline is not None and not 0 < self.target_roofline <= 1:
             raise UsageError("--target-roofline is a fraction of the roofline, between 0 and 1")
+        from kfoundry.search.archipelago import TOPOLOGIES
+        from kfoundry.search.selection import METHODS
+
+        if self.topology not in TOPOLOGIES:
+            raise UsageError(f"unknown topology {self.topology!r}: use one of {', '.join(TOPOLOGIES)}")
+        if self.selection not in METHODS:
+            raise UsageError(f"unknown selection {self.selection!r}: use one of {', '.join(METHODS)}")
         if self.backend not in ("triton", "cuda"):
             raise UsageError(f"unknown backend {self.backend!r}: use triton or cuda")
 

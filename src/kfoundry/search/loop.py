@@ -18,6 +18,7 @@ from kfoundry.search.archipelago import Archipelago
 from kfoundry.search.features import features
 from kfoundry.search.individual import Individual
 from kfoundry.search.island import Island
+from kfoundry.search.near_duplicates import NearDuplicateFilter
 from kfoundry.search.queue import EvaluationQueue, Outcome, to_outcome
 from kfoundry.search.stop import SearchState, StopRules
 from kfoundry.types import Diagnosis
@@ -61,7 +62,8 @@ class SearchLoop:
                  stop_rules: StopRules, *, concurrency: int = 4, on_event: Callable[[dict], None] | None = None,
                  seed: int | None = 0, repair_share: float = 0.25, children_per_island: int = 1,
                  inspirations: int = 2, cost_fn: Callable[[], float] | None = None,
-                 clock: Callable[[], float] = time.monotonic, identify: Identify | None = None):
+                 clock: Callable[[], float] = time.monotonic, identify: Identify | None = None,
+                 near_duplicates: NearDuplicateFilter | None = None):
         self.archipelago = archipelago
         self.propose = propose
         self.queue = evaluate_queue
@@ -75,6 +77,7 @@ class SearchLoop:
         self.cost_fn = cost_fn  # cumulative cost spent outside evaluations (LLM tokens), if any
         self.clock = clock
         self.identify = identify
+        self.near_duplicates = near_duplicates  # rejects code too similar to a candidate already seen
         self.individuals: dict[str, Individual] = {}  # every evaluated candidate, by id
         self.search = SearchState()
         self.best_id: str | None = None
@@ -110,7 +113,7 @@ class SearchLoop:
         """An island with nothing to work on, in a search without an expert that writes a first
         kernel, takes the best working candidate of the archipelago (True when it got one)."""
         if island.population or "initializer" in getattr(self.router, "experts", ("initializer",)):
-            return False
+            return False  # an LLM initializer writes a new first kernel instead
         best = self.archipelago.best()
         if best is None or not island.receive(best):
             return False
@@ -121,8 +124,8 @@ class SearchLoop:
         repairable = island.repairable()
         if not repairable:
             self._borrow(island)
-        if not island.population and not repairable and \
-                "initializer" not in getattr(self.router, "experts", ("initializer",)):
+        starters = {"initializer", "composer"} & set(getattr(self.router, "experts", ("initializer",)))
+        if not island.population and not repairable and not starters:
             return None  # nothing to start from and nobody to write a first kernel
         if island.population and (not repairable or self._rng.random() >= self.repair_share):
             kind, parent = "improve", island.select_parent(self._rng)
@@ -176,8 +179,18 @@ class SearchLoop:
             self._emit("duplicate", id=ind.id, expert=plan.expert)
             return None
         claimed.add(ind.source_hash)
+        near = self.near_duplicates
+        if near is not None and near.checks(plan.expert):
+            # synchronous like the check above, so two near-identical siblings never both run
+            is_near, similar_to, score = near.is_near(source)
+            if is_near:
+                self._emit("near_duplicate", id=ind.id, expert=plan.expert, similar_to=similar_to,
+                           score=round(score, 4))
+                return None
         if self.identify is not None:
             ind.id = self.identify(ind)
+        if near is not None:
+            near.add(ind.id, source)
         self._emit("proposed", id=ind.id, island=ind.island, expert=plan.expert, reason=plan.reason,
                    parent=plan.parent.id if plan.parent else None)
         return await self._evaluate(ind)
@@ -198,6 +211,8 @@ class SearchLoop:
 
     def _record(self, plan: Plan | None, ind: Individual) -> None:
         self.individuals[ind.id] = ind
+        if self.near_duplicates is not None:
+            self.near_duplicates.add(ind.id, ind.source)
         self.search.evals += 1
         inserted = self.archipelago.insert(ind)
         parent = plan.parent if plan is not None else \
@@ -309,6 +324,8 @@ class SearchLoop:
         self._eval_cost = snapshot["eval_cost"]
         self._next_id = snapshot["next_id"]
         self.archipelago.restore(snapshot["archipelago"], self.individuals)
+        if self.near_duplicates is not None:
+            self.near_duplicates.rebuild((i.id, i.source) for i in self.individuals.values())
         self._rng.setstate(_rng_from_json(snapshot["rng"]))
         self._restore_router(snapshot.get("router") or {})
         return self

@@ -1,0 +1,85 @@
+"""Rejecting proposals whose code is nearly that of a candidate already seen, by the cosine similarity of
+code embeddings (kfoundry.library.embeddings). The exact-duplicate check (normalized-source hash) catches
+identical code; this one catches renamed variables, reworded comments and other changes that leave the
+code's meaning as it was.
+
+Measured with all-MiniLM-L6-v2 on the library's seed kernels (comments, docstrings and layout are not
+read): a changed numeric literal scores ~1.0, renamed variables ~0.99, a one-line change of the computed
+function (softmax -> log-softmax) ~0.995, and two different kernels (softmax vs GEMM, layernorm vs row
+reduction) 0.75-0.90. So a threshold near 0.98 rejects renames and literal changes; the embedding cannot
+tell a rename from a small change of meaning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from kfoundry.library.embeddings import code_text, text_digest
+
+# Experts whose job is a small edit of their parent: a repair fixes a failing kernel, the tuner changes tile
+# sizes. Their children are near their parents by design, so they are not checked unless asked.
+SMALL_EDIT_EXPERTS = ("repair", "tuner")
+
+
+class NearDuplicateFilter:
+    def __init__(self, threshold: float, embedder: Any, exempt_experts: Iterable[str] = SMALL_EDIT_EXPERTS):
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"near-duplicate threshold must be in (0, 1], not {threshold}")
+        self.threshold = threshold
+        self.embedder = embedder  # kfoundry.library.embeddings.Embedder, or anything with embed(texts)
+        self.exempt_experts = frozenset(exempt_experts)
+        self._ids: list[str] = []
+        self._known: set[str] = set()
+        self._rows: list[np.ndarray] = []
+        self._matrix: np.ndarray | None = None  # _rows stacked, rebuilt when rows were added
+        self._vectors: dict[str, np.ndarray] = {}  # digest of the embedded text -> its vector
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def checks(self, expert: str) -> bool:
+        """Whether proposals of this expert are checked (see SMALL_EDIT_EXPERTS)."""
+        return expert not in self.exempt_experts
+
+    def _embed(self, sources: list[str]) -> list[np.ndarray]:
+        texts = [code_text(s) for s in sources]
+        keys = [text_digest(t) for t in texts]
+        missing = list({k: t for k, t in zip(keys, texts) if k not in self._vectors}.items())
+        if missing:
+            for (key, _), vector in zip(missing, self.embedder.embed([t for _, t in missing])):
+                self._vectors[key] = np.asarray(vector, dtype=np.float32)
+        return [self._vectors[k] for k in keys]
+
+    def vector(self, source: str) -> np.ndarray:
+        """The unit vector of a source's code (cached: checking and then adding embeds once)."""
+        return self._embed([source])[0]
+
+    def is_near(self, source: str) -> tuple[bool, str | None, float]:
+        """(near, the id of the most similar source added, its cosine similarity); (False, None, 0.0) when
+        nothing was added yet."""
+        if not self._ids:
+            return False, None, 0.0
+        if self._matrix is None or len(self._matrix) != len(self._rows):
+            self._matrix = np.stack(self._rows)
+        scores = self._matrix @ self.vector(source)
+        best = int(np.argmax(scores))
+        score = float(scores[best])
+        return score >= self.threshold, self._ids[best], score
+
+    def add(self, id: str, source: str) -> None:
+        """Remember a source under an id; an id already added is left as it is."""
+        if id in self._known:
+            return
+        self._ids.append(id)
+        self._rows.append(self.vector(source))
+        self._known.add(id)
+
+    def rebuild(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Start over from (id, source) pairs, e.g. a resumed run's individuals; embedded in one batch."""
+        pairs = list(pairs)
+        self._ids, self._rows, self._matrix, self._known = [], [], None, set()
+        self._embed([source for _, source in pairs])
+        for id, source in pairs:
+            self.add(id, source)
