@@ -62,6 +62,7 @@ class Optimization:
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}
         self.individuals: dict[str, Individual] = {}
         self.notes: list[str] = []
+        self.composed: list[Any] = []  # the composer's kernels for this problem (a new run only)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -93,7 +94,7 @@ class Optimization:
             add(read_source(path, UsageError, "seed"), "seed")
         for item in experience.kernels_for_this_problem():
             add(item["code"], "library")
-        composed = self._compose()
+        composed = self.composed
         for candidate in composed[:self.settings.compose_variants]:
             add(candidate.source, "composer")
         self.proposer.composed.extend(c.source for c in composed[self.settings.compose_variants:])
@@ -203,7 +204,10 @@ class Optimization:
                 retrieved = self.experience.retrieve(s.retrieve)
                 self.store.event("retrieved", items=[{"id": r["id"], "title": r["title"], "score": r["score"]}
                                                      for r in retrieved])
-                experts = ["tuner", "composer", *(EXPERTS if self.llm is not None else ())]
+                self.composed = [] if self.resumed else self._compose()
+                # the composer stays a choice for first kernels while it has kernels the first population left
+                composer = ["composer"] if len(self.composed) > s.compose_variants else []
+                experts = ["tuner", *composer, *(EXPERTS if self.llm is not None else ())]
                 router = Router(experts, seed=s.seed)
                 archipelago = Archipelago(k=s.islands, topology=s.topology, migrate_every=s.migrate_every,
                                           capacity=s.capacity, selection=s.selection)

@@ -170,6 +170,8 @@ class SearchLoop:
                 return None
         if not source:
             self._emit("no_proposal", id=plan.id, expert=plan.expert)
+            if plan.expert in getattr(self.router, "experts", ()):
+                self.router.record(plan.expert, False)  # an expert with nothing to offer is tried less
             return None
         parent_ids = ([plan.parent.id] if plan.parent else []) + \
             ([o.id for o in plan.others] if plan.expert == "crossover" else [])
@@ -346,7 +348,9 @@ class SearchLoop:
         if stats and hasattr(self.router, "stats"):
             now = self.router.stats()
             for name, (wins, losses) in stats.items():
-                have_wins, have_losses = now.get(name, (0, 0))
+                if name not in now:  # an expert this session does not enable
+                    continue
+                have_wins, have_losses = now[name]
                 for _ in range(wins - have_wins):
                     self.router.record(name, True)
                 for _ in range(losses - have_losses):
