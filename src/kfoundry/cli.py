@@ -323,6 +323,8 @@ def optimize_command(
     migrate_every: Optional[int] = typer.Option(None, help="Generations between migrations (default 3)."),
     concurrency: Optional[int] = typer.Option(None, help="Expert proposals (LLM calls) at once (default 4)."),
     topology: Optional[str] = typer.Option(None, help="Where migrants go: ring (default) or all-to-all."),
+    devices: Optional[str] = typer.Option(None, help="Evaluation workers, one per device: cuda:0,cuda:1 or all (cpu:N on CPU)."),
+    cluster: Optional[str] = typer.Option(None, help="ray (a local Ray instance) or ray://HOST:PORT: evaluation workers are Ray actors, one per GPU."),
     selection: Optional[str] = typer.Option(None, help="Parent selection: tournament (default) or proportional."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
     library: Optional[Path] = typer.Option(None, help="Experience library file (default: in the user's cache directory)."),
@@ -368,7 +370,8 @@ def optimize_command(
             search = OptimizeSettings(llm=list(settings["llm"] or []), backend=settings["backend"] or "triton",
                                       library="off" if no_library else (str(library) if library else None))
             for key, value in (("islands", islands), ("migrate_every", migrate_every), ("concurrency", concurrency),
-                               ("seed", rng_seed), ("topology", topology), ("selection", selection)):
+                               ("seed", rng_seed), ("topology", topology), ("selection", selection),
+                               ("devices", devices), ("cluster", cluster)):
                 if value is not None:
                     setattr(search, key, value)
             options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],

@@ -22,6 +22,12 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The items of `data` that are fields of `cls` (a record from a newer version may hold more)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
 @dataclass
 class ProblemCost:
     """What the problem must compute and move, measured once on the reference."""
@@ -37,6 +43,10 @@ class ProblemCost:
         """Inputs read once and outputs written once (parameters listed apart)."""
         return self.input_bytes + self.output_bytes
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProblemCost:
+        return cls(**_known(cls, data))
+
 
 @dataclass
 class DeviceFacts:
@@ -51,6 +61,10 @@ class DeviceFacts:
     peak_bandwidth_gbs: float | None = None
     peak_tflops: dict[str, float] = field(default_factory=dict)
     source: str = ""  # how the peaks were obtained: measured, datasheet, none
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DeviceFacts:
+        return cls(**_known(cls, data))
 
 
 @dataclass
@@ -71,6 +85,10 @@ class CorrectnessReport:
     failed_trial: int | None = None
     failed_output: int | None = None
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CorrectnessReport:
+        return cls(**_known(cls, data))
+
 
 @dataclass
 class TimingStats:
@@ -86,6 +104,10 @@ class TimingStats:
     warmup_runs: int | None = None
     warmup_s: float | None = None
     sm_clock_mhz: list[int | None] | None = None  # SM clock (NVML) before and after the timed trials
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TimingStats:
+        return cls(**_known(cls, data))
 
 
 @dataclass
@@ -109,6 +131,15 @@ class TimingReport:
     candidate_peak_memory_bytes: int | None = None
     reference_peak_memory_bytes: int | None = None
     reason: str | None = None  # why timing is missing
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TimingReport:
+        fields = _known(cls, data)
+        if fields.get("candidate") is not None:
+            fields["candidate"] = TimingStats.from_dict(fields["candidate"])
+        fields["baselines"] = {name: TimingStats.from_dict(stats) if stats is not None else None
+                               for name, stats in (fields.get("baselines") or {}).items()}
+        return cls(**fields)
 
 
 SEVERITIES = ("error", "warning", "info")  # most important first
@@ -195,3 +226,16 @@ class Evaluation:
 
     def to_dict(self) -> dict[str, Any]:
         return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        """The inverse of `to_dict` (what crosses a process or machine boundary comes back whole)."""
+        fields = _known(cls, data)
+        nested = {"correctness": CorrectnessReport, "timing": TimingReport, "cost": ProblemCost,
+                  "device_facts": DeviceFacts, "diagnosis": Diagnosis}
+        for name, kind in nested.items():
+            if fields.get(name) is not None:
+                fields[name] = kind.from_dict(fields[name])
+            elif name in ("correctness", "timing"):
+                fields.pop(name, None)  # the defaults
+        return cls(**fields)

@@ -2,14 +2,12 @@
 kfoundry.optimize is tested apart): per-problem results, outputs, resume, faults, --set."""
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from kfoundry.bench.methods import default_optimize
 from kfoundry.bench.runner import run_bench
 from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import discover
@@ -163,16 +161,6 @@ def test_settings_are_checked():
         BenchSettings(method="reference", solutions=Path(".")).validate()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("kfoundry.optimize") is not None, reason="kfoundry.optimize exists")
-def test_optimize_without_the_module_is_a_clear_error(tmp_path, suite):
-    with pytest.raises(UsageError, match="kfoundry.optimize"):
-        default_optimize()
-    with pytest.raises(UsageError, match="kfoundry.optimize"):
-        run_bench(suite, settings(), tmp_path / "out")
-    assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.skipif(importlib.util.find_spec("kfoundry.optimize") is None, reason="kfoundry.optimize not written yet")
 def test_the_runner_calls_kfoundry_optimize(tmp_path, suite, monkeypatch):
     import kfoundry.optimize
 
@@ -180,3 +168,13 @@ def test_the_runner_calls_kfoundry_optimize(tmp_path, suite, monkeypatch):
     monkeypatch.setattr(kfoundry.optimize, "optimize", fake)
     report = run_bench(suite, settings(), tmp_path / "out")
     assert [c["name"] for c in fake.calls] == ["1_a", "2_b", "3_c"] and report.results[0].speedup_eager == 2.0
+
+
+def test_with_devices_problems_run_at_once_each_on_its_own_device(tmp_path, suite):
+    fake = FakeOptimize()
+    report = run_bench(suite, settings(options=EvalOptions(), devices="cpu:2"), tmp_path / "out", optimize_fn=fake)
+    assert sorted(r.name for r in report.results) == ["1_a", "2_b", "3_c"] and not report.pending
+    assert {call["options"].device for call in fake.calls} == {"cpu"}
+    assert json.loads((tmp_path / "out" / "bench.json").read_text())["problems"]
+    with pytest.raises(UsageError, match="exclude each other"):
+        settings(options=EvalOptions(device="cpu"), devices="cpu:2").validate()

@@ -83,3 +83,29 @@ def test_a_recorded_run_replays_to_the_same_candidates(tmp_path):
                                             recording))
     again = run("replayed", make_provider(f"replay:{recording}"))
     assert again == first and len(first) == 4
+
+
+def test_two_local_workers_share_the_evaluations(tmp_path):
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
+                      settings=OptimizeSettings(islands=2, library="off", devices="cpu:2"), max_evals=4)
+    assert result["evaluations"] == 4 and result["best"] is not None
+    assert result["device"]["devices"] == ["cpu", "cpu"]
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
+        workers = {json.loads(row[0])["settings"]["worker"]["index"]
+                   for row in conn.execute("SELECT evaluation_json FROM evaluations")}
+    assert workers == {0, 1}
+
+
+def test_devices_and_cluster_exclude_each_other(tmp_path):
+    with pytest.raises(UsageError, match="exclude each other"):
+        optimize(AFFINE, out=tmp_path / "run", options=eval_options(), devices="cpu:2", cluster="ray")
+
+
+def test_with_a_local_ray_cluster_the_evaluations_run_on_actors(tmp_path):
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'kfoundry[ray]')")
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
+                      settings=OptimizeSettings(islands=1, library="off", cluster="ray"), max_evals=2)
+    assert result["evaluations"] == 2 and result["best"] is not None
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
+        settings = [json.loads(row[0])["settings"] for row in conn.execute("SELECT evaluation_json FROM evaluations")]
+    assert all("node" in s["worker"] for s in settings)  # evaluated by a Ray actor

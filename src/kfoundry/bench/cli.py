@@ -72,6 +72,8 @@ def bench_command(
     max_evals: int | None = MAX_EVALS_OPT,
     max_cost: float | None = MAX_COST_OPT,
     target_speedup: float | None = TARGET_SPEEDUP_OPT,
+    devices: str | None = typer.Option(None, help="Run several problems at once, one per device: cuda:0,cuda:1 or all "
+                                                  "(cpu:N on CPU)."),
 ) -> None:
     """Score a method on a suite: correctness rate, fast_p (p = 0, 1, 1.2, 1.5, 2) and geometric-mean
     speedups vs eager and vs torch.compile. Writes bench.json (after every problem), bench.csv,
@@ -100,7 +102,7 @@ def bench_command(
                               no_cache=no_cache, policy=policy)
         settings = BenchSettings(method=method, options=options, solutions=solutions, llm=llm, max_evals=max_evals,
                                  max_cost=max_cost, target_speedup=target_speedup,
-                                 time_per_problem=time_per_problem)
+                                 time_per_problem=time_per_problem, devices=devices)
         settings.validate()
         found = discover(suite, level=level, problems=problems)
         for path, reason in found.skipped:

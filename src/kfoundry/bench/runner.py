@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,28 +107,51 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
     report.kept = [r for name, r in previous.items() if name not in selected]
     report.pending = [p.name for p in suite.problems]
     total = len(suite.problems)
-    try:
-        for index, problem in enumerate(suite.problems, start=1):
-            set_values = problem_set_values(settings, problem.path)
-            fingerprint = settings.fingerprint(problem.path.read_text(encoding="utf-8"), set_values)
-            earlier = previous.get(problem.name)
-            if earlier is not None and earlier.fingerprint == fingerprint:
+    lock = threading.Lock()
+
+    def one(index: int, problem: Any, device: str | None) -> None:
+        set_values = problem_set_values(settings, problem.path)
+        fingerprint = settings.fingerprint(problem.path.read_text(encoding="utf-8"), set_values)
+        earlier = previous.get(problem.name)
+        if earlier is not None and earlier.fingerprint == fingerprint:
+            with lock:
                 report.results.append(earlier)
                 report.reused.append(problem.name)
                 report.pending.remove(problem.name)
-                say(f"[{index}/{total}] {problem.name}: kept from an earlier call ({earlier.status})")
-                continue
-            run_dir = out / RUNS_DIR / problem.name
-            clear_run_dir(run_dir)
-            say(f"  [{index}/{total}] {problem.name}: {settings.method}")
-            result = run_problem(problem, settings, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
-                                 progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
-                                 optimize_fn=optimize_fn)
+            say(f"[{index}/{total}] {problem.name}: kept from an earlier call ({earlier.status})")
+            return
+        run_dir = out / RUNS_DIR / problem.name
+        clear_run_dir(run_dir)
+        where = f" on {device}" if device else ""
+        say(f"  [{index}/{total}] {problem.name}: {settings.method}{where}")
+        local = settings if device is None else replace(settings, options=replace(settings.options, device=device))
+        result = run_problem(problem, local, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
+                             progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
+                             optimize_fn=optimize_fn)
+        figure = f", {result.speedup_eager:.3g}x vs eager" if result.speedup_eager is not None else ""
+        say(f"[{index}/{total}] {problem.name}: {result.status}{figure} ({result.duration_s:.1f} s){where}")
+        with lock:
             report.results.append(result)
             report.pending.remove(problem.name)
-            figure = f", {result.speedup_eager:.3g}x vs eager" if result.speedup_eager is not None else ""
-            say(f"[{index}/{total}] {problem.name}: {result.status}{figure} ({result.duration_s:.1f} s)")
             report.save()
+
+    devices = settings.device_list()
+    try:
+        if len(devices) <= 1:
+            for index, problem in enumerate(suite.problems, start=1):
+                one(index, problem, None)
+        else:  # different problems on different devices at once
+            from kfoundry.evaluate.pool import DeviceSlots
+
+            slots = DeviceSlots(devices)
+
+            def leased(index: int, problem: Any) -> None:
+                with slots.lease() as device:
+                    one(index, problem, device)
+
+            with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="kfoundry-bench") as pool:
+                for future in [pool.submit(leased, i, p) for i, p in enumerate(suite.problems, start=1)]:
+                    future.result()
     except KeyboardInterrupt:
         report.interrupted = True
     report.save()

@@ -29,6 +29,15 @@ class BenchSettings:
     max_cost: float | None = None
     target_speedup: float | None = None
     time_per_problem: float | None = None  # seconds per problem
+    devices: str | None = None  # --devices: several problems at once, one per device
+
+    def device_list(self) -> list[str]:
+        """The devices problems run on at once ([] or one: one problem at a time)."""
+        if not self.devices:
+            return []
+        from kfoundry.evaluate.pool import parse_devices
+
+        return parse_devices(self.devices)
 
     def validate(self) -> None:
         if self.method not in METHODS:
@@ -41,6 +50,9 @@ class BenchSettings:
                 raise UsageError(f"solutions directory not found: {self.solutions}")
         elif self.solutions is not None:
             raise UsageError(f"a solutions directory ({self.solutions}) goes only with --method solutions")
+        if self.devices and self.options.device:
+            raise UsageError("--devices and --device exclude each other: --devices names where problems run")
+        self.device_list()  # a bad spec is said now
         if self.time_per_problem is not None and self.time_per_problem <= 0:
             raise UsageError("--time-per-problem must be a positive number of seconds")
         if self.max_evals is not None and self.max_evals < 1:

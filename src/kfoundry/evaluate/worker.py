@@ -38,7 +38,7 @@ class Channel:
 def main() -> int:
     faulthandler.enable()  # a segfault leaves the Python stack (with the candidate's line) in stderr
     channel = Channel(Path.cwd() / MESSAGES)
-    import torch  # noqa: F401  (the expensive import, done before the job arrives)
+    import torch  # the expensive import, done before the job arrives
 
     try:
         import triton  # noqa: F401
@@ -49,6 +49,9 @@ def main() -> int:
     if not line:
         return 0
     job = json.loads(line)
+    if str(job.get("device", "")).startswith("cuda:"):
+        # Triton launches, and CUDA events record, on the current device: make it the job's GPU
+        torch.cuda.set_device(job["device"])
     channel.phase("start")
     try:
         if job["kind"] == "reference":

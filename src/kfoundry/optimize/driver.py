@@ -177,6 +177,22 @@ class Optimization:
     def _cost(self) -> float:
         return float(self.store.totals().get("cost_usd") or 0.0)
 
+    def _make_evaluator(self) -> tuple[Any, int]:
+        """One worker (the default), one per local device (--devices), or Ray actors (--cluster)."""
+        s = self.settings
+        if s.cluster:
+            from kfoundry.distributed import RayEvaluator, connect
+
+            connect(s.cluster)
+            evaluator = RayEvaluator(self.problem, self.options)
+            return evaluator, evaluator.workers
+        if s.devices:
+            from kfoundry.evaluate.pool import EvaluatorPool, parse_devices
+
+            evaluator = EvaluatorPool(self.problem, self.options, parse_devices(s.devices))
+            return evaluator, len(evaluator.devices)
+        return Evaluator(self.problem, self.options), 1
+
     # -- the run --------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
@@ -184,7 +200,8 @@ class Optimization:
         stop = StopRules(max_evals=s.max_evals, max_cost=s.max_cost, max_time_s=s.max_time_s,
                          target_speedup=s.target_speedup, stagnation_generations=s.stagnation,
                          max_generations=s.max_generations, target_roofline=s.target_roofline)
-        with Evaluator(self.problem, self.options) as self.evaluator:
+        evaluator, workers = self._make_evaluator()
+        with evaluator as self.evaluator:
             self.view = ProgressView(quiet=self.quiet, timed=self.evaluator.device != "cpu", max_evals=s.max_evals,
                                      max_time_s=s.max_time_s, max_cost=s.max_cost)
             with self.view:
@@ -220,9 +237,10 @@ class Optimization:
                                          seed=s.seed, llm=self.llm, budget=self.budget,
                                          preferred=self.experience.tuning_preferences(),
                                          prompts_dir=self.run_dir / "prompts")
-                with LocalQueue(self._evaluate, workers=1) as queue:
+                with LocalQueue(self._evaluate, workers=workers) as queue:  # one evaluation per worker at once
                     self.loop = SearchLoop(archipelago, self.proposer, queue, router, stop,
-                                           concurrency=s.concurrency, on_event=self._on_event, seed=s.seed,
+                                           concurrency=max(s.concurrency, workers), on_event=self._on_event,
+                                           seed=s.seed,
                                            cost_fn=self._cost, identify=self._identify)
                     reason = asyncio.run(self._search())
         return self._finish(reason, prepared)
@@ -254,6 +272,10 @@ class Optimization:
         self.proposer.flush_calls()
         self.store.save_state("search", self.loop.state())
         device_info = {"device": self.evaluator.device, **asdict(prepared.device_facts)}
+        if getattr(self.evaluator, "devices", None):
+            device_info["devices"] = list(self.evaluator.devices)
+        if getattr(prepared, "workers", None):
+            device_info["workers"] = prepared.workers
         paths = self.store.write_outputs(device_info)
         best = self.store.best("speedup_eager")
         self.experience.finish(best, self.name)
@@ -274,6 +296,10 @@ class Optimization:
         except Exception as exc:  # noqa: BLE001 -- the report is a view; the run's records stand without it
             self.store.event("report_error", error=f"{type(exc).__name__}: {exc}")
         self.store.event("finished", reason=reason)
+        if self.settings.cluster:
+            from kfoundry.distributed import disconnect
+
+            disconnect()
         if self.experience.library is not None:
             self.experience.library.close()
         return result

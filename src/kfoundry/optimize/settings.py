@@ -33,6 +33,8 @@ class OptimizeSettings:
     retrieve: int = 5  # library items shown to the experts
     library: str | None = None  # path; None: the user's cache; "off": no library
     seed: int = 0  # the search's random state (parents, experts, tuner)
+    devices: str | None = None  # "cuda:0,cuda:1", "all", "cpu:2": one evaluation worker each
+    cluster: str | None = None  # "ray" or "ray://HOST:PORT": evaluation workers are Ray actors
 
     def validate(self) -> None:
         if self.islands < 1:
@@ -58,6 +60,8 @@ class OptimizeSettings:
             raise UsageError(f"unknown topology {self.topology!r}: use one of {', '.join(TOPOLOGIES)}")
         if self.selection not in METHODS:
             raise UsageError(f"unknown selection {self.selection!r}: use one of {', '.join(METHODS)}")
+        if self.devices and self.cluster:
+            raise UsageError("--devices and --cluster exclude each other: a Ray cluster brings its own GPUs")
         if self.backend not in ("triton", "cuda"):
             raise UsageError(f"unknown backend {self.backend!r}: use triton or cuda")
 

@@ -1,0 +1,153 @@
+"""Evaluation workers as Ray actors, on a local Ray instance (2 CPUs) started here; evaluations on CPU
+through Triton's interpreter. Worker faults: an actor killed in the middle of an evaluation, an actor
+process killed outright, a candidate that kills every worker it runs on."""
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kfoundry[ray]')")
+
+from kfoundry.distributed import RayEvaluator, connect, disconnect
+from kfoundry.evaluate import EvalOptions
+from kfoundry.types import Evaluation
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    connect("ray", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    disconnect()
+
+
+@pytest.fixture(scope="module")
+def evaluator(cluster, problems_dir):
+    with RayEvaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=1, timeout_s=120),
+                      workers=2) as opened:
+        opened.prepare()
+        yield opened
+
+
+def _variant(candidates_dir: Path, tmp_path: Path, name: str, imports: str, *init_lines: str) -> Path:
+    """affine_ok.py with extra imports and extra lines at the end of ModelNew.__init__."""
+    text = (candidates_dir / "affine_ok.py").read_text()
+    text = text.replace("import torch\n", imports + "import torch\n", 1)
+    added = "".join(f"        {line}\n" for line in init_lines)
+    text = text.replace("        self.shift = shift\n", "        self.shift = shift\n" + added, 1)
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _slow_until(candidates_dir: Path, tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A correct candidate that sleeps up to 60 s in __init__ until the returned marker file exists: killed in
+    that sleep, its worker would outlive the kill by a minute unless something ends it."""
+    marker = tmp_path / f"{name}.go"
+    path = _variant(candidates_dir, tmp_path, name, "import os\nimport time\n",
+                    "for _ in range(600):",
+                    f"    if os.path.exists({str(marker)!r}):",
+                    "        break",
+                    "    time.sleep(0.1)")
+    return path, marker
+
+
+def _running(evaluator: RayEvaluator, candidate: Path, timeout_s: float = 60) -> dict:
+    """The in-flight record of `candidate`, once its worker has had time to start running it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [r for r in evaluator.in_flight() if r["candidate"] == str(candidate)]
+        if found:
+            time.sleep(2.0)  # the actor's candidate worker is now in the candidate's __init__, asleep
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError("the evaluation never started")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def test_evaluations_come_back_as_local_records(evaluator, problems_dir, candidates_dir):
+    assert evaluator.device == "cpu" and evaluator.source.name == "affine"
+    assert evaluator.prepared.device_facts.kind == "cpu" and len(evaluator.prepared.workers) == 2
+    names = {"affine_ok.py": "ok", "wrong_constant.py": "wrong_output"}
+    with ThreadPoolExecutor(2) as executor:
+        evaluations = list(executor.map(evaluator.evaluate, [candidates_dir / n for n in names]))
+    for (name, status), evaluation in zip(names.items(), evaluations):
+        assert isinstance(evaluation, Evaluation) and evaluation.status == status, evaluation.message
+        assert evaluation.candidate == str((candidates_dir / name).resolve())  # the driver's paths, not the actor's
+        assert evaluation.problem == str((problems_dir / "affine.py").resolve())
+        assert evaluation.diagnosis is not None and evaluation.device == "cpu"
+        assert evaluation.settings["worker"]["attempts"] == 1
+    assert {e.settings["worker"]["index"] for e in evaluations} == {0, 1}
+    assert evaluations[0].settings["seed"] == evaluations[1].settings["seed"]
+
+
+def test_an_actor_killed_mid_evaluation_loses_nothing(evaluator, candidates_dir, tmp_path):
+    slow, go = _slow_until(candidates_dir, tmp_path, "slow.py")
+    results = []
+    thread = threading.Thread(target=lambda: results.append(evaluator.evaluate(slow)))
+    thread.start()
+    running = _running(evaluator, slow)
+    ray.kill(running["actor"])
+    go.touch()  # the second run goes straight through
+    thread.join(timeout=180)
+    assert len(results) == 1  # arrived, once
+    evaluation = results[0]
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.settings["worker"]["attempts"] == 2
+    assert any("died while evaluating it" in w and "ActorDiedError" in w for w in evaluation.warnings)
+
+
+def test_an_actor_process_killed_outright_leaves_no_candidate_behind(evaluator, candidates_dir, tmp_path):
+    slow, go = _slow_until(candidates_dir, tmp_path, "slow_again.py")
+    with ThreadPoolExecutor(1) as executor:
+        future = executor.submit(evaluator.evaluate, slow)
+        running = _running(evaluator, slow)
+        workers = _children(running["pid"])
+        assert workers, "the actor runs its candidate in a worker process of its own"
+        os.kill(running["pid"], signal.SIGKILL)  # as the OOM killer would: no clean-up in the actor
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)], "a candidate worker outlived its actor"
+        go.touch()
+        evaluation = future.result(timeout=180)
+    assert evaluation.status == "ok" and evaluation.settings["worker"]["attempts"] == 2, evaluation.message
+
+
+def test_a_candidate_that_kills_every_worker_is_a_crash_after_the_retries(evaluator, candidates_dir, tmp_path):
+    killer = _variant(candidates_dir, tmp_path, "killer.py", "import os\nimport signal\n",
+                      "os.kill(os.getppid(), signal.SIGKILL)")
+    evaluator.max_retries = 1
+    try:
+        evaluation = evaluator.evaluate(killer)
+    finally:
+        evaluator.max_retries = 2
+    assert evaluation.status == "crash"
+    assert "lost 2 time(s)" in evaluation.message and len(evaluation.error["reasons"]) == 2
+    assert evaluation.candidate == str(killer.resolve()) and evaluation.diagnosis is not None
+    # the workers come back: the run goes on
+    again = evaluator.evaluate(candidates_dir / "affine_ok.py")
+    assert again.status == "ok", again.message
