@@ -21,6 +21,8 @@ if not _cuda_available():
 _CACHE_DIR = tempfile.mkdtemp(prefix="kfoundry-test-cache-")
 os.environ["KFOUNDRY_CACHE_DIR"] = _CACHE_DIR
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CACHE_DIR, "inductor"))
+# retrieval as without the optional embedding model, installed or not (its tests ask for it by name)
+os.environ["KFOUNDRY_SEMANTIC_RETRIEVAL"] = "0"
 
 from pathlib import Path  # noqa: E402
 

@@ -1,5 +1,10 @@
 import textwrap
 
+import pytest
+
+from kfoundry.errors import UsageError
+from kfoundry.library import Library, embeddings
+from kfoundry.library.store import semantic_by_default
 from kfoundry.problem_signature import signature
 
 LINEAR_RELU = '''
@@ -91,3 +96,83 @@ def test_search_is_bm25_over_text(lib):
     results = lib.search("implicit gemm convolution im2col")
     assert results and results[0]["title"].startswith("Conv2d as an implicit GEMM")
     assert lib.search("zzzqqq") == []
+
+
+# --- semantic retrieval (the optional embedding model) ------------------------------------------------------------
+
+needs_model = pytest.mark.skipif(not embeddings.available(),
+                                 reason=f"the optional embedding model is not installed: {embeddings.INSTALL_HINT}")
+
+
+def _three_kernels(tmp_path):
+    lib = Library(tmp_path / "small.sqlite", seed=False)
+    lib.add_kernel("Tiled matmul with a fused bias epilogue", {"kind": "gemm"}, "acc += tl.dot(a, b)\n",
+                   "Accumulate tl.dot over K tiles in fp32, add the bias, store each output tile once.")
+    lib.add_kernel("Pointwise chain in one kernel", {"kind": "pointwise"}, "y = tl.minimum(x * s + b, hi)\n",
+                   "Scale, shift and clamp each element in one pass: read each input once, write the output once.")
+    softmax = lib.add_kernel("Row softmax", {"kind": "softmax"}, "e = tl.exp(x - tl.max(x, 0))\ny = e / tl.sum(e, 0)\n",
+                             "One program per row: subtract the row max, exponentiate, divide by the row sum.")
+    return lib, softmax
+
+
+@needs_model
+def test_semantic_retrieval_finds_what_a_query_in_other_words_means(tmp_path):
+    lib, softmax = _three_kernels(tmp_path)
+    # softmax in other words: no word of the query is in any item, so BM25 scores them all 0 and they come in
+    # the order they were added, the softmax kernel last
+    query = "class probabilities from logits"
+    by_words = lib.retrieve({}, query_text=query, k=3, semantic=False)
+    assert [r["score"] for r in by_words] == [0, 0, 0] and by_words[-1]["id"] == softmax
+    by_meaning = lib.retrieve({}, query_text=query, k=3, semantic=True)
+    assert by_meaning[0]["id"] == softmax and by_meaning[0]["score"] > by_meaning[1]["score"] + 0.1
+    lib.close()
+
+
+@needs_model
+def test_item_embeddings_are_computed_once_and_kept_in_the_file(tmp_path):
+    lib, _ = _three_kernels(tmp_path)
+    insight = lib.add_insight("Softmax rows: keep the whole row in registers", {"kind": "softmax"}, origin="rule",
+                              key="softmax-rows")
+    embedded = []
+    real_embed = lib.embedder.embed
+
+    def counting(texts, whole=True):
+        embedded.extend(texts)
+        return real_embed(texts, whole)
+
+    lib.embedder.embed = counting
+    first = lib.retrieve({"kind": "softmax"}, "row softmax", k=4, semantic=True)
+    assert len(embedded) == 1 + 4  # the query, then each item once
+    assert lib.db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0] == 4
+    embedded.clear()
+    assert lib.retrieve({"kind": "softmax"}, "row softmax", k=4, semantic=True) == first
+    assert len(embedded) == 1  # only the query
+    lib.add_insight("Softmax rows: one program per row, whole row in one block", {"kind": "softmax"},
+                    origin="rule", key="softmax-rows")  # edited in place: its document changed
+    embedded.clear()
+    lib.retrieve({"kind": "softmax"}, "row softmax", k=4, semantic=True)
+    assert len(embedded) == 2 and "whole row in one block" in embedded[1]
+    assert lib.db.execute("SELECT COUNT(*) FROM embeddings WHERE item_id = ?", (insight,)).fetchone()[0] == 1
+    lib.close()
+    with Library(tmp_path / "small.sqlite", seed=False) as reopened:
+        reopened.embedder.embed = counting
+        embedded.clear()
+        reopened.retrieve({"kind": "softmax"}, "row softmax", k=4, semantic=True)
+        assert len(embedded) == 1
+
+
+def test_semantic_off_or_unavailable_is_bm25_and_signature_alone(tmp_path, monkeypatch):
+    lib, _ = _three_kernels(tmp_path)
+    monkeypatch.setattr(embeddings, "available", lambda: False)
+    monkeypatch.delenv("KFOUNDRY_SEMANTIC_RETRIEVAL", raising=False)
+    assert not semantic_by_default()
+    auto = lib.retrieve({"kind": "softmax"}, "row softmax", k=3)
+    assert auto == lib.retrieve({"kind": "softmax"}, "row softmax", k=3, semantic=False)
+    assert lib._embedder is None  # no model was loaded
+    with pytest.raises(UsageError, match=r"kfoundry\[embeddings\]"):
+        lib.retrieve({"kind": "softmax"}, "row softmax", semantic=True)
+    monkeypatch.setattr(embeddings, "available", lambda: True)
+    assert semantic_by_default()
+    monkeypatch.setenv("KFOUNDRY_SEMANTIC_RETRIEVAL", "0")
+    assert not semantic_by_default()
+    lib.close()

@@ -63,6 +63,19 @@ def test_newer_schema_and_foreign_sqlite_are_refused(tmp_path):
         Library(other)
 
 
+def test_a_version_1_library_gains_the_embeddings_table(tmp_path):
+    path = tmp_path / "lib.sqlite"
+    with Library(path) as first:
+        step_id = first.record_step(GEMM_SIG, "tuner", None, CHILD, [], "ok", None, 1.1)
+    with sqlite3.connect(path) as db:  # as a library written before semantic retrieval
+        db.execute("DROP TABLE embeddings")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with Library(path) as upgraded:
+        assert upgraded.schema_version == SCHEMA_VERSION == 2
+        tables = {r[0] for r in upgraded.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "embeddings" in tables and upgraded.get(step_id)["expert"] == "tuner"
+
+
 def test_export_import_round_trip(tmp_path, lib):
     sid = lib.record_step(GEMM_SIG, "fusion", PARENT, CHILD, ["memory-bound"], "ok", 1.0, 1.5, "H200")
     lib.add_insight("evidence-backed", GEMM_SIG, [sid], "llm")

@@ -71,9 +71,9 @@ def test_a_run_with_nothing_to_start_from_stops_and_says_why(tmp_path):
 def test_a_recorded_run_replays_to_the_same_candidates(tmp_path):
     from kfoundry.llm import make_provider, record_provider
 
-    def run(name, client):
+    def run(name, client):  # one proposal at a time: identical prompts get their recorded replies in order
         optimize(AFFINE, out=tmp_path / name, options=eval_options(seed=5), llm_client=client,
-                 settings=OptimizeSettings(islands=2, library="off", concurrency=2, seed=3), max_evals=4)
+                 settings=OptimizeSettings(islands=2, library="off", concurrency=1, seed=3), max_evals=4)
         with sqlite3.connect(tmp_path / name / "run.sqlite") as conn:
             return conn.execute("SELECT c.expert, c.source_hash, e.status FROM candidates c JOIN evaluations e"
                                 " ON e.candidate_id = c.id ORDER BY c.id").fetchall()

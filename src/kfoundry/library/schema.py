@@ -1,7 +1,19 @@
 """The library's SQLite schema. One id space for every item (kernel, insight, step); steps keep their
-search facts in a table of their own."""
+search facts in a table of their own.
 
-SCHEMA_VERSION = 1
+Versions: 1 the items and steps; 2 adds the embeddings cache (semantic retrieval)."""
+
+SCHEMA_VERSION = 2
+
+EMBEDDINGS = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    item_id INTEGER NOT NULL REFERENCES items (id) ON DELETE CASCADE,
+    model TEXT NOT NULL,                 -- the embedding model's name
+    digest TEXT NOT NULL,                -- of the embedded document: an item edited in place is embedded anew
+    vector BLOB NOT NULL,                -- float32, little-endian, unit length
+    PRIMARY KEY (item_id, model)
+);
+"""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,4 +45,7 @@ CREATE TABLE IF NOT EXISTS steps (
     child_source TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS steps_expert ON steps (expert);
-"""
+""" + EMBEDDINGS
+
+# what turns a library of version v - 1 into version v
+MIGRATIONS = {2: EMBEDDINGS}

@@ -1,5 +1,6 @@
 """The experience library: one SQLite file (WAL) of kernels, insights and recorded optimization steps,
-seeded on first open with curated kernels, and searched by signature similarity plus BM25."""
+seeded on first open with curated kernels, and searched by signature similarity plus BM25, plus the
+similarity of sentence embeddings when the optional embedding model is installed."""
 
 from __future__ import annotations
 
@@ -7,26 +8,46 @@ import builtins
 import difflib
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kfoundry.errors import KFoundryError
+from kfoundry.library import embeddings
 from kfoundry.library import seed as seed_data
 from kfoundry.library.distil import rule_insights
-from kfoundry.library.schema import SCHEMA, SCHEMA_VERSION
+from kfoundry.library.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from kfoundry.library.similarity import similarity
 from kfoundry.library.text_index import bm25_scores
 
 ITEM_TYPES = ("kernel", "insight", "step")
 SIGNATURE_WEIGHT = 0.6  # the rest is BM25
+# Semantic retrieval adds the cosine similarity of the embeddings of the query and of each item's document. Like
+# BM25's, it is scaled so the best item scores 1 (and floored at 0): both say how well an item's text matches
+# compared with the others'. The signature keeps the larger share; the two text scores split the rest.
+SEMANTIC_WEIGHTS = {"signature": 0.5, "bm25": 0.25, "embedding": 0.25}
+EMBED_CODE_CHARS = 1000  # of an item's code (comments stripped) its document holds; the model reads ~256 tokens
 STEP_FIELDS = ("run_id", "expert", "outcome", "diagnosis", "speedup_before", "speedup_after",
                "parent_source", "child_source")
 
 
 class LibraryError(KFoundryError):
     """A library file or an export that cannot be used, or an id that is not there."""
+
+
+def semantic_by_default() -> bool:
+    """Whether retrieve(semantic=None) uses embeddings: $KFOUNDRY_SEMANTIC_RETRIEVAL (0 or 1) when set, else
+    whether the embedding model is installed."""
+    value = os.environ.get("KFOUNDRY_SEMANTIC_RETRIEVAL", "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    return embeddings.available()
 
 
 def default_path() -> Path:
@@ -53,6 +74,7 @@ class Library:
     def __init__(self, path: str | Path | None = None, seed: bool = True):
         self.path = Path(path) if path is not None else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._embedder: embeddings.Embedder | None = None
         try:
             self.db = sqlite3.connect(self.path, timeout=30)
             self.db.row_factory = sqlite3.Row
@@ -94,8 +116,11 @@ class Library:
                                    f"kfoundry understands ({SCHEMA_VERSION}): upgrade kfoundry")
         elif tables:
             raise LibraryError(f"{self.path} is an SQLite file but not a kfoundry library")
-        # future versions: ALTER TABLE steps from `found` up to SCHEMA_VERSION here
+        else:
+            found = SCHEMA_VERSION
         with self.db:
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                self.db.executescript(MIGRATIONS.get(version, ""))
             self.db.executescript(SCHEMA)
             self._set_meta("schema_version", SCHEMA_VERSION)
 
@@ -253,18 +278,70 @@ class Library:
         sig = json.loads(row["signature"])
         return " ".join([row["title"], row["text"], sig.get("text", ""), row["kind"] or ""])
 
-    def retrieve(self, signature: dict, query_text: str = "", k: int = 5) -> builtins.list[dict]:
+    def retrieve(self, signature: dict, query_text: str = "", k: int = 5,
+                 semantic: bool | None = None) -> builtins.list[dict]:
         """The k items most useful for a problem with this signature, shaped for PromptContext.experience:
-        {title, text, source, code?, score, id, type}."""
+        {title, text, source, code?, score, id, type}. `semantic`: add the similarity of sentence embeddings
+        (SEMANTIC_WEIGHTS); None uses it when the embedding model is installed, True insists on it."""
         rows = self._retrievable()
         query = " ".join([query_text, signature.get("text", ""), signature.get("kind", "")])
         text_scores = bm25_scores([self._document(r) for r in rows], query)
+        if semantic is None:
+            semantic = semantic_by_default()
+        meaning_scores = self._embedding_scores(rows, query) if semantic and rows else None
         scored = []
-        for row, text_score in zip(rows, text_scores):
+        for index, (row, text_score) in enumerate(zip(rows, text_scores)):
             sig_score = similarity(signature, json.loads(row["signature"]))
-            scored.append((SIGNATURE_WEIGHT * sig_score + (1 - SIGNATURE_WEIGHT) * text_score, row))
+            if meaning_scores is None:
+                score = SIGNATURE_WEIGHT * sig_score + (1 - SIGNATURE_WEIGHT) * text_score
+            else:
+                score = (SEMANTIC_WEIGHTS["signature"] * sig_score + SEMANTIC_WEIGHTS["bm25"] * text_score
+                         + SEMANTIC_WEIGHTS["embedding"] * meaning_scores[index])
+            scored.append((score, row))
         scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
         return [self._experience(row, score) for score, row in scored[:k]]
+
+    # --- embeddings ------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> embeddings.Embedder:
+        """The sentence embedder (loaded on first use; a UsageError when the model is not installed)."""
+        if self._embedder is None:
+            self._embedder = embeddings.Embedder()
+        return self._embedder
+
+    @staticmethod
+    def _semantic_document(row: sqlite3.Row) -> str:
+        code = embeddings.code_text(row["code"])[:EMBED_CODE_CHARS] if row["code"] else ""
+        return " ".join(part for part in (row["title"], row["text"], code) if part)
+
+    def _item_vectors(self, rows: builtins.list[sqlite3.Row]) -> np.ndarray:
+        """The embedding of each row's document, from the embeddings table where it is there and current."""
+        model = self.embedder.name
+        cached = {r["item_id"]: (r["digest"], r["vector"]) for r in self.db.execute(
+            "SELECT item_id, digest, vector FROM embeddings WHERE model = ?", (model,))}
+        documents = [self._semantic_document(row) for row in rows]
+        digests = [embeddings.text_digest(d) for d in documents]
+        vectors: builtins.list[np.ndarray | None] = [
+            np.frombuffer(cached[row["id"]][1], dtype="<f4") if cached.get(row["id"], ("",))[0] == digest else None
+            for row, digest in zip(rows, digests)]
+        missing = [i for i, v in enumerate(vectors) if v is None]
+        if missing:
+            fresh = self.embedder.embed([documents[i] for i in missing], whole=False)
+            with self.db:
+                for i, vector in zip(missing, fresh):
+                    vectors[i] = vector
+                    self.db.execute("INSERT OR REPLACE INTO embeddings (item_id, model, digest, vector)"
+                                    " VALUES (?, ?, ?, ?)",
+                                    (rows[i]["id"], model, digests[i], vector.astype("<f4").tobytes()))
+        return np.stack(vectors)
+
+    def _embedding_scores(self, rows: builtins.list[sqlite3.Row], query: str) -> builtins.list[float]:
+        if not query.strip():
+            return [0.0] * len(rows)
+        query_vector = self.embedder.embed([query], whole=False)[0]
+        scores = [max(float(score), 0.0) for score in self._item_vectors(rows) @ query_vector]
+        top = max(scores)
+        return [score / top for score in scores] if top > 0 else scores
 
     def search(self, text: str, k: int = 10) -> builtins.list[dict]:
         """Items matching free text (BM25 alone), best first; items that match nothing are left out."""
