@@ -228,6 +228,7 @@ def generate_command(
     backend: Optional[str] = typer.Option(None, help="What the expert writes: triton (default) or cuda."),
     attempts: int = typer.Option(1, help="LLM calls allowed when a reply is unusable (its reason goes into the next prompt)."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
+    reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry[embeddings]."),
     config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
     device: Optional[str] = DEVICE_OPT,
     precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
@@ -327,6 +328,7 @@ def optimize_command(
     cluster: Optional[str] = typer.Option(None, help="ray (a local Ray instance) or ray://HOST:PORT: evaluation workers are Ray actors, one per GPU."),
     selection: Optional[str] = typer.Option(None, help="Parent selection: tournament (default) or proportional."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
+    reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry[embeddings]."),
     library: Optional[Path] = typer.Option(None, help="Experience library file (default: in the user's cache directory)."),
     no_library: bool = typer.Option(False, "--no-library", help="Neither read nor write the experience library."),
     rng_seed: Optional[int] = typer.Option(None, help="The search's random seed (default 0)."),
@@ -371,7 +373,7 @@ def optimize_command(
                                       library="off" if no_library else (str(library) if library else None))
             for key, value in (("islands", islands), ("migrate_every", migrate_every), ("concurrency", concurrency),
                                ("seed", rng_seed), ("topology", topology), ("selection", selection),
-                               ("devices", devices), ("cluster", cluster)):
+                               ("devices", devices), ("cluster", cluster), ("reject_similar", reject_similar)):
                 if value is not None:
                     setattr(search, key, value)
             options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],

