@@ -259,3 +259,14 @@ def test_optimize_bad_input_exits_2_without_a_run_directory(problems_dir, tmp_pa
     result = kfoundry("optimize", "--resume", str(tmp_path / "missing"))
     assert_clean_error(result, "nothing to resume")
     assert not (tmp_path / "run").exists()
+
+
+def test_optimize_llm_none_is_the_programmatic_experts_alone(problems_dir, candidates_dir, tmp_path):
+    result = kfoundry("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--device", "cpu", "--trials", "1",
+                      "--max-evals", "1", "--no-library", "--seed", str(candidates_dir / "affine_ok.py"),
+                      "-o", str(tmp_path / "run"), "--json")
+    assert result.returncode == 0, result.stderr
+    assert single_json_object(result.stdout)["llm_used"] is False
+    mixed = kfoundry("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--llm", "cmd:true",
+                     "-o", str(tmp_path / "run2"))
+    assert_clean_error(mixed, "--llm none")

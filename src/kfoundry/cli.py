@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kfoundry.errors import KFoundryError
+from kfoundry.errors import KFoundryError, UsageError
 
 app = typer.Typer(
     help="Kernel Foundry: turn PyTorch reference programs into fast, verified GPU kernels (forward passes).",
@@ -309,7 +309,7 @@ def generate_command(
 @app.command("optimize")
 def optimize_command(
     problem: Optional[Path] = typer.Argument(None, help="Problem file in KernelBench form (not needed with --resume)."),
-    llm: Optional[list[str]] = typer.Option(None, "--llm", help="Provider spec (repeatable): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl. Default: none (composer + tuner)."),
+    llm: Optional[list[str]] = typer.Option(None, "--llm", help="Provider spec (repeatable): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl; none: no LLM (the default: composer + tuner)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Run directory (default: runs/PROBLEM-TIMESTAMP)."),
     resume: Optional[Path] = typer.Option(None, help="Continue a stopped run from its directory."),
     seed_files: Optional[list[Path]] = typer.Option(None, "--seed", help="A kernel of yours (a ModelNew file) for the first population (repeatable)."),
@@ -362,14 +362,17 @@ def optimize_command(
                                   "tolerance": tolerance, "policy": policy, "trials": trials, "timeout": timeout,
                                   "record": str(record) if record else None}, config)
         llm_client = budget = None
-        if settings["llm"] and resume is None:
+        specs = [spec for spec in (settings["llm"] or []) if spec.strip().lower() != "none"]  # --llm none: no LLM
+        if specs and len(specs) != len(settings["llm"]):
+            raise UsageError("--llm none means no LLM: it cannot go with other --llm specs")
+        if specs and resume is None:
             from kfoundry.generate import make_llm
 
             llm_client, budget = make_llm(settings)
         if resume is not None:
             result = optimize(resume=resume, quiet=quiet or as_json, **overrides)
         else:
-            search = OptimizeSettings(llm=list(settings["llm"] or []), backend=settings["backend"] or "triton",
+            search = OptimizeSettings(llm=specs, backend=settings["backend"] or "triton",
                                       library="off" if no_library else (str(library) if library else None))
             for key, value in (("islands", islands), ("migrate_every", migrate_every), ("concurrency", concurrency),
                                ("seed", rng_seed), ("topology", topology), ("selection", selection),
