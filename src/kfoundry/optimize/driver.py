@@ -341,8 +341,8 @@ def optimize(problem: str | Path | None = None, *, out: str | Path | None = None
                 if not hasattr(settings, key):
                     raise UsageError(f"unknown optimize setting {key!r}")
                 setattr(settings, key, value)
-        if llm is not None:
-            settings.llm = list(llm)
+        if llm is not None:  # "none" (as in --llm none): the programmatic experts alone
+            settings.llm = [spec for spec in llm if spec.strip().lower() != "none"]
         settings.validate()
         settings.with_default_budget()
         options = options or EvalOptions()

@@ -1,0 +1,491 @@
+"""The programmatic suite: `kfoundry optimize --llm none` with a fixed budget, against eager and torch.compile.
+
+Every problem of benchmarks/suite/ gets a search with no LLM (the composer and the tuner alone) and a fixed number
+of evaluations; then one table: eager, torch.compile and our times, both speedups, the evaluations used, and the
+summary the issue asks for (the correct fraction of the suite, our geomean speedup over eager against
+torch.compile's on the same problems, and over all problems).
+
+It runs `kfoundry bench SUITE --method optimize` through the Python API (kfoundry.bench.runner.run_bench with
+BenchSettings(method="optimize", llm=None)): llm=None is what `--llm none` means, no provider is built whatever
+KFOUNDRY_LLM or kfoundry.toml say. The searches use their own experience library (default: a fresh one in the
+bench directory, so no best kernel of an earlier session seeds them; `--library user` takes the shared one).
+
+Where our search found no correct kernel its run has no eager / torch.compile time; a reference pass (the
+problem's Model judged against itself, `--method reference`, into OUT/baselines/) fills those in on a GPU. It reads
+the baselines from the on-disk cache the searches filled: the searches' own measurement (a GPU of --devices that
+had not run that problem measures it anew, in the same session).
+
+    python benchmarks/programmatic_suite.py [--max-evals 16] [--time-per-problem S] [--problems 1-9,12]
+        [--out DIR] [--resume] [--device D | --devices cuda:0,cuda:1|all] [--set NAME=VALUE ...]
+        [--trials N] [--timing-trials N] [--timeout S] [--no-cache] [--library PATH|user|off]
+        [--fill-baselines auto|on|off] [--json PATH] [--report-only] [--verbose]
+
+Prints the table and the summary (labelled with device, versions, trials, statistic) and writes JSON to
+benchmarks/results/programmatic_suite-<UTC stamp>.json. On CPU nothing is timed (Triton's interpreter): every
+time and speedup reads n/a, and only correctness means anything. Exit code 0 when the bench ran (whatever the
+verdicts), 2 for bad usage, 130 when interrupted (run again with --resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+DEFAULT_SUITE = ROOT / "benchmarks" / "suite"
+DEFAULT_OUT = ROOT / "kfoundry-runs" / "programmatic_suite"  # kfoundry-runs/ is ignored by git
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+DEFAULT_MAX_EVALS = 16
+FORMAT = "kfoundry-programmatic-suite/1"
+BASELINES_DIR = "baselines"  # OUT/baselines/: the reference pass
+CORRECT_TARGET = 0.9  # the issue's bar: a correct kernel for at least 90% of the suite
+UNJUDGED = ("problem_error",)  # the reference itself failed: nothing to judge a method by
+NA = "n/a"
+NONE = "-"
+
+
+# -- rows and summary: pure functions of bench.json records ----------------------------------------
+
+def _number(value: Any) -> float | None:
+    """A positive finite float, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str, Any]] | None = None,
+               extras: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per problem of an optimize bench (its bench.json `problems`).
+
+    `baselines`: problem name -> the reference pass's record for it (its eager_ms and compile_ms fill in a
+    problem whose search left none); `extras`: problem name -> figures from its run's result.json
+    (llm_calls, stop_reason)."""
+    baselines, extras = baselines or {}, extras or {}
+    rows = []
+    for p in problems:
+        name = p["name"]
+        correct = p.get("status") == "ok"
+        eager_ms, compile_ms = _number(p.get("eager_ms")), _number(p.get("compile_ms"))
+        source = "optimize" if eager_ms is not None else None
+        filled = baselines.get(name)
+        if eager_ms is None and filled is not None and _number(filled.get("eager_ms")) is not None:
+            eager_ms, compile_ms = _number(filled.get("eager_ms")), _number(filled.get("compile_ms"))
+            source = "reference pass"
+        speedup_eager = _number(p.get("speedup_eager")) if correct else None
+        speedup_compile = _number(p.get("speedup_compile")) if correct else None
+        extra = extras.get(name, {})
+        rows.append({
+            "number": p.get("number"),
+            "name": name,
+            "status": p.get("status"),
+            "correct": correct,
+            "judged": p.get("status") not in UNJUDGED,
+            "eager_ms": eager_ms,
+            "compile_ms": compile_ms,
+            "ours_ms": _number(p.get("runtime_ms")) if correct else None,
+            "speedup_eager": speedup_eager,
+            "speedup_compile": speedup_compile,
+            "compile_vs_eager": eager_ms / compile_ms if eager_ms is not None and compile_ms is not None else None,
+            "evaluations": p.get("evaluations"),
+            "baseline_source": source,
+            "llm_calls": extra.get("llm_calls"),
+            "stop_reason": extra.get("stop_reason"),
+            "message": p.get("message", ""),
+            "run_dir": p.get("run_dir"),
+        })
+    return rows
+
+
+def _compile_factor(row: dict[str, Any]) -> float | None:
+    """torch.compile's speedup over eager; 1.0 where eager was timed but torch.compile was not (it failed: a
+    user would run eager); None where nothing was timed."""
+    if row["eager_ms"] is None:
+        return None
+    return row["compile_vs_eager"] if row["compile_vs_eager"] is not None else 1.0
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures the issue asks for.
+
+    solved: the problems ours got correct and timed. Over them: our geomean speedup vs eager, torch.compile's
+    geomean vs eager (a problem where torch.compile did not run counts 1.0x), our geomean vs torch.compile.
+    all: every judged problem. Ours counts a failed problem as 1.0x (eager stays); None when correct problems
+    exist but none was timed. torch.compile's over every problem with an eager time."""
+    judged = [r for r in rows if r["judged"]]
+    correct = [r for r in judged if r["correct"]]
+    solved = [r for r in correct if r["speedup_eager"] is not None and r["eager_ms"] is not None]
+    untimed_correct = len(correct) - len(solved)
+    timed = any(r["eager_ms"] is not None for r in rows)
+    ours_solved = geomean(r["speedup_eager"] for r in solved)
+    compile_solved = geomean(_compile_factor(r) for r in solved)
+    vs_compile = [r["speedup_compile"] for r in solved if r["speedup_compile"] is not None]
+    if timed and (solved or not correct):
+        ours_all = geomean([r["speedup_eager"] for r in solved] + [1.0] * (len(judged) - len(correct)))
+    else:
+        ours_all = None  # nothing timed, or correct problems without a time: no figure (never a made-up 1.0)
+    with_eager = [r for r in judged if r["eager_ms"] is not None]
+    compile_all = geomean(_compile_factor(r) for r in with_eager)
+    fraction = len(correct) / len(judged) if judged else None
+    return {
+        "problems": len(rows),
+        "judged": len(judged),
+        "unjudged": [r["name"] for r in rows if not r["judged"]],
+        "correct": len(correct),
+        "correct_fraction": fraction,
+        "timed": timed,
+        "solved": {
+            "timed": len(solved),
+            "untimed_correct": untimed_correct,
+            "ours_vs_eager": ours_solved,
+            "compile_vs_eager": compile_solved,
+            "ours_vs_compile": geomean(vs_compile),
+            "ours_vs_compile_over": len(vs_compile),
+            "compile_not_timed": sum(r["compile_vs_eager"] is None for r in solved),
+        },
+        "all": {
+            "ours_vs_eager": ours_all,
+            "ours_over": len(solved) + len(judged) - len(correct),
+            "compile_vs_eager": compile_all,
+            "compile_over": len(with_eager),
+            "compile_not_timed": sum(r["compile_vs_eager"] is None for r in with_eager),
+            "without_eager_time": len(judged) - len(with_eager),
+        },
+        "criteria": {
+            "correct_fraction_at_least_0.9": None if fraction is None else fraction >= CORRECT_TARGET,
+            "ours_at_least_compile_solved": _at_least(ours_solved, compile_solved),
+            "ours_at_least_compile_all": _at_least(ours_all, compile_all),
+        },
+    }
+
+
+def _at_least(ours: float | None, theirs: float | None) -> bool | None:
+    return None if ours is None or theirs is None else ours >= theirs
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+def _ms(value: float | None) -> str:
+    return NA if value is None else f"{value:.4g}"
+
+
+def _x(value: float | None) -> str:
+    return NA if value is None else f"{value:.3f}x"
+
+
+def _share(value: float | None) -> str:
+    return NA if value is None else f"{value:.1%}"
+
+
+def _verdict(value: bool | None) -> str:
+    return NA if value is None else ("yes" if value else "no")
+
+
+COLUMNS = ("#", "problem", "status", "eager ms", "compile ms", "ours ms", "vs eager", "vs compile",
+           "compile vs eager", "evals", "correct")
+LEFT = {"problem", "status", "correct"}
+
+
+def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The per-problem table as aligned text. A time that was not measured reads n/a; ours reads - where no
+    correct kernel exists; a * marks eager / torch.compile times that came from the reference pass."""
+    body = []
+    for r in rows:
+        mark = "*" if r["baseline_source"] == "reference pass" else ""
+        none = NONE if not r["correct"] else None
+        body.append([
+            "" if r["number"] is None else str(r["number"]), r["name"], str(r["status"]),
+            _ms(r["eager_ms"]) + mark, _ms(r["compile_ms"]) + mark,
+            none or _ms(r["ours_ms"]), none or _x(r["speedup_eager"]), none or _x(r["speedup_compile"]),
+            _x(r["compile_vs_eager"]) + mark, NONE if r["evaluations"] is None else str(r["evaluations"]),
+            "yes" if r["correct"] else "no",
+        ])
+    widths = [max([len(c)] + [len(line[i]) for line in body]) for i, c in enumerate(COLUMNS)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(w) if col in LEFT else cell.rjust(w)
+                         for cell, w, col in zip(cells, widths, COLUMNS, strict=True)).rstrip()
+
+    out = [line(COLUMNS), line(["-" * w for w in widths])]
+    out += [line(cells) for cells in body]
+    if any(r["baseline_source"] == "reference pass" for r in rows):
+        out.append("* eager / torch.compile times from the reference pass (our search found no correct kernel)")
+    return out
+
+
+def label_line(labels: dict[str, Any]) -> str:
+    def get(key: str) -> str:
+        value = labels.get(key)
+        return "-" if value in (None, "") else str(value)
+
+    return (f"device: {get('device')}; torch {get('torch')}; triton {get('triton')}; precision {get('precision')}; "
+            f"tolerance {get('tolerance')}; correctness trials {get('trials')}; timing trials "
+            f"{get('timing_trials')}; statistic {get('statistic')}; timing: {get('timing')}")
+
+
+def summary_lines(summary: dict[str, Any], labels: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    s, a, c = summary["solved"], summary["all"], summary["criteria"]
+    lines = [
+        f"kfoundry optimize --llm none, max {settings.get('max_evals')} evaluations per problem"
+        + (f", {settings['time_per_problem_s']:g} s per problem" if settings.get("time_per_problem_s") else "")
+        + f"; {label_line(labels)}",
+    ]
+    if not summary["timed"]:
+        lines.append("no timings: nothing was timed (no GPU: Triton's interpreter is not a performance "
+                     "measurement); every time and speedup is n/a, only correctness is meaningful")
+    fraction = summary["correct_fraction"]
+    lines.append(f"correct: {summary['correct']} of {summary['judged']} problems ({_share(fraction)}); "
+                 f"at least {CORRECT_TARGET:.0%}: {_verdict(c['correct_fraction_at_least_0.9'])}")
+    if summary["unjudged"]:
+        lines.append(f"left out (the reference itself failed): {', '.join(summary['unjudged'])}")
+    lines.append(f"over the {s['timed']} problem(s) ours solved (timed): ours vs eager {_x(s['ours_vs_eager'])}, "
+                 f"torch.compile vs eager {_x(s['compile_vs_eager'])}; ours >= torch.compile: "
+                 f"{_verdict(c['ours_at_least_compile_solved'])}; ours vs torch.compile {_x(s['ours_vs_compile'])}"
+                 f" (geomeans)")
+    lines.append(f"over all problems: ours vs eager {_x(a['ours_vs_eager'])} (over {a['ours_over']}, a failed "
+                 f"one counts 1.0x), torch.compile vs eager {_x(a['compile_vs_eager'])} (over the "
+                 f"{a['compile_over']} with an eager time); ours >= torch.compile: "
+                 f"{_verdict(c['ours_at_least_compile_all'])}")
+    if s["untimed_correct"] and summary["timed"]:
+        lines.append(f"{s['untimed_correct']} correct problem(s) without a time are left out of the figures")
+    if a["without_eager_time"] and summary["timed"]:
+        lines.append(f"{a['without_eager_time']} problem(s) without an eager time are left out of torch.compile's "
+                     "figure over all problems")
+    not_compiled = s["compile_not_timed"] + a["compile_not_timed"]
+    if not_compiled and summary["timed"]:
+        lines.append("a problem torch.compile did not run counts 1.0x for torch.compile")
+    return lines
+
+
+def render(document: dict[str, Any]) -> str:
+    lines = [*table_lines(document["problems"]), ""]
+    lines += summary_lines(document["summary"], document["labels"], document["settings"])
+    lines += [f"note: {note}" for note in document.get("notes", [])]
+    return "\n".join(lines)
+
+
+def notes_for(rows: Sequence[dict[str, Any]], pending: Sequence[str], interrupted: bool) -> list[str]:
+    notes = []
+    used_llm = [r["name"] for r in rows if r.get("llm_calls")]
+    if used_llm:
+        notes.append(f"LLM calls were recorded for {', '.join(used_llm)}: this was meant to run without one")
+    if pending:
+        notes.append(f"{len(pending)} problem(s) not run ({', '.join(pending)}): run again with --resume")
+    if interrupted:
+        notes.append("interrupted: run the same command with --resume to finish")
+    return notes
+
+
+def build_document(bench: dict[str, Any], rows: list[dict[str, Any]], settings: dict[str, Any],
+                   argv: Sequence[str], stamp: str) -> dict[str, Any]:
+    """The JSON record: settings, labels, one row per problem, the summary and the bench's own metrics."""
+    return {
+        "format": FORMAT,
+        "created_utc": stamp,
+        "command": ["python", "benchmarks/programmatic_suite.py", *argv],
+        "settings": settings,
+        "labels": bench.get("labels", {}),
+        "bench_complete": bool(bench.get("complete")),
+        "problems": rows,
+        "pending": list(bench.get("pending", [])),
+        "summary": summarize(rows),
+        "bench_metrics": bench.get("metrics"),
+        "notes": notes_for(rows, bench.get("pending", []), bool(bench.get("interrupted"))),
+    }
+
+
+def write_document(path: Path, document: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def utc_stamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+# -- files of a bench --------------------------------------------------------------------------------
+
+def read_bench(out: Path) -> dict[str, Any] | None:
+    path = out / "bench.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_extras(out: Path, problems: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """From each problem's run dir (result.json of its search): LLM calls made, why the search stopped."""
+    extras = {}
+    for p in problems:
+        path = out / (p.get("run_dir") or f"runs/{p['name']}") / "result.json"
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        extras[p["name"]] = {"llm_calls": (record.get("llm") or {}).get("llm_calls"),
+                             "stop_reason": record.get("stop_reason")}
+    return extras
+
+
+def baseline_records(out: Path) -> dict[str, dict[str, Any]]:
+    bench = read_bench(out / BASELINES_DIR)
+    if not bench:
+        return {}
+    return {p["name"]: p for p in bench.get("problems", []) + bench.get("kept", [])}
+
+
+# -- running -----------------------------------------------------------------------------------------
+
+def _library_setting(value: str, out: Path) -> str | None:
+    if value == "fresh":
+        return str(out / "library.sqlite")
+    if value == "user":
+        return None  # OptimizeSettings: None is the user's shared library
+    return value  # "off", or a path
+
+
+def _optimize_fn(library: str | None):
+    """kfoundry.optimize.optimize with the library chosen here (the bench passes llm=None: no LLM)."""
+    from kfoundry.optimize import OptimizeSettings, optimize
+
+    def run(problem, **kwargs):
+        return optimize(problem, settings=OptimizeSettings(library=library), **kwargs)
+
+    return run
+
+
+def _progress(verbose: bool):
+    def say(message: str) -> None:
+        if verbose or not message.startswith("  "):
+            print(message, file=sys.stderr, flush=True)
+
+    return say
+
+
+def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
+    """The optimize bench, then the reference pass where needed; returns (bench.json, interrupted)."""
+    import dataclasses
+
+    from kfoundry.bench.runner import run_bench
+    from kfoundry.bench.settings import BenchSettings
+    from kfoundry.bench.suite import discover
+    from kfoundry.evaluate.options import EvalOptions, resolve_device
+    from kfoundry.problem import parse_set_values
+
+    options = EvalOptions(device=args.device, trials=args.trials, timing_trials=args.timing_trials,
+                          timeout_s=args.timeout, set_values=parse_set_values(args.set), no_cache=args.no_cache)
+    settings = BenchSettings(method="optimize", options=options, llm=None, max_evals=args.max_evals,
+                             time_per_problem=args.time_per_problem, devices=args.devices)
+    settings.validate()
+    devices = settings.device_list() or [resolve_device(options.device, options.precision)]
+    on_gpu = not all(d.startswith("cpu") for d in devices)
+    suite = discover(args.suite, problems=args.problems)
+    for path, reason in suite.skipped:
+        print(f"skipped {path}: {reason}", file=sys.stderr)
+    say = _progress(args.verbose)
+    report = run_bench(suite, settings, args.out, resume=args.resume, progress=say,
+                       optimize_fn=_optimize_fn(_library_setting(args.library, args.out)))
+    interrupted = report.interrupted
+    missing = {r.name for r in report.results if r.status not in UNJUDGED and r.eager_ms is None}
+    fill = args.fill_baselines == "on" or (args.fill_baselines == "auto" and on_gpu)
+    if missing and fill and not interrupted:
+        say(f"reference pass for eager / torch.compile times: {', '.join(sorted(missing))}")
+        # no_cache=False: the baselines the searches measured (and cached) are the ones read back
+        reference = BenchSettings(method="reference", options=dataclasses.replace(options, no_cache=False),
+                                  time_per_problem=args.time_per_problem, devices=args.devices)
+        picked = dataclasses.replace(suite, problems=[p for p in suite.problems if p.name in missing])
+        interrupted = run_bench(picked, reference, args.out / BASELINES_DIR, resume=True, progress=say,
+                                write_html=False).interrupted
+    elif missing:
+        why = "--fill-baselines off" if args.fill_baselines == "off" else "no GPU to time on"
+        say(f"no reference pass ({why}): {len(missing)} problem(s) without eager / torch.compile times")
+    return read_bench(args.out) or report.to_dict(), interrupted
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE, help="problem directory (benchmarks/suite)")
+    parser.add_argument("--max-evals", type=int, default=DEFAULT_MAX_EVALS,
+                        help=f"evaluations per problem, the fixed budget (default {DEFAULT_MAX_EVALS})")
+    parser.add_argument("--time-per-problem", type=float, default=None, help="seconds per problem (search budget)")
+    parser.add_argument("--problems", default=None, help="pick problems by leading number, e.g. 1-9,12")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="bench directory: bench.json, runs/, baselines/ "
+                             "(default kfoundry-runs/programmatic_suite)")
+    parser.add_argument("--resume", action="store_true", help="continue the bench in --out (finished problems kept)")
+    parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: CUDA when available)")
+    parser.add_argument("--devices", default=None, help="several problems at once, one per device: cuda:0,cuda:1|all")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a module-level constant in every problem that has it (repeatable)")
+    parser.add_argument("--trials", type=int, default=5, help="correctness trials per evaluation (default 5)")
+    parser.add_argument("--timing-trials", type=int, default=100, help="timed trials on a GPU (default 100)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds for one candidate's evaluation")
+    parser.add_argument("--no-cache", action="store_true", help="re-measure the eager / torch.compile baselines")
+    parser.add_argument("--library", default="fresh",
+                        help="experience library: fresh (OUT/library.sqlite, the default), user (the shared one), "
+                             "off, or a path")
+    parser.add_argument("--fill-baselines", choices=("auto", "on", "off"), default="auto",
+                        help="reference pass for problems ours did not solve: auto (on a GPU), on, off")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="where the JSON goes (default benchmarks/results/programmatic_suite-<UTC stamp>.json)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: the table and JSON of the bench already in --out")
+    parser.add_argument("--verbose", action="store_true", help="print every step of every problem")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    interrupted = False
+    if args.report_only:
+        bench = read_bench(args.out)
+        if bench is None:
+            print(f"error: no bench.json in {args.out}", file=sys.stderr)
+            return 2
+    else:
+        from kfoundry.errors import KFoundryError
+
+        try:
+            bench, interrupted = run(args)
+        except KFoundryError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    stamp = utc_stamp()
+    recorded = bench.get("settings") or {}
+    settings = {
+        "suite": str(bench.get("suite") or args.suite), "problems": args.problems, "llm": "none",
+        "max_evals": recorded.get("max_evals", args.max_evals),
+        "time_per_problem_s": recorded.get("time_per_problem_s", args.time_per_problem),
+        "devices": args.devices, "library": args.library, "bench_dir": str(args.out),
+        "options": recorded.get("options"),
+    }
+    rows = build_rows(bench.get("problems", []), baseline_records(args.out),
+                      read_extras(args.out, bench.get("problems", [])))
+    document = build_document(bench, rows, settings, argv, stamp)
+    if interrupted and not bench.get("interrupted"):  # the reference pass was
+        document["notes"].append("interrupted: run the same command with --resume to finish")
+    path = write_document(args.json or RESULTS_DIR / f"programmatic_suite-{stamp}.json", document)
+    print(render(document))
+    print(f"written: {path}")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

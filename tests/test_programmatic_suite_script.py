@@ -1,0 +1,144 @@
+"""benchmarks/programmatic_suite.py: its rows, summary, table and JSON, from a fake bench (nothing runs).
+
+Every number below is FAKE: made up for the arithmetic, not measured anywhere."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "benchmarks" / "programmatic_suite.py"
+
+
+@pytest.fixture(scope="module")
+def ps():
+    spec = importlib.util.spec_from_file_location("programmatic_suite_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _problem(number, name, status, **figures):
+    record = {"name": name, "path": f"benchmarks/suite/{name}.py", "number": number, "status": status,
+              "message": f"fake {status}", "method": "optimize", "fingerprint": "fake", "speedup_eager": None,
+              "speedup_compile": None, "runtime_ms": None, "eager_ms": None, "compile_ms": None,
+              "run_dir": f"runs/{name}", "candidate": None, "evaluations": 16, "set_values": {}, "labels": {},
+              "duration_s": 1.0, "finished_at": 0.0}
+    record.update(figures)
+    return record
+
+
+# FAKE numbers: A is 2x faster than eager, torch.compile 1.25x; B is correct but 2x slower, torch.compile failed
+# (no time); C failed, its baselines come from the reference pass; D failed with no baseline; E's reference failed.
+FAKE_GPU_PROBLEMS = [
+    _problem(10, "10_fake_gemm", "ok", eager_ms=2.0, compile_ms=1.6, runtime_ms=1.0, speedup_eager=2.0,
+             speedup_compile=1.6),
+    _problem(11, "11_fake_conv", "ok", eager_ms=1.0, compile_ms=None, runtime_ms=2.0, speedup_eager=0.5),
+    _problem(12, "12_fake_norm", "no_correct"),
+    _problem(13, "13_fake_pool", "no_correct"),
+    _problem(14, "14_fake_broken", "problem_error", evaluations=None),
+]
+FAKE_BASELINES = {"12_fake_norm": _problem(12, "12_fake_norm", "ok", method="reference", eager_ms=0.8,
+                                           compile_ms=0.5, runtime_ms=0.8, speedup_eager=1.0, speedup_compile=0.625)}
+FAKE_GPU_LABELS = {"device": "FAKE GPU", "torch": "0.0-fake", "triton": "0.0-fake", "precision": "fp32",
+                   "tolerance": "0.0001", "trials": "5", "timing_trials": "100", "statistic": "median",
+                   "policy": "strict", "timing": "fake events"}
+
+
+def _bench(problems, labels):
+    return {"format": "kfoundry-bench/1", "suite": "benchmarks/suite", "labels": labels, "metrics": {},
+            "complete": True, "interrupted": False, "problems": problems, "pending": [], "kept": [],
+            "settings": {"method": "optimize", "max_evals": 16, "time_per_problem_s": 600.0, "options": {}}}
+
+
+def test_rows_fill_failed_problems_from_the_reference_pass(ps):
+    rows = {r["name"]: r for r in ps.build_rows(FAKE_GPU_PROBLEMS, FAKE_BASELINES,
+                                                {"10_fake_gemm": {"llm_calls": 0, "stop_reason": "budget"}})}
+    assert rows["10_fake_gemm"]["compile_vs_eager"] == pytest.approx(1.25)
+    assert rows["10_fake_gemm"]["baseline_source"] == "optimize"
+    assert rows["10_fake_gemm"]["stop_reason"] == "budget"
+    assert rows["11_fake_conv"]["compile_vs_eager"] is None
+    norm = rows["12_fake_norm"]
+    assert (norm["eager_ms"], norm["compile_ms"], norm["baseline_source"]) == (0.8, 0.5, "reference pass")
+    assert norm["ours_ms"] is None and norm["speedup_eager"] is None and not norm["correct"]
+    assert rows["13_fake_pool"]["eager_ms"] is None and rows["13_fake_pool"]["baseline_source"] is None
+    assert not rows["14_fake_broken"]["judged"]
+
+
+def test_summary_compares_ours_with_torch_compile_on_the_same_problems(ps):
+    summary = ps.summarize(ps.build_rows(FAKE_GPU_PROBLEMS, FAKE_BASELINES))
+    assert (summary["judged"], summary["correct"], summary["unjudged"]) == (4, 2, ["14_fake_broken"])
+    assert summary["correct_fraction"] == 0.5 and summary["timed"]
+    solved = summary["solved"]
+    assert solved["timed"] == 2
+    assert solved["ours_vs_eager"] == pytest.approx(1.0)  # sqrt(2.0 * 0.5)
+    assert solved["compile_vs_eager"] == pytest.approx(math.sqrt(1.25))  # B: torch.compile failed, counts 1.0
+    assert solved["ours_vs_compile"] == pytest.approx(1.6) and solved["ours_vs_compile_over"] == 1
+    everything = summary["all"]
+    assert everything["ours_vs_eager"] == pytest.approx(1.0)  # 2.0, 0.5 and two failures at 1.0
+    assert everything["compile_vs_eager"] == pytest.approx(2 ** (1 / 3))  # 1.25, 1.0, 1.6 (D has no eager time)
+    assert (everything["compile_over"], everything["without_eager_time"]) == (3, 1)
+    assert summary["criteria"] == {"correct_fraction_at_least_0.9": False, "ours_at_least_compile_solved": False,
+                                   "ours_at_least_compile_all": False}
+
+
+def test_table_and_summary_text(ps):
+    document = ps.build_document(_bench(FAKE_GPU_PROBLEMS, FAKE_GPU_LABELS),
+                                 ps.build_rows(FAKE_GPU_PROBLEMS, FAKE_BASELINES),
+                                 {"max_evals": 16, "time_per_problem_s": 600.0}, ["--resume"], "20000101T000000Z")
+    text = ps.render(document)
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["#", "problem", "status", "eager"]
+    gemm = next(line for line in lines if "10_fake_gemm" in line).split()
+    assert gemm == ["10", "10_fake_gemm", "ok", "2", "1.6", "1", "2.000x", "1.600x", "1.250x", "16", "yes"]
+    norm = next(line for line in lines if "12_fake_norm" in line).split()
+    assert norm == ["12", "12_fake_norm", "no_correct", "0.8*", "0.5*", "-", "-", "-", "1.600x*", "16", "no"]
+    assert "from the reference pass" in text
+    assert "device: FAKE GPU; torch 0.0-fake" in text and "statistic median" in text
+    assert "correct: 2 of 4 problems (50.0%); at least 90%: no" in text
+    assert "ours vs eager 1.000x, torch.compile vs eager 1.118x; ours >= torch.compile: no" in text
+    assert "no timings" not in text
+
+
+def test_cpu_bench_reads_n_a_everywhere(ps):
+    problems = [_problem(1, "1_fake_chain", "ok", evaluations=3), _problem(2, "2_fake_softmax", "no_correct")]
+    labels = {**FAKE_GPU_LABELS, "device": "FAKE CPU", "timing_trials": "-", "statistic": "-"}
+    rows = ps.build_rows(problems)
+    summary = ps.summarize(rows)
+    assert not summary["timed"] and summary["correct_fraction"] == 0.5
+    assert summary["solved"]["ours_vs_eager"] is None and summary["all"]["ours_vs_eager"] is None
+    assert summary["criteria"]["ours_at_least_compile_solved"] is None
+    text = ps.render(ps.build_document(_bench(problems, labels), rows, {"max_evals": 16}, [], "20000101T000000Z"))
+    assert "no timings" in text
+    chain = next(line for line in text.splitlines() if "1_fake_chain" in line).split()
+    assert chain[3:9] == ["n/a"] * 6
+    assert "ours >= torch.compile: n/a" in text
+
+
+def test_report_only_writes_the_json(ps, tmp_path, capsys):
+    out = tmp_path / "bench"
+    (out / "baselines").mkdir(parents=True)
+    (out / "bench.json").write_text(json.dumps(_bench(FAKE_GPU_PROBLEMS, FAKE_GPU_LABELS)))
+    (out / "baselines" / "bench.json").write_text(json.dumps(_bench(list(FAKE_BASELINES.values()), {})))
+    run_dir = out / "runs" / "10_fake_gemm"
+    run_dir.mkdir(parents=True)
+    (run_dir / "result.json").write_text(json.dumps({"llm": {"llm_calls": 0}, "stop_reason": "fake: budget"}))
+    target = tmp_path / "results" / "programmatic_suite-fake.json"
+    assert ps.main(["--report-only", "--out", str(out), "--json", str(target)]) == 0
+    document = json.loads(target.read_text())
+    assert document["format"] == ps.FORMAT and document["settings"]["llm"] == "none"
+    assert document["settings"]["max_evals"] == 16 and document["settings"]["time_per_problem_s"] == 600.0
+    assert [r["name"] for r in document["problems"]] == [p["name"] for p in FAKE_GPU_PROBLEMS]
+    assert document["problems"][0]["stop_reason"] == "fake: budget"
+    assert document["problems"][2]["baseline_source"] == "reference pass"
+    assert document["summary"]["correct"] == 2 and document["notes"] == []
+    assert f"written: {target}" in capsys.readouterr().out
+
+
+def test_report_only_without_a_bench_is_bad_usage(ps, tmp_path, capsys):
+    assert ps.main(["--report-only", "--out", str(tmp_path / "none"), "--json", str(tmp_path / "x.json")]) == 2
+    assert "no bench.json" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
