@@ -1,0 +1,305 @@
+"""The composer's entry point: problem file in, complete Triton candidates out (several tile configurations),
+or the list of ops it cannot handle and no candidate at all (never a PyTorch fallback)."""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from kfoundry.errors import ProblemError
+from kfoundry.experts.composer import conv, gemm, pointwise, pool, reduction
+from kfoundry.experts.composer.codegen import generate
+from kfoundry.experts.composer.fusion import Group, Plan, plan
+from kfoundry.experts.composer.ir import INPUT, PARAM, Graph, Op, Value, category
+from kfoundry.experts.composer.lower_aten import read_aten_graph
+from kfoundry.experts.composer.lower_fx import ReadFailed, read_graph
+from kfoundry.experts.composer.model_init import InitError, init_parts
+from kfoundry.experts.composer.trace import (
+    Sample,
+    TraceFailed,
+    load_sample,
+    trace_dispatch,
+    trace_fx,
+)
+
+KIND_ORDER = ("gemm", "conv", "pool", "row", "pointwise")
+UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it
+
+
+@dataclass
+class ComposedCandidate:
+    name: str  # e.g. "gemm_epilogue_bm64_bn64_bk32_w4"
+    source: str  # a complete candidate file (imports, kernels, class ModelNew)
+    config: dict  # the tile configuration of each kernel, by kernel name
+
+
+@dataclass
+class ComposeResult:
+    candidates: list[ComposedCandidate]
+    unsupported: list[str]  # ops the composer cannot handle (then candidates == [])
+    message: str  # one sentence: what it composed, or why nothing
+    notes: list[str] = field(default_factory=list)  # how the problem was read (tracer, fallbacks)
+
+
+@dataclass
+class Captured:
+    graph: Graph | None
+    unsupported: dict[str, str]
+    tracer: str
+    notes: list[str]
+
+
+def capture(sample: Sample) -> Captured:
+    """The problem's computation as IR: torch.fx first, the dispatch-level trace where FX fails."""
+    notes: list[str] = []
+    fx_unsupported: dict[str, str] = {}
+    try:
+        return Captured(read_graph(trace_fx(sample.model, sample.inputs), sample.eval_mode), {}, "fx", notes)
+    except TraceFailed as exc:
+        notes.append(str(exc))
+    except ReadFailed as exc:
+        fx_unsupported = exc.unsupported
+        notes.append("torch.fx trace holds unsupported ops: " + ", ".join(exc.unsupported))
+    try:
+        graph = read_aten_graph(trace_dispatch(sample.model, sample.inputs), sample.eval_mode)
+        notes.append("read from the dispatch-level (ATen) trace")
+        return Captured(graph, {}, "aten", notes)
+    except TraceFailed as exc:
+        notes.append(str(exc))
+        return Captured(None, fx_unsupported or {UNTRACEABLE: str(exc)}, "none", notes)
+    except ReadFailed as exc:
+        notes.append("dispatch-level trace holds unsupported ops: " + ", ".join(exc.unsupported))
+        return Captured(None, fx_unsupported or exc.unsupported, "none", notes)
+
+
+def check_graph(graph: Graph) -> dict[str, str]:
+    """Ops the templates cannot run although the reader took them."""
+    problems: dict[str, str] = {}
+    for op in graph.ops:
+        kind = category(op.name)
+        tensors = op.tensor_args
+        if kind in ("gemm", "conv") and not all(t.is_float for t in tensors):
+            problems.setdefault(f"{op.name} of integer tensors", op.origin)
+        if any(t.dtype is not None and (t.dtype.is_complex or t.dtype == torch.float64) for t in tensors + [op.out]):
+            problems.setdefault(f"{op.name} on {next(t.dtype for t in tensors + [op.out] if t.dtype is not None)}",
+                                op.origin)
+        if kind == "pool" and op.name.startswith("adaptive") and any(s == 0 for s in op.out.shape):
+            problems.setdefault(op.name, "empty output")
+        if op.out.is_tensor and any(s == 0 for s in op.out.shape):
+            problems.setdefault("empty tensors", op.origin)
+    for value in graph.outputs:
+        if value.dtype is not None and value.dtype.is_complex:
+            problems.setdefault("complex outputs", "")
+    return problems
+
+
+def copy_unwritten_outputs(graph: Graph) -> Graph:
+    """Outputs that no kernel would write (an input, a parameter, a view of one) get a copy kernel: a
+    candidate returns fresh tensors its kernels wrote."""
+    for i, value in enumerate(graph.outputs):
+        root = value
+        while root.producer is not None and category(root.producer.name) == "view":
+            root = root.producer.args[0]
+        if root.kind in (INPUT, PARAM):
+            out = Value(f"{value.name}_copy", "tensor", value.shape, value.dtype, value.fixed_dtype)
+            op = Op("identity", [value], {}, out, "copy")
+            out.producer = op
+            graph.ops.append(op)
+            graph.outputs[i] = out
+    return graph
+
+
+def group_configs(group: Group, precision: str, tolerance: float | None) -> list[dict]:
+    if group.kind == "gemm":
+        return gemm.configs(group, precision, tolerance)
+    if group.kind == "conv":
+        return conv.configs(group, precision, tolerance)
+    if group.kind == "row":
+        return reduction.configs(group)
+    if group.kind == "pool":
+        return pool.configs(group)
+    return pointwise.configs(group)
+
+
+def dominant(groups: list[Group]) -> Group:
+    def weight(g: Group) -> tuple[int, int]:
+        size = 1
+        for s in g.space:
+            size *= s
+        return (-KIND_ORDER.index(g.kind), size)
+    return max(groups, key=weight)
+
+
+def variant_name(group: Group, config: dict, kernels: int) -> str:
+    if group.kind in ("gemm", "conv"):
+        base = "gemm_epilogue" if group.kind == "gemm" else "conv_implicit_gemm"
+        name = f"{base}_bm{config['BM']}_bn{config['BN']}_bk{config['BK']}_w{config['num_warps']}"
+        if group.reduced:
+            name = name.replace("_epilogue", "_row_epilogue")
+        if config.get("precision") not in (None, "ieee", "default"):
+            name += f"_{config['precision']}"
+    elif group.kind == "row":
+        name = f"row_{config['mode']}_br{config['BR']}" + (f"_bc{config['BC']}" if "BC" in config else "") + \
+            f"_w{config['num_warps']}"
+    else:
+        name = f"{group.kind}_b{config['BLOCK']}_w{config['num_warps']}"
+    return name + (f"_{kernels}kernels" if kernels > 1 else "")
+
+
+def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int) -> list[dict[str, dict]]:
+    """Up to `limit` distinct choices of one configuration per kernel: the i-th of each kernel's list."""
+    lists = {g.name: group_configs(g, precision, tolerance) for g in the_plan.groups}
+    longest = max((len(v) for v in lists.values()), default=0)
+    out: list[dict[str, dict]] = []
+    for i in itertools.count():
+        if len(out) >= limit or i >= longest:
+            break
+        choice = {name: configs[i % len(configs)] for name, configs in lists.items()}
+        if choice not in out:
+            out.append(choice)
+    return out
+
+
+def describe_plan(the_plan: Plan) -> str:
+    parts = []
+    for g in the_plan.groups:
+        ops = [op.name for op in g.ops]
+        if g.kind in ("gemm", "conv", "pool"):
+            text = f"{g.anchor.name}" + (f" with {', '.join(ops)} fused" if ops else "")
+            if g.prologue is not None:
+                text = f"{', '.join(op.name for op in g.prologue.ops)} fused into " + text
+        elif g.kind == "row":
+            text = f"row kernel ({', '.join(dict.fromkeys(ops))})"
+        else:
+            text = f"pointwise kernel ({', '.join(dict.fromkeys(ops))})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def compose(problem_path: str | Path, *, set_values: dict | None = None, precision: str = "fp32",
+            eval_mode: bool = False, max_variants: int = 4, tolerance: float | None = None) -> ComposeResult:
+    """Triton candidates for a problem from the template library, or the ops that stop it.
+
+    Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
+    composer does not understand is reported in `unsupported`."""
+    sample = _load(problem_path, set_values, eval_mode)
+    result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance)
+    if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
+        # what failed on the meta device (shapes only) may work with real data: once more on the CPU
+        sample = _load(problem_path, set_values, eval_mode, "cpu")
+        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance)
+    return result
+
+
+def _safe_compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
+                  tolerance: float | None) -> ComposeResult:
+    try:
+        return _compose(sample, precision, eval_mode, max_variants, tolerance)
+    except Exception as exc:  # noqa: BLE001 -- a composer bug must not stop a search: say so, produce nothing
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return ComposeResult([], [f"composer error ({type(exc).__name__})"],
+                             f"The composer failed on this problem: {detail}", [traceback.format_exc(limit=4)])
+
+
+def _load(problem_path: str | Path, set_values: dict | None, eval_mode: bool, device: str = "meta") -> Sample:
+    """The problem built and run once: on the meta device (shapes only: instant at any size) when the problem
+    allows it, else on the CPU, where a failure is the problem's."""
+    if device == "meta":
+        try:
+            sample = load_sample(problem_path, set_values, eval_mode, "meta")
+            with torch.no_grad():
+                sample.model(*sample.inputs)
+        except ProblemError:
+            raise
+        except Exception:  # noqa: BLE001 -- data-dependent code: build and run it for real instead
+            sample = None
+        if sample is not None:
+            return sample
+    try:
+        sample = load_sample(problem_path, set_values, eval_mode, "cpu")
+    except ProblemError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- the user's Model or get_inputs failed
+        raise ProblemError(f"building the problem's model and inputs failed: {type(exc).__name__}: {exc}") from None
+    try:
+        with torch.no_grad():
+            sample.model(*sample.inputs)
+    except Exception as exc:  # noqa: BLE001 -- the user's forward failed
+        raise ProblemError(f"the problem's forward raised {type(exc).__name__}: {exc}") from None
+    return sample
+
+
+def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
+             tolerance: float | None) -> ComposeResult:
+    path = sample.source.path
+    name = path.parent.name if path.stem == "problem" else path.stem  # examples/<name>/problem.py
+    try:
+        init = init_parts(sample.source.text)
+    except InitError as exc:
+        return ComposeResult([], ["Model"], f"Nothing composed for {name}: {exc}.")
+    captured = capture(sample)
+    unsupported = captured.unsupported or (check_graph(captured.graph) if captured.graph is not None else {})
+    if unsupported:
+        names = sorted(unsupported)
+        if names == [UNTRACEABLE]:
+            why = captured.notes[-1] if captured.notes else unsupported[UNTRACEABLE]
+            return ComposeResult([], names, f"Nothing composed for {name}: neither torch.fx nor the dispatch-level "
+                                 f"trace can read its forward ({why[:300]}).", captured.notes)
+        return ComposeResult([], names, f"Nothing composed for {name}: the composer has no template for "
+                             f"{', '.join(names)}.", captured.notes)
+    graph = copy_unwritten_outputs(captured.graph)
+    the_plan = plan(graph)
+    if not the_plan.groups:
+        return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
+                             captured.notes)
+    lead = dominant(the_plan.groups)
+    candidates: list[ComposedCandidate] = []
+    failures: list[str] = []
+    title = (f"Composed by Kernel Foundry's template composer for {name} ({captured.tracer} trace): "
+             f"{describe_plan(the_plan)}.")
+    for choice in variants(the_plan, precision, tolerance, max_variants):
+        source = generate(the_plan, init, choice, sample.model, _wrap_doc(title))
+        problem = _self_check(source)
+        if problem:
+            failures.append(problem)
+            continue
+        label = variant_name(lead, choice[lead.name], len(the_plan.groups))
+        while any(c.name == label for c in candidates):
+            label += "_v"
+        candidates.append(ComposedCandidate(label, source, choice))
+    if not candidates:
+        return ComposeResult([], ["composer self-check"], f"Nothing composed for {name}: {failures[0]}",
+                             captured.notes)
+    message = (f"Composed {len(candidates)} variant(s) of {len(the_plan.groups)} kernel(s) for {name}: "
+               f"{describe_plan(the_plan)}.")
+    return ComposeResult(candidates, [], message, captured.notes + failures)
+
+
+def _wrap_doc(text: str, width: int = 110) -> str:
+    words, lines, current = text.split(), [], ""
+    for word in words:
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}".strip()
+    lines.append(current)
+    return "\n".join(lines)
+
+
+def _self_check(source: str) -> str | None:
+    """A generated file must parse and pass the static guard's strict rules."""
+    try:
+        compile(source, "<composed>", "exec")
+    except SyntaxError as exc:
+        return f"generated code does not parse: {exc}"
+    from kfoundry.guard.static import check_source
+
+    findings = check_source(source)
+    if findings:
+        return "generated code breaks a guard rule: " + "; ".join(f.render() for f in findings[:3])
+    return None

@@ -1,0 +1,141 @@
+"""The convolution template: Conv1d/2d/3d and ConvTranspose1d/2d/3d as implicit GEMMs, with the same fused
+epilogue as the GEMM template (the bias is the first epilogue op).
+
+GEMM view: rows m = (sample, output position), columns = output channels of one group, reduction
+k = (input channel of the group, kernel position). A convolution reads the input at
+position * stride - padding + kernel offset * dilation; a transposed one gathers the inputs whose scatter
+lands on the output position: (position + padding - kernel offset * dilation) divisible by the stride.
+No im2col buffer is built: input tiles are loaded straight from the activation.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kfoundry.experts.composer.fusion import Group
+from kfoundry.experts.composer.gemm import (
+    BASE_CONFIGS,
+    TILE_MASKS,
+    TILE_REDUCTION_CONFIGS,
+    TILE_ZEROS,
+    dot_line,
+    dot_precisions,
+    epilogue,
+    grouped_tiles,
+    tile_constexprs,
+    tile_grid,
+)
+from kfoundry.experts.composer.host import HostContext, product
+from kfoundry.experts.composer.kernel import (
+    Access,
+    Emitter,
+    KernelCode,
+    KernelWriter,
+    Space,
+    allocate,
+    space_sizes,
+    unravel,
+)
+
+
+def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
+    # cuDNN convolutions run in TF32 on GPUs by PyTorch's default: TF32 variants are fair there
+    precisions = dot_precisions(precision, tolerance, tf32_fair=True)
+    out = []
+    for i, base in enumerate(TILE_REDUCTION_CONFIGS if group.reduced else BASE_CONFIGS[:4]):
+        out.append(dict(base, precision=precisions[0] if i == 0 else precisions[i % len(precisions)]))
+    return out
+
+
+def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    op = group.anchor
+    x, w = op.args
+    out = op.out
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    transposed = attrs["transposed"]
+    groups = attrs["groups"]
+    kw = KernelWriter(f"_{group.name}_kernel")
+    lines = allocate(host, group.exports)
+    sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
+    xn, wn = host.name(x), host.name(w)
+    xs = host.shape(x)
+    kernel = w.shape[2:]
+    x_ptr, w_ptr = kw.arg("x_ptr", xn), kw.arg("w_ptr", wn)
+    in_sizes = [kw.arg(f"in_size{d}", xs[2 + d]) for d in range(nd)]
+    sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(nd + 2)]
+    sw = [kw.arg(f"stride_w{i}", f"{wn}.stride({i})") for i in range(nd + 2)]
+    cin_group = kw.arg("c_per_group", f"{xs[1]} // {groups}" if groups != 1 else xs[1])
+    out_channels = sizes[1]
+    cout_group_host = f"{out_channels} // {groups}" if groups != 1 else out_channels
+    cout_group = kw.arg("oc_per_group", cout_group_host)
+    m_total_host = product([sizes[0]] + [sizes[2 + d] for d in range(nd)])
+    m_total = kw.arg("M", m_total_host)
+    tile_constexprs(kw, config, xn, cout_group_host)
+    grouped_tiles(kw, m_total, cout_group)
+    kw.line("pid_g = tl.program_id(1)")
+    k_total = "k_total"
+    kw.line(f"k_total = {cin_group} * {math.prod(kernel)}")
+    kw.line("# rows: (sample, output position); columns: output channels of this group")
+    spatial_entries = [[0]] + [[2 + d] for d in range(nd)]
+    coords = unravel(kw, "rm", spatial_entries, sizes, "o")
+    sample, positions = coords[0], coords[1:]
+    kw.line(f"oc = pid_g * {cout_group} + rn")
+    kw.line(f"m_in = rm < {m_total}")
+    kw.line(f"n_in = rn < {cout_group}")
+    kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    kw.line(f"for k0 in range(0, {k_total}, BK):")
+    kw.indent += 1
+    kw.line("kk = k0 + rk")
+    kw.line(f"k_in = kk < {k_total}")
+    volume = math.prod(kernel)
+    kw.line(f"ci = kk // {volume}")
+    koffs = unravel(kw, f"(kk % {volume})", [[d] for d in range(nd)], [str(s) for s in kernel], "kd") \
+        if nd > 1 else [f"(kk % {volume})"]
+    a_mask = ["m_in[:, None]", "k_in[None, :]"]
+    a_terms = [f"{sample}[:, None] * {sx[0]}", f"(pid_g * {cin_group} + ci)[None, :] * {sx[1]}"]
+    for d in range(nd):
+        s, p, dil = attrs["stride"][d], attrs["padding"][d], attrs["dilation"][d]
+        pos, koff = positions[d], koffs[d]
+        i = kw.local(f"i{d}")
+        if not transposed:
+            kw.line(f"{i} = {pos}[:, None] * {s} - {p} + {koff}[None, :] * {dil}")
+            a_mask.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
+        else:
+            t = kw.local(f"t{d}")
+            kw.line(f"{t} = {pos}[:, None] + {p} - {koff}[None, :] * {dil}")
+            kw.line(f"{i} = {t} // {s}")
+            a_mask.append(f"({t} >= 0) & ({t} % {s} == 0) & ({i} < {in_sizes[d]})" if s != 1 else
+                          f"({t} >= 0) & ({i} < {in_sizes[d]})")
+        a_terms.append(f"{i} * {sx[2 + d]}")
+    kw.line(f"a = tl.load({x_ptr} + {' + '.join(a_terms)},")
+    kw.line(f"            mask={' & '.join(a_mask)}, other=0.0)")
+    if not transposed:
+        b_terms = [f"oc[None, :] * {sw[0]}", f"ci[:, None] * {sw[1]}"]
+    else:
+        b_terms = [f"(pid_g * {cin_group} + ci)[:, None] * {sw[0]}", f"rn[None, :] * {sw[1]}"]
+    b_terms += [f"{koffs[d]}[:, None] * {sw[2 + d]}" for d in range(nd)]
+    kw.line(f"b = tl.load({w_ptr} + {' + '.join(b_terms)}, mask=k_in[:, None] & n_in[None, :], other=0.0)")
+    if x.dtype != w.dtype or x.fixed_dtype != w.fixed_dtype:
+        kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
+    kw.line(dot_line(config))
+    kw.indent -= 1
+    kw.line("# epilogue: the ops after the convolution, on the accumulator tile")
+    kw.line("m_ok = m_in[:, None]")
+    kw.line("n_ok = n_in[None, :]")
+    entries, ecoords, masks, axes = [], [], [], []
+    for d, coord, mask in [(0, f"{sample}[:, None]", "m_ok"), (1, "oc[None, :]", "n_ok")] + \
+            [(2 + d, f"{positions[d]}[:, None]", "m_ok") for d in range(nd)]:
+        if group.space[d] != 1:
+            entries.append([d])
+            ecoords.append(coord)
+            masks.append(mask)
+            axes.append("n" if d == 1 else "m")
+    access = Access(kw, host, Space(entries, ecoords, masks, axes, TILE_ZEROS, TILE_MASKS))
+    emitter = Emitter(kw, host, group, access)
+    emitter.bind(out, "acc", {"m", "n"})
+    epilogue(emitter, access, group, 1, cout_group)
+    tiles = tile_grid(m_total_host, cout_group_host, config)
+    lines.append(kw.launch(f"({tiles}, {groups})",
+                           {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
+    return KernelCode(kw.source(), lines, kw.helpers, kw.name)

@@ -1,0 +1,169 @@
+"""The pointwise math: each pointwise op of the IR as a Triton expression on fp32 values.
+
+Values inside kernels are fp32 (floats are upcast at load), integers and booleans keep their type. Functions
+the Triton interpreter lacks (libdevice tanh, ...) are written with `tl` primitives, in small `@triton.jit`
+helpers that are emitted into the candidate only when used (`HELPERS`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+TL_DTYPES = {
+    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64",
+    torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
+    torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+
+HELPERS = {
+    "_tanh": '''@triton.jit
+def _tanh(x):
+    # tanh through the sigmoid: the interpreter has no libdevice tanh
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+''',
+    "_softplus": '''@triton.jit
+def _softplus(x, beta, threshold):
+    # PyTorch's softplus: linear above the threshold
+    z = x * beta
+    return tl.where(z > threshold, x, tl.log(1.0 + tl.exp(tl.minimum(z, threshold))) / beta)
+''',
+    "_round_half_even": '''@triton.jit
+def _round_half_even(x):
+    r = tl.floor(x + 0.5)
+    tie = (r - x) == 0.5
+    return tl.where(tie & ((r - 2.0 * tl.floor(r * 0.5)) != 0.0), r - 1.0, r)
+''',
+    "_trunc": '''@triton.jit
+def _trunc(x):
+    return tl.where(x >= 0, tl.floor(x), tl.ceil(x))
+''',
+}
+
+
+def literal(value) -> str:
+    """A Python scalar as Triton source."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    if math.isnan(value):
+        return 'float("nan")'
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else '-float("inf")'
+    return repr(value)
+
+
+def _pow(a: str, b, b_is_scalar: bool, a_is_scalar: bool, used: set[str]) -> str:
+    if a_is_scalar:
+        base = float(a)
+        return f"tl.exp2({b})" if base == 2 else f"tl.exp({b} * {literal(math.log(base))})" if base > 0 else \
+            f"tl.exp({b} * tl.log({literal(base)} + 0.0 * {b}))"
+    if not b_is_scalar:
+        return f"tl.exp({b} * tl.log({a}))"
+    e = float(b)
+    fixed = {0.0: f"(0.0 * {a} + 1.0)", 1.0: a, 2.0: f"({a} * {a})", 3.0: f"({a} * {a} * {a})",
+             4.0: f"(({a} * {a}) * ({a} * {a}))", 0.5: f"tl.sqrt({a})", -0.5: f"tl.rsqrt({a})", -1.0: f"(1.0 / {a})",
+             -2.0: f"(1.0 / ({a} * {a}))"}
+    if e in fixed:
+        return fixed[e]
+    if e.is_integer():
+        magnitude = f"tl.exp({literal(e)} * tl.log(tl.abs({a})))"
+        return f"tl.where({a} < 0, -{magnitude}, {magnitude})" if int(e) % 2 else magnitude
+    return f"tl.exp({literal(e)} * tl.log({a}))"
+
+
+def pointwise(name: str, args: list[str], attrs: dict, scalar: list[bool], used: set[str]) -> str:
+    """The Triton expression of one pointwise op; `scalar[i]` tells whether args[i] is a Python constant;
+    helper names it needs are added to `used`."""
+    a = args[0] if args else ""
+    b = args[1] if len(args) > 1 else ""
+    if name == "identity":
+        return a
+    simple = {
+        "neg": f"-{a}", "abs": f"tl.abs({a})", "relu": f"tl.maximum({a}, 0.0)",
+        "relu6": f"tl.minimum(tl.maximum({a}, 0.0), 6.0)", "sigmoid": f"tl.sigmoid({a})", "exp": f"tl.exp({a})",
+        "exp2": f"tl.exp2({a})", "log": f"tl.log({a})", "log2": f"tl.log2({a})",
+        "log10": f"(tl.log({a}) * 0.4342944819032518)", "log1p": f"tl.log(1.0 + {a})", "expm1": f"(tl.exp({a}) - 1.0)",
+        "sqrt": f"tl.sqrt({a})", "rsqrt": f"tl.rsqrt({a})", "reciprocal": f"(1.0 / {a})", "square": f"({a} * {a})",
+        "sin": f"tl.sin({a})", "cos": f"tl.cos({a})", "erf": f"tl.erf({a})", "floor": f"tl.floor({a})",
+        "ceil": f"tl.ceil({a})", "sign": f"tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, 0.0))",
+        "silu": f"({a} * tl.sigmoid({a}))", "softsign": f"({a} / (1.0 + tl.abs({a})))",
+        "selu": f"(1.0507009873554805 * tl.where({a} > 0, {a}, 1.6732632423543772 * (tl.exp({a}) - 1.0)))",
+        "hardswish": f"({a} * tl.minimum(tl.maximum({a} + 3.0, 0.0), 6.0) / 6.0)",
+        "hardsigmoid": f"(tl.minimum(tl.maximum({a} + 3.0, 0.0), 6.0) / 6.0)",
+        "logsigmoid": f"(tl.minimum({a}, 0.0) - tl.log(1.0 + tl.exp(-tl.abs({a}))))",
+        "logical_not": f"({a} == 0)",
+        "add": f"({a} + {b})", "sub": f"({a} - {b})", "mul": f"({a} * {b})",
+        "maximum": f"tl.maximum({a}, {b})", "minimum": f"tl.minimum({a}, {b})",
+        "eq": f"({a} == {b})", "ne": f"({a} != {b})", "lt": f"({a} < {b})", "le": f"({a} <= {b})",
+        "gt": f"({a} > {b})", "ge": f"({a} >= {b})",
+        "logical_and": f"(({a} != 0) & ({b} != 0))", "logical_or": f"(({a} != 0) | ({b} != 0))",
+        "remainder": f"({a} - {b} * tl.floor({a} / {b}))",
+    }
+    if name in simple:
+        return simple[name]
+    if name == "tanh":
+        used.add("_tanh")
+        return f"_tanh({a})"
+    if name == "mish":
+        used.update(("_tanh", "_softplus"))
+        return f"({a} * _tanh(_softplus({a}, 1.0, 20.0)))"
+    if name == "softplus":
+        used.add("_softplus")
+        return f"_softplus({a}, {literal(attrs['beta'])}, {literal(attrs['threshold'])})"
+    if name == "round":
+        used.add("_round_half_even")
+        return f"_round_half_even({a})"
+    if name == "trunc":
+        used.add("_trunc")
+        return f"_trunc({a})"
+    if name == "fmod":
+        used.add("_trunc")
+        return f"({a} - {b} * _trunc({a} / {b}))"
+    if name == "gelu":
+        if attrs.get("approximate", "none") == "tanh":
+            used.add("_tanh")
+            return f"(0.5 * {a} * (1.0 + _tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a}))))"
+        return f"(0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476)))"
+    if name == "leaky_relu":
+        return f"tl.where({a} > 0, {a}, {a} * {literal(attrs['slope'])})"
+    if name == "elu":
+        alpha, scale, input_scale = attrs["alpha"], attrs.get("scale", 1.0), attrs.get("input_scale", 1.0)
+        pos = a if scale == 1.0 else f"{a} * {literal(scale)}"
+        inner = a if input_scale == 1.0 else f"{a} * {literal(input_scale)}"
+        return f"tl.where({a} > 0, {pos}, {literal(alpha * scale)} * (tl.exp({inner}) - 1.0))"
+    if name == "clamp":
+        out = a
+        if attrs.get("min") is not None:
+            out = f"tl.maximum({out}, {literal(attrs['min'])})"
+        if attrs.get("max") is not None:
+            out = f"tl.minimum({out}, {literal(attrs['max'])})"
+        return out
+    if name == "threshold":
+        return f"tl.where({a} > {literal(attrs['threshold'])}, {a}, {literal(attrs['value'])})"
+    if name == "div":
+        mode = attrs.get("rounding_mode")
+        if mode == "floor":
+            return f"tl.floor({a} / {b})"
+        if mode == "trunc":
+            used.add("_trunc")
+            return f"_trunc({a} / {b})"
+        return f"({a} / {b})"
+    if name == "pow":
+        return _pow(a, b, scalar[1], scalar[0], used)
+    if name == "where":
+        return f"tl.where({a}, {b}, {args[2]})"
+    if name == "cast":
+        dtype = attrs["dtype"]
+        if dtype == torch.bool:
+            return f"({a} != 0)"
+        if dtype.is_floating_point:
+            if dtype in (torch.float16, torch.bfloat16):
+                return f"{a}.to({TL_DTYPES[dtype]}).to(tl.float32)"  # round like the reference does
+            return f"{a}.to(tl.float32)"
+        return f"{a}.to({TL_DTYPES[dtype]})"
+    raise KeyError(f"no Triton expression for {name}")

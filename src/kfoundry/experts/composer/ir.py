@@ -1,0 +1,140 @@
+"""The composer's op IR: a problem's forward as a list of primitive ops on values with shapes and dtypes.
+
+Values are tensors (forward inputs, the module's parameters and buffers by attribute path, op results),
+host integers derived from shapes (`sym`), or forward arguments that are not tensors (`const`). Every
+op is a primitive the kernel templates know: composite PyTorch ops (linear, softmax, the norms, ...)
+are decomposed into these when the trace is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+INPUT, PARAM, TENSOR, SYM, CONST = "input", "param", "tensor", "sym", "const"
+
+UNARY = frozenset({
+    "identity", "neg", "abs", "relu", "relu6", "sigmoid", "tanh", "exp", "exp2", "log", "log2", "log10", "log1p",
+    "expm1", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "erf", "floor", "ceil", "round", "trunc",
+    "sign", "silu", "mish", "selu", "softsign", "hardswish", "hardsigmoid", "logsigmoid", "logical_not",
+    "gelu", "leaky_relu", "elu", "softplus", "clamp", "cast", "threshold",
+})
+BINARY = frozenset({
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_and", "logical_or", "remainder", "fmod",
+})
+TERNARY = frozenset({"where"})
+POINTWISE = UNARY | BINARY | TERNARY
+COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"})
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin"})
+GEMMS = frozenset({"matmul"})
+CONVS = frozenset({"conv"})
+POOLS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool"})
+VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "expand", "flatten", "slice",
+                   "select"})
+SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
+                  "sym_mod", "sym_neg", "sym_truediv"})
+ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | VIEWS | SYMS
+
+
+@dataclass(eq=False)
+class Value:
+    name: str
+    kind: str
+    shape: tuple[int, ...] = ()
+    dtype: torch.dtype | None = None
+    fixed_dtype: bool = False  # set by the program (a cast, an index), not by the evaluation's precision
+    path: str | None = None  # PARAM: attribute path on the module ("conv.weight", "layers.0.bias")
+    index: int | None = None  # INPUT / CONST: position among forward's arguments
+    producer: Op | None = None
+    concrete: Any = None  # SYM / CONST: the value the sample run saw
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind in (INPUT, PARAM, TENSOR)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype is not None and self.dtype.is_floating_point
+
+    def __repr__(self) -> str:
+        return f"%{self.name}{list(self.shape) if self.is_tensor else ''}"
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    args: list[Any]  # Values, Python scalars, or tuples of them (a reshape's sizes)
+    attrs: dict[str, Any]
+    out: Value
+    origin: str = ""  # the traced node it came from, for messages
+
+    @property
+    def tensor_args(self) -> list[Value]:
+        return [a for a in self.args if isinstance(a, Value) and a.is_tensor]
+
+    @property
+    def inputs(self) -> list[Value]:
+        """Every value the op reads: its arguments and the sizes among its attributes."""
+        return flat_values(self.args) + flat_values(list(self.attrs.values()))
+
+    def __repr__(self) -> str:
+        attrs = ", ".join(f"{k}={v!r}" for k, v in self.attrs.items())
+        return f"{self.out!r} = {self.name}({', '.join(map(repr, self.args))}{', ' + attrs if attrs else ''})"
+
+
+@dataclass
+class Graph:
+    inputs: list[Value] = field(default_factory=list)  # forward's arguments, in order
+    params: dict[str, Value] = field(default_factory=dict)  # attribute path -> value
+    ops: list[Op] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    output_kind: str = "tensor"  # "tensor" (one), "tuple" or "list"
+
+    def users(self) -> dict[Value, list[Op]]:
+        found: dict[Value, list[Op]] = {}
+        for op in self.ops:
+            for arg in op.inputs:
+                found.setdefault(arg, []).append(op)
+        return found
+
+    def dump(self) -> str:
+        lines = [f"inputs: {self.inputs}", f"params: {list(self.params)}"]
+        lines += [repr(op) for op in self.ops]
+        lines.append(f"outputs: {self.outputs}")
+        return "\n".join(lines)
+
+
+def flat_values(args: Any) -> list[Value]:
+    """The Values among an op's arguments, nested tuples and lists included."""
+    if isinstance(args, Value):
+        return [args]
+    if isinstance(args, (list, tuple)):
+        return [v for a in args for v in flat_values(a)]
+    return []
+
+
+def category(name: str) -> str:
+    for label, names in (("pointwise", POINTWISE), ("reduction", REDUCTIONS), ("gemm", GEMMS), ("conv", CONVS),
+                         ("pool", POOLS), ("view", VIEWS), ("sym", SYMS)):
+        if name in names:
+            return label
+    raise KeyError(name)
+
+
+def dead_code_eliminated(graph: Graph) -> Graph:
+    """The graph without ops whose results nothing uses."""
+    live = set(graph.outputs)
+    kept = []
+    for op in reversed(graph.ops):
+        if op.out in live:
+            kept.append(op)
+            live.update(op.inputs)
+    graph.ops = kept[::-1]
+    return graph

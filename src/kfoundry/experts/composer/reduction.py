@@ -1,0 +1,253 @@
+"""The row template: reductions along some dims (sum, mean, max, min, argmax, argmin) with any pointwise ops
+before, between and after them, in one kernel. Softmax, log-softmax, logsumexp, variance and every norm are
+this template (their decompositions are in `decompose` and `norm`).
+
+Each program owns BR rows of the outer (kept) dims and walks the reduced dims in blocks of BC:
+
+* ``single``: BC covers the whole reduced extent; everything is loaded once and stays in registers.
+* ``looped``: one pass over the row per level of dependent reductions (softmax: max, then sum), then a last
+  pass that writes the outputs; inputs are re-read in each pass instead of being held.
+"""
+
+from __future__ import annotations
+
+from kfoundry.experts.composer.fusion import Group
+from kfoundry.experts.composer.host import HostContext, product
+from kfoundry.experts.composer.ir import Op, Value, category
+from kfoundry.experts.composer.kernel import (
+    Access,
+    Emitter,
+    KernelCode,
+    KernelWriter,
+    Space,
+    allocate,
+    merge_dims,
+    neutral_of,
+    space_sizes,
+    unravel,
+)
+
+
+def configs(group: Group) -> list[dict]:
+    cols = 1
+    for d in group.reduced:
+        cols *= group.space[d]
+    rows = 1
+    for d in group.outer:
+        rows *= group.space[d]
+    looped = [{"mode": "looped", "BR": 1, "BC": 1024, "num_warps": 4},
+              {"mode": "looped", "BR": 1, "BC": 2048, "num_warps": 8},
+              {"mode": "looped", "BR": 4, "BC": 256, "num_warps": 4}]
+    if cols <= 8192:
+        rows_per_program = 16 if cols <= 64 else 4 if cols <= 512 else 1
+        warps = 4 if cols <= 2048 else 8
+        single = [{"mode": "single", "BR": rows_per_program, "num_warps": warps},
+                  {"mode": "single", "BR": rows_per_program * 2, "num_warps": warps * 2},
+                  {"mode": "single", "BR": max(1, rows_per_program // 4), "num_warps": max(1, warps // 2)}]
+        return single + looped[:1]
+    return looped + [{"mode": "single", "BR": 1, "num_warps": 16}]
+
+
+class RowKernel:
+    def __init__(self, group: Group, host: HostContext, config: dict) -> None:
+        self.group = group
+        self.host = host
+        self.config = config
+        self.kw = KernelWriter(f"_{group.name}_kernel")
+        self.lines = allocate(host, group.exports)
+        accesses = [(v, group.vmap[v]) for v in group.exports] + group.leaves()
+        reduced = [d for d in range(len(group.space)) if d in group.reduced]
+        self.outer_entries, merged = merge_dims([list(group.outer)], accesses, group.space)
+        self.red_entries, merged_r = merge_dims([reduced], accesses, group.space)
+        self.merged = (merged | merged_r) - set(group.exports)
+        self.sizes = space_sizes(group, host)
+        self.full: set[Value] = set()
+        for value in group.vmap:  # in the order computed
+            if self._depends_on_reduced(value):
+                self.full.add(value)
+        self.stage: dict[Value, int] = {}
+        for op in group.ops:
+            inside = [a for a in op.tensor_args if a in group.vmap]
+            base = max((self.stage[a] for a in inside), default=0)
+            self.stage[op.out] = base + 1 if category(op.name) == "reduction" else base
+
+    def _depends_on_reduced(self, value: Value) -> bool:
+        op = value.producer
+        if category(op.name) == "reduction":
+            return False
+        for position, arg in enumerate(op.args):
+            if not (isinstance(arg, Value) and arg.is_tensor):
+                continue
+            if arg in self.group.vmap:
+                if arg in self.full:
+                    return True
+            elif any(d in self.group.reduced for d in self.group.leaf_map(op, position) if d is not None):
+                return True
+        return False
+
+    def build(self) -> KernelCode:
+        kw = self.kw
+        n_rows = kw.arg("n_rows", product([product([self.sizes[d] for d in e]) for e in self.outer_entries]))
+        n_cols = kw.arg("n_cols", product([product([self.sizes[d] for d in e]) for e in self.red_entries]))
+        self.n_cols = n_cols
+        rows_expr = product([product([self.sizes[d] for d in e]) for e in self.outer_entries])
+        cols_expr = product([product([self.sizes[d] for d in e]) for e in self.red_entries])
+        br = kw.constexpr("BR", str(self.config["BR"]))
+        single = self.config["mode"] == "single"
+        bc = kw.constexpr("BC", f"triton.next_power_of_2({cols_expr})" if single else str(self.config["BC"]))
+        kw.line("pid = tl.program_id(0)")
+        kw.line(f"rows = pid * {br} + tl.arange(0, {br})[:, None]")
+        kw.line(f"row_ok = rows < {n_rows}")
+        outer_coords = unravel(kw, "rows", self.outer_entries, self.sizes, "o")
+        self.outer_coords = outer_coords
+        space = Space(self.outer_entries + self.red_entries, outer_coords + [""] * len(self.red_entries),
+                      ["row_ok"] * len(self.outer_entries) + ["col_ok"] * len(self.red_entries),
+                      ["row"] * len(self.outer_entries) + ["col"] * len(self.red_entries),
+                      {"row": "rows * 0", "col": "cols * 0"}, {"row": "row_ok", "col": "col_ok"})
+        self.space = space
+        self.access = Access(kw, self.host, space, self.merged)
+        self.emitter = Emitter(kw, self.host, self.group, self.access)
+        if single:
+            self._single(bc)
+        else:
+            self._looped(bc)
+        grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}),)"
+        self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}))
+        return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
+
+    def _columns(self, start: str | None, bc: str) -> None:
+        kw = self.kw
+        kw.line(f"cols = {start + ' + ' if start else ''}tl.arange(0, {bc})[None, :]")
+        kw.line(f"col_ok = cols < {self.n_cols}")
+        coords = unravel(kw, "cols", self.red_entries, self.sizes, "r")
+        self.space.coords[len(self.outer_entries):] = coords
+
+    # -- one block per row --------------------------------------------------------------------------
+    def _single(self, bc: str) -> None:
+        self._columns(None, bc)
+        for op in self.group.ops:
+            if category(op.name) == "reduction":
+                self._reduce_single(op)
+            else:
+                self.emitter.pointwise(op)
+        for value in self.group.exports:
+            self.emitter.store(value, self.group.vmap[value], extra_mask=self._mask(value), extra_span={"row"})
+
+    def _mask(self, value: Value) -> str:
+        return "row_ok & col_ok" if value in self.full else "row_ok"
+
+    def _input(self, op: Op) -> str:
+        return self.emitter.operand(op, 0, want_float=False)[0]
+
+    def _neutral(self, op: Op, value: Value) -> str:
+        return neutral_of(op.name, value.is_float)
+
+    def _divisor(self, op: Op) -> str:
+        correction = op.attrs.get("correction", 0)
+        return self.n_cols if not correction else f"({self.n_cols} - {float(correction)!r})"
+
+    def _reduce_single(self, op: Op) -> None:
+        self.emitter.reduce(op, "col_ok", self.n_cols, "col")
+
+    # -- several passes over each row ---------------------------------------------------------------
+    def _row_values(self, limit: int) -> None:
+        for op in self.group.ops:
+            if category(op.name) == "reduction" or op.out in self.full or op.out in self.emitter.env:
+                continue
+            if self.stage[op.out] <= limit:
+                self.emitter.pointwise(op)
+
+    def _full_closure(self, values: list[Value]) -> list[Op]:
+        needed: set[Value] = set()
+        stack = [v for v in values if v in self.full]
+        while stack:
+            v = stack.pop()
+            if v in needed:
+                continue
+            needed.add(v)
+            stack.extend(a for a in v.producer.tensor_args if a in self.full)
+        return [op for op in self.group.ops if op.out in needed]
+
+    def _loop(self, bc: str, body) -> None:
+        kw = self.kw
+        kw.line(f"for c0 in range(0, {self.n_cols}, {bc}):")
+        kw.indent += 1
+        self._columns("c0", bc)
+        before, exprs = dict(self.emitter.env), dict(self.emitter.exprs)
+        body()
+        kw.indent -= 1
+        self.emitter.env, self.emitter.exprs = before, exprs  # values of one block do not outlive the loop
+        self.emitter.reset_loads()
+
+    def _looped(self, bc: str) -> None:
+        kw = self.kw
+        group = self.group
+        self._row_values(0)
+        passes = max((self.stage[op.out] for op in group.ops if category(op.name) == "reduction"), default=0)
+        for level in range(1, passes + 1):
+            reductions = [op for op in group.ops if category(op.name) == "reduction" and self.stage[op.out] == level]
+            accs = {}
+            for op in reductions:
+                neutral = self._neutral(op, op.args[0])
+                acc = kw.local(f"acc_{op.out.name}")
+                fill = neutral if op.args[0].is_float else "0"
+                kw.line(f"{acc} = tl.full((BR, {bc}), {fill}, tl.float32)")
+                if op.name in ("argmax", "argmin"):
+                    at = kw.local(f"at_{op.out.name}")
+                    kw.line(f"{at} = tl.zeros((BR, {bc}), tl.int32)")
+                    accs[op] = (acc, at)
+                else:
+                    accs[op] = (acc, None)
+
+            def body(reductions=reductions, accs=accs):
+                for op in self._full_closure([r.args[0] for r in reductions]):
+                    self.emitter.pointwise(op)
+                for op in reductions:
+                    acc, at = accs[op]
+                    x = self._input(op)
+                    masked = f"tl.where(col_ok, {x}, {self._neutral(op, op.args[0])})"
+                    if op.name in ("sum", "mean"):
+                        kw.line(f"{acc} += {masked}")
+                    elif op.name in ("amax", "amin"):
+                        kw.line(f"{acc} = tl.{'maximum' if op.name == 'amax' else 'minimum'}({acc}, {masked})")
+                    else:
+                        better = kw.local("better")
+                        kw.line(f"{better} = {masked} {'>' if op.name == 'argmax' else '<'} {acc}")
+                        kw.line(f"{at} = tl.where({better}, cols, {at})")
+                        kw.line(f"{acc} = tl.where({better}, {masked}, {acc})")
+
+            self._loop(bc, body)
+            for op in reductions:
+                acc, at = accs[op]
+                var = kw.local(op.out.name)
+                if op.name in ("sum", "mean"):
+                    text = f"tl.sum({acc}, axis=1, keep_dims=True)"
+                    if op.name == "mean":
+                        text = f"{text} / {self._divisor(op)}"
+                elif op.name in ("amax", "amin"):
+                    text = f"tl.{'max' if op.name == 'amax' else 'min'}({acc}, axis=1, keep_dims=True)"
+                else:
+                    best = kw.local(f"best_{op.out.name}")
+                    kw.line(f"{best} = tl.{'max' if op.name == 'argmax' else 'min'}({acc}, axis=1, keep_dims=True)")
+                    # the first index holding the best value, like PyTorch
+                    first = f"tl.where({acc} == {best}, {at}, {self.n_cols})"
+                    text = f"tl.min({first}, axis=1, keep_dims=True).to(tl.int64)"
+                kw.line(f"{var} = {text}")
+                self.emitter.bind(op.out, var, {"row"})
+                self.emitter.exprs[text] = var
+            self._row_values(level)
+        full_exports = [v for v in group.exports if v in self.full]
+        if full_exports:
+            def final():
+                for op in self._full_closure(full_exports):
+                    self.emitter.pointwise(op)
+                for value in full_exports:
+                    self.emitter.store(value, group.vmap[value], extra_mask=self._mask(value), extra_span={"row"})
+            self._loop(bc, final)
+        for value in group.exports:
+            if value not in self.full:
+                self.emitter.store(value, group.vmap[value], extra_mask="row_ok", extra_span={"row"})
+
+
+def row_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    return RowKernel(group, host, config).build()

@@ -1,0 +1,110 @@
+"""compose(): candidates and names, unsupported ops named with no candidate, problem errors, and never a raise
+on a problem the composer does not understand."""
+
+import pytest
+
+from kfoundry.errors import ProblemError
+from kfoundry.experts.composer import compose as compose_module
+from kfoundry.experts.composer.compose import ComposeResult, compose
+from tests.experts.composer.helpers import compose_ok, example, first, fixture, submit, verdict
+
+
+@pytest.fixture(scope="module")
+def dropout_eval():
+    result = compose_ok(fixture("dropout_train"), eval_mode=True)
+    return result, submit(fixture("dropout_train"), first(result).source, eval_mode=True, label="dropout_eval")
+
+
+def test_result_shape(dropout_eval):
+    result, _ = dropout_eval
+    assert isinstance(result, ComposeResult) and result.unsupported == []
+    assert result.message.startswith("Composed 4 variant(s) of 1 kernel(s) for dropout_train")
+    for candidate in result.candidates:
+        assert set(candidate.config) == {"gemm_0"} and {"BM", "BN", "BK"} <= set(candidate.config["gemm_0"])
+        assert candidate.name.startswith("gemm_epilogue_bm")
+    assert len({c.name for c in result.candidates}) == 4
+    assert len(compose(fixture("dropout_train"), eval_mode=True, max_variants=2).candidates) == 2
+
+
+def test_dropout_in_eval_mode_passes_the_evaluator(dropout_eval):
+    verdict(dropout_eval[1])
+
+
+def test_training_mode_dropout_is_unsupported():
+    result = compose(fixture("dropout_train"))
+    assert result.candidates == [] and result.unsupported == ["dropout (training mode)"]
+    assert "dropout (training mode)" in result.message
+
+
+def test_unsupported_ops_are_named_and_nothing_is_produced():
+    result = compose(fixture("unsupported_fft"))
+    assert result.candidates == []
+    assert result.unsupported == ["torch.fft.fft", "torch.sort"]
+    assert "torch.fft.fft" in result.message and "torch.sort" in result.message
+
+
+def test_bad_problems_raise_problem_error(tmp_path):
+    with pytest.raises(ProblemError):
+        compose(tmp_path / "missing.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        raise ValueError('no')\n"
+                      "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    with pytest.raises(ProblemError, match="no"):
+        compose(broken)
+
+
+WEIRD = {
+    "dict_output": "return {'y': x * 2}",
+    "factory": "return x + torch.ones(x.shape[-1])",
+    "data_dependent": "return x[x > 0].sum()",
+    "int_matmul": "return (x.long() @ x.long().t())",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WEIRD))
+def test_weird_problems_never_raise(tmp_path, name):
+    path = tmp_path / f"{name}.py"
+    path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        "
+                    f"{WEIRD[name]}\n"
+                    "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n")
+    result = compose(path)
+    assert result.candidates == [] and result.unsupported and result.message
+
+
+def test_a_composer_bug_becomes_unsupported(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(compose_module, "generate", broken)
+    result = compose(fixture("matmul_bmm"))
+    assert result.candidates == [] and result.unsupported == ["composer error (RuntimeError)"]
+    assert "boom" in result.message
+
+
+def test_outputs_no_kernel_writes_get_a_copy(tmp_path):
+    path = tmp_path / "identity.py"
+    path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        "
+                    "return x.view(-1)\n"
+                    "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n")
+    source = first(compose_ok(path)).source
+    assert "_pointwise_0_kernel[" in source
+
+
+def test_full_size_examples_compose_without_computing():
+    import time
+
+    for name in ("linear_epilogue", "conv_relu", "layernorm", "row_softmax", "pointwise_chain"):
+        start = time.perf_counter()
+        result = compose(example(name))  # full size: traced on the meta device, nothing allocated
+        assert result.candidates and time.perf_counter() - start < 5, name
+        assert result.message.startswith(f"Composed 4 variant(s) of 1 kernel(s) for {name}:")
+
+
+def test_data_dependent_problems_are_traced_on_the_cpu(tmp_path):
+    path = tmp_path / "scale_by_item.py"
+    path.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        return x * float(x.abs().max().item() > 0)\n"
+                    "def get_inputs():\n    return [torch.randn(4, 4)]\ndef get_init_inputs():\n    return []\n")
+    result = compose(path)  # .item() has no meta value: built and run for real, where no tracer reads it either
+    assert result.candidates == [] and result.unsupported == ["untraceable forward"]
+    assert "neither torch.fx nor the dispatch-level trace" in result.message

@@ -1,0 +1,49 @@
+"""The convolution template: Conv2d / Conv3d / ConvTranspose2d as implicit GEMMs with fused epilogues."""
+
+import pytest
+
+from kfoundry.experts.composer.conv import configs
+from kfoundry.experts.composer.fusion import Group
+from tests.experts.composer.helpers import (
+    EXAMPLE_SIZES, check_variants, compose_ok, example, first, fixture, submit, verdict,
+)
+
+CASES = {
+    "conv2d_relu": (fixture("conv2d_relu"), {}),
+    "conv3d_transpose": (fixture("conv3d_transpose"), {}),
+    "example": (example("conv_relu"), EXAMPLE_SIZES["conv_relu"]),
+}
+
+
+@pytest.fixture(scope="module")
+def composed():
+    out = {}
+    for name, (problem, sizes) in CASES.items():
+        result = compose_ok(problem, set_values=sizes)
+        out[name] = (result, submit(problem, first(result).source, sizes, label=name))
+    return out
+
+
+def test_one_kernel_with_the_epilogue(composed):
+    for name in CASES:
+        result, _ = composed[name]
+        candidate = first(result)
+        assert candidate.name.startswith("conv_implicit_gemm_"), candidate.name
+        assert "def _pointwise" not in candidate.source  # the epilogue holds the bias and activations
+        check_variants(result)
+    softmax = first(composed["conv2d_relu"][0])
+    assert "bnfull" in softmax.name and "tl.max(tl.where(n_ok, " in softmax.source  # softmax over channels, fused
+    both = first(composed["conv3d_transpose"][0]).source
+    deconv = both.split("def _conv_1_kernel")[1]
+    assert "% 2 == 0" in deconv  # the stride-2 gather of a transposed convolution
+    assert "_conv_1_kernel[(triton.cdiv(" in both and ", 2)](" in both  # one grid column per group
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv_candidates_pass_the_evaluator(composed, name):
+    verdict(composed[name][1])
+
+
+def test_tf32_is_a_variant_for_convolutions():
+    precisions = [c["precision"] for c in configs(Group("conv", 0, (2, 4, 4, 4)))]
+    assert precisions[0] == "ieee" and "tf32" in precisions

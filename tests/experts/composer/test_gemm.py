@@ -1,0 +1,61 @@
+"""The GEMM template: Linear / matmul / bmm with the pointwise ops after them in the epilogue."""
+
+import pytest
+
+from kfoundry.experts.composer.fusion import Group
+from kfoundry.experts.composer.gemm import configs, dot_precisions
+from tests.experts.composer.helpers import (
+    EXAMPLE_SIZES, check_variants, compose_ok, example, first, fixture, submit, verdict,
+)
+
+CASES = {
+    "linear_gelu_scale": (fixture("linear_gelu_scale"), {}),
+    "matmul_bmm": (fixture("matmul_bmm"), {}),
+    "example": (example("linear_epilogue"), EXAMPLE_SIZES["linear_epilogue"]),
+}
+
+
+@pytest.fixture(scope="module")
+def composed():
+    out = {}
+    for name, (problem, sizes) in CASES.items():
+        result = compose_ok(problem, set_values=sizes)
+        out[name] = (result, submit(problem, first(result).source, sizes, label=name))
+    return out
+
+
+def test_epilogues_are_fused(composed):
+    linear = first(composed["linear_gelu_scale"][0])
+    assert linear.name == "gemm_epilogue_bm64_bn64_bk32_w4"
+    assert linear.source.count("@triton.jit") == 1  # bias, GELU, scale and clamp in the epilogue
+    assert "tl.erf(" in linear.source and "tl.minimum(" in linear.source
+    assert '"ieee" if x.dtype == torch.float32' in linear.source  # IEEE fp32 dot products by default
+    both = first(composed["matmul_bmm"][0]).source
+    # residual + bias + tanh; relu / 2; softmax and logsumexp over the Linear's features
+    assert both.count("def _gemm_") == 3 and "def _pointwise" not in both and "def _row" not in both
+    kernels = [k for k in both.split("@triton.jit") if "def _gemm_" in k]
+    assert any("residual" in k and "tanh" in k for k in kernels)
+    assert any("pid_b = tl.program_id(1)" in k for k in kernels)  # bmm: one grid row per batch
+    assert any("tl.sum(tl.where(n_ok, " in k for k in kernels) and "BN=max(16, triton.next_power_of_2(" in both
+    for result, _ in composed.values():
+        check_variants(result)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gemm_candidates_pass_the_evaluator(composed, name):
+    verdict(composed[name][1])
+
+
+def test_dot_precision_follows_the_reference_and_the_tolerance():
+    assert dot_precisions("fp32", None) == ["ieee"]
+    assert dot_precisions("fp32", 1e-2) == ["ieee", "tf32"]
+    assert dot_precisions("fp32", None, tf32_fair=True) == ["ieee", "tf32"]
+    assert dot_precisions("fp16", None) == ["default"]
+    group = Group("gemm", 0, (64, 64))
+    assert {c["precision"] for c in configs(group)} == {"ieee"}
+    assert configs(group)[0]["precision"] == "ieee" and "tf32" in {c["precision"] for c in configs(group, "fp32", 0.05)}
+
+
+def test_fp16_candidates_use_the_default_dot(composed):
+    result = compose_ok(fixture("linear_gelu_scale"), precision="fp16")
+    assert "input_precision" not in first(result).source

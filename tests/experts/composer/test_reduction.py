@@ -1,0 +1,61 @@
+"""The row template: reductions along dims, softmax and log-softmax, in one block per row or looping over the
+row in blocks (several passes), passing the evaluator."""
+
+import pytest
+
+from kfoundry.experts.composer.codegen import generate
+from kfoundry.experts.composer.compose import capture
+from kfoundry.experts.composer.fusion import Group, plan
+from kfoundry.experts.composer.model_init import init_parts
+from kfoundry.experts.composer.reduction import configs
+from kfoundry.experts.composer.trace import load_sample
+from tests.experts.composer.helpers import (
+    EXAMPLE_SIZES, check_variants, compose_ok, example, first, fixture, submit, submit_all, verdict,
+)
+
+
+def looped_source(problem) -> str:
+    """A candidate whose row kernels walk each row in blocks of 4 columns: several blocks per row here."""
+    sample = load_sample(problem)
+    the_plan = plan(capture(sample).graph)
+    choice = {g.name: {"mode": "looped", "BR": 2, "BC": 4, "num_warps": 1} for g in the_plan.groups}
+    return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "looped")
+
+
+@pytest.fixture(scope="module")
+def composed():
+    result = compose_ok(fixture("reductions"))
+    looped = looped_source(fixture("reductions"))
+    both = submit_all(fixture("reductions"), [first(result).source, looped], label="reductions")
+    ex = compose_ok(example("row_softmax"), set_values=EXAMPLE_SIZES["row_softmax"])
+    return {"reductions": result, "looped": looped, "evaluations": both,
+            "example": submit(example("row_softmax"), first(ex).source, EXAMPLE_SIZES["row_softmax"],
+                              label="row_softmax")}
+
+
+def test_one_kernel_per_input_and_reduced_dims(composed):
+    source = first(composed["reductions"]).source
+    kernels = source.split("def _row_")[1:]
+    assert len(kernels) == 3  # x along dim 1; y along dim 1 (softmax); y along dim 2 (log-softmax, logsumexp)
+    for reduction in ("tl.sum(", "tl.max(", "tl.min(", "tl.argmax(", "tl.argmin("):
+        assert reduction in kernels[0]  # the sibling reductions of x share one kernel
+    assert "tl.log(" in kernels[2] and "tl.exp(" in kernels[2]
+    check_variants(composed["reductions"])
+    # looping over blocks of a row: one pass per reduction level, then the writing pass
+    assert composed["looped"].count("for c0 in range(0, n_cols, BC):") == 1 + 3 + 3
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["single", "looped"])
+def test_row_candidates_pass_the_evaluator(composed, index):
+    verdict(composed["evaluations"].result()[index])
+
+
+def test_example_passes_the_evaluator(composed):
+    verdict(composed["example"])
+
+
+def test_configs_follow_the_row_length():
+    short = configs(Group("row", 0, (64, 100), reduced=(1,)))
+    long = configs(Group("row", 0, (64, 100000), reduced=(1,)))
+    assert short[0]["mode"] == "single" and long[0]["mode"] == "looped"
+    assert all(c["BR"] >= 1 for c in short + long)
