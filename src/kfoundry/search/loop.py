@@ -255,14 +255,15 @@ class SearchLoop:
             if ind.source_hash in self.archipelago.seen or any(f.source_hash == ind.source_hash for f in fresh):
                 self._emit("duplicate", id=ind.id, expert=ind.expert)
                 continue
-            if self.identify is not None:
-                ind.id = self.identify(ind)
             fresh.append(ind)
         left = self.stop_rules.evals_left(self.search)
         if left is not None:  # children with a verdict already count; new evaluations fill what is left
             done = [ind for ind in fresh if ind.status != "pending"]
             allowed = {id(ind) for ind in [ind for ind in fresh if ind.status == "pending"][:max(left - len(done), 0)]}
             fresh = [ind for ind in fresh if ind.status != "pending" or id(ind) in allowed]
+        for ind in fresh:  # identified only once within the budget: nothing is stored that will not be evaluated
+            if self.identify is not None:
+                ind.id = self.identify(ind)
         for ind in fresh:
             if ind.status == "pending":
                 await self._evaluate(ind)
