@@ -168,11 +168,17 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
             out = F.leaky_relu(args[0], at["slope"])
         elif name == "elu":
             x = args[0]
-            out = torch.where(x > 0, x * at["scale"], at["alpha"] * at["scale"] * (torch.exp(x * at["input_scale"]) - 1))
+            negative = at["alpha"] * at["scale"] * (torch.exp(x * at["input_scale"]) - 1)
+            out = torch.where(x > 0, x * at["scale"], negative)
         elif name == "softplus":
             out = F.softplus(args[0], at["beta"], at["threshold"])
         elif name == "clamp":
             out = torch.clamp(args[0], at["min"], at["max"])
+        elif name == "iota":
+            x, dim = args[0], at["dim"]
+            shape = [1] * x.dim()
+            shape[dim] = x.shape[dim]
+            out = torch.arange(x.shape[dim]).reshape(shape).expand(x.shape)
         elif name == "threshold":
             out = F.threshold(args[0], at["threshold"], at["value"])
         elif name == "cast":

@@ -5,7 +5,14 @@ import torch
 import torch.nn.functional as F
 
 from kfoundry.experts.composer.builder import (
-    GraphBuilder, ShapeError, broadcast, conv_out_size, infer, norm_dims, pool_out_size, result_dtype,
+    GraphBuilder,
+    ShapeError,
+    broadcast,
+    conv_out_size,
+    infer,
+    norm_dims,
+    pool_out_size,
+    result_dtype,
 )
 
 
@@ -65,8 +72,8 @@ def test_conv_shapes(b, transposed, stride, padding, dilation, groups, output_pa
         ref = F.conv_transpose2d(x, w, None, stride, padding, output_padding, groups, dilation)
     else:
         ref = F.conv2d(x, w, None, stride, padding, dilation, groups)
-    attrs = dict(stride=(stride,) * 2, padding=(padding,) * 2, dilation=(dilation,) * 2, groups=groups,
-                 transposed=transposed, output_padding=(output_padding,) * 2)
+    attrs = {"stride": (stride,) * 2, "padding": (padding,) * 2, "dilation": (dilation,) * 2, "groups": groups,
+                 "transposed": transposed, "output_padding": (output_padding,) * 2}
     out = b.op("conv", [b.input("x", 0, x), b.input("w", 1, w)], **attrs)
     assert out.shape == tuple(ref.shape)
     assert conv_out_size(9, 3, stride, padding, dilation, transposed, output_padding) == ref.shape[2]

@@ -36,9 +36,10 @@ def test_generated_files_pass_the_static_guard(name):
 
 def test_forward_launches_and_returns_the_outputs():
     source = _source("reductions")
-    forward = source.split("def forward(self, x, y):")[1]
-    assert "return (sum_2, mean, amax, argmax2, amin, argmin, softmax, log_softmax, logsumexp)" in forward  # no builtin shadowed
-    assert forward.count("_kernel[") == 3
+    forward = source.split("def forward(self, x, y, target):")[1]
+    # `sum` is a builtin: the host variable is sum_2
+    assert "return (sum_2, mean, amax, argmax2, amin, argmin, softmax, log_softmax, logsumexp, loss)" in forward
+    assert forward.count("_kernel[") == 4
     assert "torch.empty(y.shape, device=x.device, dtype=x.dtype)" in forward
 
 

@@ -93,7 +93,7 @@ def k_{name}(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_expression_matches_pytorch(kernels, name):
-    op, attrs, second, reference = CASES[name]
+    _op, _attrs, second, reference = CASES[name]
     torch.manual_seed(0)
     x = torch.randn(64) * 2
     x[0], x[1] = 0.0, 0.5  # edges: zero, a rounding tie

@@ -3,7 +3,12 @@
 import torch
 
 from kfoundry.experts.composer.builder import GraphBuilder
-from kfoundry.experts.composer.fusion import HostStep, common_subexpressions, plan, sink_views
+from kfoundry.experts.composer.fusion import (
+    HostStep,
+    common_subexpressions,
+    plan,
+    sink_views,
+)
 
 
 def _builder():

@@ -3,8 +3,8 @@ IR with PyTorch ops: this tests the reading and the decompositions, not the kern
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from kfoundry.experts.composer.lower_fx import ReadFailed
 from tests.experts.composer.helpers import assert_ir_matches, read_model
@@ -56,6 +56,10 @@ REDUCTIONS = {
     "logsumexp_norm": lambda m, x, y: (torch.logsumexp(x, dim=1), torch.norm(x, dim=1), F.normalize(x, dim=1)),
     "losses": lambda m, x, y: (F.mse_loss(x, y), F.l1_loss(x, y, reduction="sum"), F.smooth_l1_loss(x, y, beta=0.5),
                                F.huber_loss(x, y, reduction="none", delta=0.7)),
+    "cross_entropy": lambda m, x, y: (F.cross_entropy(x, y.argmax(1)),
+                                      F.cross_entropy(x, y.softmax(1), reduction="sum"),
+                                      F.nll_loss(x.log_softmax(1), y.argmax(1), reduction="none"),
+                                      F.cross_entropy(x, torch.where(y[:, 0] > 0, y.argmax(1), -100))),
     "kl_div": lambda m, x, y: (F.kl_div(x.log_softmax(-1), y.softmax(-1), reduction="batchmean"),
                                F.kl_div(x, y.log_softmax(-1), reduction="sum", log_target=True),
                                F.kl_div(x, torch.relu(y), reduction="mean")),
@@ -68,6 +72,7 @@ PRODUCTS = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:reduction. .mean. divides")
 @pytest.mark.parametrize("name", sorted(POINTWISE) + sorted(REDUCTIONS) + sorted(PRODUCTS))
 def test_function_reads_exactly(name):
     fn = {**POINTWISE, **REDUCTIONS, **PRODUCTS}[name]

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-import torch.nn as nn
+from torch import nn
 
 from kfoundry.experts.composer.lower_fx import ReadFailed
 from tests.experts.composer.helpers import assert_ir_matches, read_model

@@ -1,11 +1,16 @@
 """Host-side code: attribute paths, shape formulas that follow the inputs, dtypes that follow the precision."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from kfoundry.experts.composer.builder import GraphBuilder
 from kfoundry.experts.composer.fusion import plan
-from kfoundry.experts.composer.host import HostContext, attribute_expr, conv_size_expr, product
+from kfoundry.experts.composer.host import (
+    HostContext,
+    attribute_expr,
+    conv_size_expr,
+    product,
+)
 
 
 def test_attribute_paths_index_containers():

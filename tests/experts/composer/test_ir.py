@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from kfoundry.experts.composer.builder import GraphBuilder
-from kfoundry.experts.composer.ir import ALL_OPS, Graph, category, dead_code_eliminated, flat_values
+from kfoundry.experts.composer.ir import (
+    ALL_OPS,
+    Graph,
+    category,
+    dead_code_eliminated,
+    flat_values,
+)
 
 
 def test_every_op_has_one_category():

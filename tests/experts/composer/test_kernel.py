@@ -6,7 +6,15 @@ from kfoundry.experts.composer.builder import GraphBuilder
 from kfoundry.experts.composer.fusion import plan
 from kfoundry.experts.composer.host import HostContext
 from kfoundry.experts.composer.kernel import (
-    Access, KernelWriter, Space, allocate, mask_of, merge_dims, space_numel, space_sizes, unravel,
+    Access,
+    KernelWriter,
+    Space,
+    allocate,
+    mask_of,
+    merge_dims,
+    space_numel,
+    space_sizes,
+    unravel,
 )
 
 
@@ -38,7 +46,7 @@ def test_masks_are_deduplicated():
 
 
 def test_merge_dims_where_every_tensor_reads_alike():
-    graph, x, p, y = _values()
+    _graph, x, p, y = _values()
     space = (2, 3, 4, 5)
     accesses = [(x, (0, 1, 2, 3)), (p, (1, None, None)), (y, (0, 1, 2, 3))]
     entries, merged = merge_dims([[0, 1, 2, 3]], accesses, space)

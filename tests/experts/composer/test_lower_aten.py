@@ -2,11 +2,19 @@
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from kfoundry.experts.composer.lower_fx import ReadFailed
-from tests.experts.composer.helpers import assert_ir_matches, compose_ok, first, fixture, read_model, submit, verdict
+from tests.experts.composer.helpers import (
+    assert_ir_matches,
+    compose_ok,
+    first,
+    fixture,
+    read_model,
+    submit,
+    verdict,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +59,11 @@ def test_control_flow_problem_is_composed_from_the_aten_trace(control_flow):
     assert any("dispatch-level" in note for note in result.notes)
     assert "aten trace" in first(result).source
     verdict(future)
+
+
+def test_aten_cross_entropy_reads_exactly():
+    class M(nn.Module):
+        def forward(self, logits, target):
+            return F.cross_entropy(logits, target), F.nll_loss(logits.log_softmax(1), target, reduction="none")
+
+    assert_ir_matches(M(), [torch.randn(6, 5), torch.tensor([0, 4, 2, 2, 1, 3])], aten=True)

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-import torch.nn as nn
+from torch import nn
 
 from kfoundry.experts.composer.lower_fx import ReadFailed, bind, describe, read_graph
 from kfoundry.experts.composer.trace import trace_fx

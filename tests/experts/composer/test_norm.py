@@ -8,7 +8,15 @@ import torch.nn.functional as F
 from kfoundry.experts.composer import norm
 from kfoundry.experts.composer.builder import GraphBuilder
 from tests.experts.composer.helpers import (
-    EXAMPLE_SIZES, check_variants, compose_ok, example, first, fixture, run_ir, submit, verdict,
+    EXAMPLE_SIZES,
+    check_variants,
+    compose_ok,
+    example,
+    first,
+    fixture,
+    run_ir,
+    submit,
+    verdict,
 )
 
 CASES = {
@@ -24,7 +32,7 @@ CASES = {
 def composed():
     out = {}
     for name, (problem, sizes, eval_mode) in CASES.items():
-        result = compose_ok(problem, set_values=sizes, eval_mode=eval_mode)
+        result = compose_ok(problem, eval_mode=eval_mode)  # examples: composed at full size, evaluated small
         out[name] = (result, submit(problem, first(result).source, sizes, eval_mode, label=name))
     return out
 

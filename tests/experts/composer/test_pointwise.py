@@ -5,14 +5,21 @@ import pytest
 from kfoundry.experts.composer.fusion import Group
 from kfoundry.experts.composer.pointwise import configs
 from tests.experts.composer.helpers import (
-    EXAMPLE_SIZES, check_variants, compose_ok, example, first, fixture, submit, verdict,
+    EXAMPLE_SIZES,
+    check_variants,
+    compose_ok,
+    example,
+    first,
+    fixture,
+    submit,
+    verdict,
 )
 
 
 @pytest.fixture(scope="module")
 def composed():
     chain = compose_ok(fixture("pointwise_broadcast"), eval_mode=True)
-    ex = compose_ok(example("pointwise_chain"), set_values=EXAMPLE_SIZES["pointwise_chain"])
+    ex = compose_ok(example("pointwise_chain"))  # composed at full size, evaluated small
     return {
         "broadcast": (chain, submit(fixture("pointwise_broadcast"), first(chain).source, eval_mode=True,
                                     label="pointwise_broadcast")),

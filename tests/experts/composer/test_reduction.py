@@ -10,7 +10,15 @@ from kfoundry.experts.composer.model_init import init_parts
 from kfoundry.experts.composer.reduction import configs
 from kfoundry.experts.composer.trace import load_sample
 from tests.experts.composer.helpers import (
-    EXAMPLE_SIZES, check_variants, compose_ok, example, first, fixture, submit, submit_all, verdict,
+    EXAMPLE_SIZES,
+    check_variants,
+    compose_ok,
+    example,
+    first,
+    fixture,
+    submit,
+    submit_all,
+    verdict,
 )
 
 
@@ -27,7 +35,7 @@ def composed():
     result = compose_ok(fixture("reductions"))
     looped = looped_source(fixture("reductions"))
     both = submit_all(fixture("reductions"), [first(result).source, looped], label="reductions")
-    ex = compose_ok(example("row_softmax"), set_values=EXAMPLE_SIZES["row_softmax"])
+    ex = compose_ok(example("row_softmax"))  # composed at full size, evaluated small
     return {"reductions": result, "looped": looped, "evaluations": both,
             "example": submit(example("row_softmax"), first(ex).source, EXAMPLE_SIZES["row_softmax"],
                               label="row_softmax")}
@@ -36,13 +44,18 @@ def composed():
 def test_one_kernel_per_input_and_reduced_dims(composed):
     source = first(composed["reductions"]).source
     kernels = source.split("def _row_")[1:]
-    assert len(kernels) == 3  # x along dim 1; y along dim 1 (softmax); y along dim 2 (log-softmax, logsumexp)
+    # x along dim 1; y along dim 1 (softmax, and cross-entropy's log-softmax and target pick); y along dim 2
+    # (log-softmax, logsumexp); the cross-entropy's mean over the positions
+    assert len(kernels) == 4
     for reduction in ("tl.sum(", "tl.max(", "tl.min(", "tl.argmax(", "tl.argmin("):
         assert reduction in kernels[0]  # the sibling reductions of x share one kernel
     assert "tl.log(" in kernels[2] and "tl.exp(" in kernels[2]
+    assert "(cols)" in kernels[1]  # the class index of each column, compared with the target
     check_variants(composed["reductions"])
-    # looping over blocks of a row: one pass per reduction level, then the writing pass
-    assert composed["looped"].count("for c0 in range(0, n_cols, BC):") == 1 + 3 + 3
+    # looping over blocks of a row: one pass per level of dependent reductions, and a writing pass where a
+    # full row is written: max; sum; the target pick (needs both) + softmax's writing pass
+    loops = [k.count("for c0 in range(0, n_cols, BC):") for k in composed["looped"].split("def _row_")[1:]]
+    assert loops == [1, 4, 3, 1]
 
 
 @pytest.mark.parametrize("index", [0, 1], ids=["single", "looped"])

@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from kfoundry.errors import ProblemError
-from kfoundry.experts.composer.trace import TensorMeta, TraceFailed, load_sample, trace_dispatch, trace_fx
+from kfoundry.experts.composer.trace import (
+    TensorMeta,
+    TraceFailed,
+    load_sample,
+    trace_dispatch,
+    trace_fx,
+)
 from tests.experts.composer.helpers import example, fixture
 
 

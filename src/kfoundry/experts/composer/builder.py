@@ -164,6 +164,8 @@ def infer(name: str, args: list[Any], attrs: dict[str, Any]) -> tuple[tuple[int,
             return shape, torch.bool, True
         if name == "cast":
             return shape, attrs["dtype"], True
+        if name == "iota":
+            return shape, torch.int64, True
         operands = args[1:] if name == "where" else args
         dtype = result_dtype(operands)
         if name == "div" and not dtype.is_floating_point and attrs.get("rounding_mode") is None:

@@ -87,3 +87,37 @@ def addcmul(b: GraphBuilder, x: Value, t1: Value, t2: Value, value: float, origi
 
 def count(shape: tuple[int, ...], dims: tuple[int, ...]) -> int:
     return math.prod(shape[d] for d in dims)
+
+
+def nll_loss(b: GraphBuilder, log_probs: Value, target: Value, ignore_index: int, reduction: str,
+             origin: str = "") -> Value:
+    """-log_probs[i, target[i]] over the class dim 1, 0 where the target is ignore_index; 'mean' averages
+    over the targets that are not ignored, like PyTorch."""
+    if log_probs.rank == 1:
+        raise ValueError("an unbatched nll_loss")
+    wanted = b.op("unsqueeze", [target], origin, hint="target_c", dim=1)
+    hit = b.op("eq", [b.op("iota", [log_probs], origin, dim=1), wanted], origin, hint="is_target")
+    picked = b.op("sum", [b.op("where", [hit, log_probs, 0.0], origin)], origin, hint="picked", dims=(1,),
+                  keepdim=False)
+    valid = b.op("ne", [target, ignore_index], origin, hint="valid")
+    per = b.op("where", [valid, b.op("neg", [picked], origin), 0.0], origin, hint="nll")
+    if reduction == "none":
+        return per
+    total = b.op("sum", [per], origin, hint="loss_sum", dims=None, keepdim=False)
+    if reduction == "sum":
+        return total
+    count = b.op("sum", [b.op("cast", [valid], origin, dtype=per.dtype)], origin, hint="count", dims=None,
+                 keepdim=False)
+    return b.op("div", [total, count], origin, hint="loss")
+
+
+def cross_entropy(b: GraphBuilder, logits: Value, target: Value, ignore_index: int, reduction: str,
+                  origin: str = "") -> Value:
+    """Class indices: nll_loss of log_softmax over dim 1. Class probabilities (a float target):
+    -sum(target * log_softmax) over dim 1."""
+    log_probs = softmax(b, logits, 1, origin, log=True)
+    if target.is_float:
+        per = b.op("neg", [b.op("sum", [b.op("mul", [target, log_probs], origin)], origin, dims=(1,),
+                                keepdim=False)], origin, hint="ce")
+        return reduce_loss(b, per, reduction, origin)
+    return nll_loss(b, log_probs, target, ignore_index, reduction, origin)

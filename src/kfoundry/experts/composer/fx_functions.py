@@ -286,6 +286,23 @@ def _loss(r: FxReader, *args, **kwargs):
     return decompose.reduce_loss(r.b, per, a["reduction"], r.origin)
 
 
+@handles("cross_entropy", "nll_loss")
+def _cross_entropy(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, "
+                           "reduction='mean', label_smoothing=0.0")
+    if a["weight"] is not None or float(a["label_smoothing"]) != 0.0 or a["size_average"] is not None \
+            or a["reduce"] is not None:
+        raise Unsupported(f"F.{r.key}", "class weights, label smoothing or legacy reduction arguments")
+    return loss_by_class(r, r.key, a["input"], a["target"], int(a["ignore_index"]), a["reduction"])
+
+
+def loss_by_class(r: FxReader, key: str, x, target, ignore_index: int, reduction: str) -> Value:
+    x, target = r.tensor(x), r.tensor(target, "target")
+    if key == "cross_entropy":
+        return decompose.cross_entropy(r.b, x, target, ignore_index, reduction, r.origin)
+    return decompose.nll_loss(r.b, x, target, ignore_index, reduction, r.origin)
+
+
 @handles("smooth_l1_loss", "huber_loss")
 def _smooth_l1(r: FxReader, *args, **kwargs):
     kwargs.pop("size_average", None)

@@ -153,3 +153,28 @@ def _m_group_norm(r: FxReader, m, path, x):
     x = r.tensor(x)
     return norm.group_norm(r.b, x, int(m.num_groups), r.state(path, "weight"), r.state(path, "bias"),
                            float(m.eps), list(r.sizes_of(x)), r.origin)
+
+
+@handles("nn.CrossEntropyLoss", "nn.NLLLoss")
+def _m_cross_entropy(r: FxReader, m, path, x, target):
+    from kfoundry.experts.composer.fx_functions import loss_by_class
+
+    if getattr(m, "weight", None) is not None or getattr(m, "label_smoothing", 0.0):
+        raise Unsupported(f"nn.{type(m).__name__}", "class weights or label smoothing")
+    key = "cross_entropy" if type(m).__name__ == "CrossEntropyLoss" else "nll_loss"
+    return loss_by_class(r, key, x, target, int(m.ignore_index), m.reduction)
+
+
+@handles("nn.MSELoss", "nn.L1Loss", "nn.SmoothL1Loss", "nn.HuberLoss", "nn.KLDivLoss")
+def _m_losses(r: FxReader, m, path, x, target):
+    name = {"MSELoss": "mse_loss", "L1Loss": "l1_loss", "SmoothL1Loss": "smooth_l1_loss", "HuberLoss": "huber_loss",
+            "KLDivLoss": "kl_div"}[type(m).__name__]
+    kwargs = {"reduction": m.reduction}
+    if name == "smooth_l1_loss":
+        kwargs["beta"] = m.beta
+    elif name == "huber_loss":
+        kwargs["delta"] = m.delta
+    elif name == "kl_div":
+        kwargs["log_target"] = m.log_target
+    r.key = name
+    return HANDLERS[name](r, x, target, **kwargs)

@@ -18,6 +18,7 @@ from kfoundry.experts.composer.kernel import (
     KernelCode,
     KernelWriter,
     Space,
+    accesses_of,
     allocate,
     merge_dims,
     space_sizes,
@@ -192,7 +193,7 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.line("# epilogue: the ops after the product, on the accumulator tile")
     kw.line(f"m_ok = rm[:, None] < {m}")
     kw.line(f"n_ok = rn[None, :] < {n}")
-    accesses = [(v, group.vmap[v]) for v in group.exports] + group.leaves()
+    accesses = accesses_of(group)
     m_entries, merged = merge_dims([m_dims], accesses, group.space)
     m_coords = unravel(kw, "rm[:, None]", m_entries, sizes, "m") if m_entries else []
     entries = batch_entries + m_entries + ([[rank - 1]] if group.space[rank - 1] != 1 else [])

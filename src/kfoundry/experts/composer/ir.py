@@ -26,7 +26,9 @@ BINARY = frozenset({
     "logical_and", "logical_or", "remainder", "fmod",
 })
 TERNARY = frozenset({"where"})
-POINTWISE = UNARY | BINARY | TERNARY
+# iota(x, dim): each element's index along dim (x gives only the shape): picks a class in cross-entropy
+INDEX = frozenset({"iota"})
+POINTWISE = UNARY | BINARY | TERNARY | INDEX
 COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"})
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin"})
 GEMMS = frozenset({"matmul"})

@@ -312,7 +312,20 @@ class Emitter:
             text = f"tl.{op.name}({masked}, axis=1, keep_dims=True).to(tl.int64)"
         return self.assign(op.out, text, (span | {axis}) - {axis})
 
+    def iota(self, op: Op) -> str:
+        """Each element's index along a dim: the coordinate of the space dim it runs along (kept unmerged)."""
+        space_dim = self.group.vmap[op.out][op.attrs["dim"]]
+        if space_dim is None:
+            return self.assign(op.out, "0")
+        entry = self.access.space.entry_of(space_dim)
+        if len(self.access.space.dims[entry]) != 1:
+            raise ValueError("iota along a merged dim")
+        axis = self.access.space.axis(entry)
+        return self.assign(op.out, f"({self.access.space.coords[entry]})", {axis} if axis else ())
+
     def pointwise(self, op: Op) -> str:
+        if op.name == "iota":
+            return self.iota(op)
         want_float = op.out.is_float and op.name not in ("where",)
         parts = [self.operand(op, i, want_float if not (op.name == "where" and i == 0) else False)
                  for i in range(len(op.args))]
@@ -366,6 +379,18 @@ def _mergeable(value: Value, vmap: Map, d0: int, d1: int) -> bool:
     if not i or not j:
         return False
     return j[0] > i[0] and all(value.shape[k] == 1 for k in range(i[0] + 1, j[0]))
+
+
+def accesses_of(group: Group) -> list[tuple[Value, Map]]:
+    """How the group reads and writes memory (exports, leaves), and the dims iota needs as coordinates of
+    their own (they must not merge with a neighbour)."""
+    accesses = [(v, group.vmap[v]) for v in group.exports] + group.leaves()
+    for op in group.ops:
+        if op.name == "iota":
+            d = group.vmap[op.out][op.attrs["dim"]]
+            if d is not None:
+                accesses.append((op.out, tuple(d if i == op.attrs["dim"] else None for i in range(op.out.rank))))
+    return accesses
 
 
 def space_numel(group: Group, host: HostContext, sizes: list[str]) -> str:

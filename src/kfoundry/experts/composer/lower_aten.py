@@ -162,6 +162,16 @@ def _dropout(r: AtenReader, x, p, train):
     return r.tensor(x)
 
 
+@aten("nll_loss_forward", "nll_loss2d_forward")
+def _nll_loss_forward(r: AtenReader, x, target, weight, reduction, ignore_index):
+    if weight is not None:
+        raise Unsupported("aten.nll_loss_forward", "class weights")
+    from kfoundry.experts.composer.fx_functions import loss_by_class
+
+    names = {0: "none", 1: "mean", 2: "sum"}
+    return (loss_by_class(r, "nll_loss", x, target, int(ignore_index), names[int(reduction)]), POISON)
+
+
 @aten("copy")
 def _copy(r: AtenReader, dst, src, non_blocking=False):
     return r.tensor(src)

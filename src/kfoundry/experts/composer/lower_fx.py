@@ -363,8 +363,6 @@ class FxReader:
     def _output(self, node: torch.fx.Node) -> None:
         result = self._resolve(node.args[0])
         items = list(result) if isinstance(result, (list, tuple)) else [result]
-        if self.trace.kind == "aten" and self.trace.output_kind == "tensor" and len(items) == 1:
-            pass
         for item in items:
             if item is POISON:
                 continue

@@ -14,6 +14,7 @@ from kfoundry.experts.composer.kernel import (
     KernelCode,
     KernelWriter,
     Space,
+    accesses_of,
     allocate,
     merge_dims,
     space_numel,
@@ -36,7 +37,7 @@ def configs(group: Group) -> list[dict]:
 def pointwise_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw = KernelWriter(f"_{group.name}_kernel")
     lines = allocate(host, group.exports)
-    accesses = [(v, group.vmap[v]) for v in group.exports] + group.leaves()
+    accesses = accesses_of(group)
     entries, merged = merge_dims([list(range(len(group.space)))], accesses, group.space)
     sizes = space_sizes(group, host)
     total = space_numel(group, host, [product([sizes[d] for d in e]) for e in entries])

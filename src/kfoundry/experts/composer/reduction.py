@@ -20,6 +20,7 @@ from kfoundry.experts.composer.kernel import (
     KernelCode,
     KernelWriter,
     Space,
+    accesses_of,
     allocate,
     merge_dims,
     neutral_of,
@@ -55,7 +56,7 @@ class RowKernel:
         self.config = config
         self.kw = KernelWriter(f"_{group.name}_kernel")
         self.lines = allocate(host, group.exports)
-        accesses = [(v, group.vmap[v]) for v in group.exports] + group.leaves()
+        accesses = accesses_of(group)
         reduced = [d for d in range(len(group.space)) if d in group.reduced]
         self.outer_entries, merged = merge_dims([list(group.outer)], accesses, group.space)
         self.red_entries, merged_r = merge_dims([reduced], accesses, group.space)
