@@ -249,3 +249,19 @@ def test_compare_value():
     assert compare_value(3, 3, TOL, TOL).passed
     result = compare_value("3", 3, TOL, TOL)
     assert not result.passed and result.message == "value '3' but the reference's is 3"
+
+
+def test_a_device_for_the_arithmetic_gives_the_same_figures():
+    """Evaluator.compare runs the comparison on its GPU; the verdict and every figure must not
+    depend on where the arithmetic ran (here the only device there is: the CPU, named)."""
+    torch.manual_seed(0)
+    ref = torch.randn(64, 33)
+    truth = ref.double() + 1e-7 * torch.randn(64, 33, dtype=torch.float64)
+    cand = ref + 3e-4 * torch.randn(64, 33)
+    values = torch.randn(64, 10)
+    index = values.argmax(dim=1)
+    sources = {1: IndexSource(values, 1, False)}
+    plain = compare_outputs((cand, index), (ref, index), (truth, index), 1e-4, 1e-4, sources)
+    named = compare_outputs((cand, index), (ref, index), (truth, index), 1e-4, 1e-4, sources, device="cpu")
+    assert (plain.passed, plain.message, plain.failed_output) == (named.passed, named.message, named.failed_output)
+    assert plain.outputs == named.outputs and not plain.passed

@@ -158,3 +158,27 @@ def test_snapshot_restore_continues_identically():
     a, b = straight.state(), resumed.state()
     a["search"].pop("elapsed_s"), b["search"].pop("elapsed_s")
     assert a == b
+
+
+def test_seed_evaluates_the_first_population_at_once_and_records_it_in_order():
+    """The first population fills every worker of the queue (on two GPUs, two at once), and is
+    recorded in the order given, whatever order the evaluations finish in."""
+
+    class SlowQueue:
+        def __init__(self):
+            self.running = self.most = 0
+
+        async def submit(self, individual):
+            self.running += 1
+            self.most = max(self.most, self.running)
+            await asyncio.sleep(0.05 if "value = 1" in individual.source else 0.01)  # the first finishes last
+            self.running -= 1
+            return evaluate(individual)
+
+    queue, events = SlowQueue(), []
+    loop = _loop(StopRules(max_evals=10), queue=queue, events=events)
+    first = [Individual(id=f"s{i}", source=src(i + 1), island=i % 4) for i in range(4)]
+    asyncio.run(loop.seed(first))
+    assert queue.most == 4
+    assert [e["id"] for e in events if e["event"] == "evaluated"] == ["s0", "s1", "s2", "s3"]
+    assert loop.search.evals == 4

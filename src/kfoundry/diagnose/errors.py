@@ -590,7 +590,8 @@ def _timeout(case: _Case) -> list[DiagnosticFinding]:
     limit = (evaluation.settings or {}).get("timeout_s")
     after = f" after {limit:g} s" if isinstance(limit, (int, float)) else ""
     durations = ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in (evaluation.durations_s or {}).items()
-                          if k.endswith("_s") and k not in ("reference_s", "candidate_total_s"))
+                          if k.endswith("_s") and k not in ("reference_s", "candidate_total_s")
+                          and not k.startswith("parent_"))
     findings = [case.finding("timeout", f"timed out{after} in phase {phase}", [evaluation.message, durations],
                              TIMEOUT_DIRECTIONS.get(phase, "the candidate did not finish within the limit"),
                              location=None, data={"timeout_s": limit})]

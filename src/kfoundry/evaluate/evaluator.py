@@ -189,11 +189,14 @@ class Evaluator:
             return evaluation  # cheating by its source: it never runs
         # On a GPU no worker starts while another is timed (its start-up would disturb the
         # timing): the next spare starts once this candidate's worker is done.
+        marks = [("", time.perf_counter())]
         worker = self.pool.take(keep_spare=self.spare and self.device == "cpu")
+        marks.append(("wait_worker_s", time.perf_counter()))
         try:
             for name in prepared.names:
                 shutil.copy(prepared.exchange / f"inputs_{name}.pt", worker.workdir / f"inputs_{name}.pt")
             shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
+            marks.append(("copy_inputs_s", time.perf_counter()))
             job = {
                 "kind": "candidate",
                 "candidate_path": str(path.resolve()),
@@ -209,13 +212,22 @@ class Evaluator:
             }
             self.progress(f"candidate: {path.name} in a fresh worker")
             outcome = worker.run(job, self.options.timeout_s)
+            marks.append(("worker_s", time.perf_counter()))
             if self.spare and self.device != "cpu":
                 self.pool.prestart()
             self._judge(evaluation, outcome, worker.workdir)
+            if self.device.startswith("cuda"):
+                torch.cuda.empty_cache()  # the comparisons' memory goes back before the next candidate runs
+            marks.append(("judge_s", time.perf_counter()))
         finally:
             worker.close()
         self._run_tools(evaluation, path)
+        marks.append(("tools_s", time.perf_counter()))
         evaluation.diagnosis = diagnose(evaluation, text)
+        marks.append(("diagnose_s", time.perf_counter()))
+        # where the evaluation's time went on this side of the worker (the worker's own phases are above)
+        evaluation.durations_s.update({f"parent_{name}": round(t1 - t0, 3)
+                                       for (_, t0), (name, t1) in zip(marks, marks[1:])})
         return evaluation
 
     def _run_tools(self, evaluation: Evaluation, path: Path) -> None:
@@ -325,8 +337,15 @@ class Evaluator:
     def compare(self, name: str, data: dict[str, Any]) -> Comparison:
         """The candidate's output on input set `name` against the expected one."""
         expected = self.prepared.expected[name]
-        return compare_outputs(data["output"], expected["reference"], expected["truth"],
-                               self.options.atol, self.options.atol, expected["index_sources"])
+        args = (data["output"], expected["reference"], expected["truth"], self.options.atol, self.options.atol,
+                expected["index_sources"])
+        if self.device.startswith("cuda"):
+            # on this evaluator's GPU: nothing else runs there while a verdict is judged
+            try:
+                return compare_outputs(*args, device=self.device)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+        return compare_outputs(*args)
 
     def _compare_trial(self, evaluation: Evaluation, k: int, data: Any, label: str) -> bool:
         report = evaluation.correctness

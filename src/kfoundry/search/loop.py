@@ -264,9 +264,9 @@ class SearchLoop:
         for ind in fresh:  # identified only once within the budget: nothing is stored that will not be evaluated
             if self.identify is not None:
                 ind.id = self.identify(ind)
+        # evaluated at once (the queue runs as many as it has workers), recorded in the given order
+        await asyncio.gather(*(self._evaluate(ind) for ind in fresh if ind.status == "pending"))
         for ind in fresh:
-            if ind.status == "pending":
-                await self._evaluate(ind)
             self._record(None, ind)
         self._end_generation(evaluated=len(fresh))
 
