@@ -53,4 +53,4 @@ def test_conv_candidates_pass_the_evaluator(composed, name):
 
 def test_tf32_is_a_variant_for_convolutions():
     precisions = [c["precision"] for c in configs(Group("conv", 0, (2, 4, 4, 4)))]
-    assert precisions[0] == "ieee" and "tf32" in precisions
+    assert precisions[0] == "tf32x3" and "tf32" in precisions and "ieee" in precisions

@@ -33,10 +33,10 @@ def composed():
 
 def test_epilogues_are_fused(composed):
     linear = first(composed["linear_gelu_scale"][0])
-    assert linear.name == "gemm_epilogue_bm64_bn64_bk32_w4"
+    assert linear.name == "gemm_epilogue_bm64_bn64_bk32_w4_tf32x3"
     assert linear.source.count("@triton.jit") == 1  # bias, GELU, scale and clamp in the epilogue
     assert "tl.erf(" in linear.source and "tl.minimum(" in linear.source
-    assert '"ieee" if x.dtype == torch.float32' in linear.source  # IEEE fp32 dot products by default
+    assert '"tf32x3" if x.dtype == torch.float32' in linear.source  # three TF32 products: near-fp32 accuracy
     both = first(composed["matmul_bmm"][0]).source
     # residual + bias + tanh; relu / 2; softmax and logsumexp over the Linear's features
     assert both.count("def _gemm_") == 3 and "def _pointwise" not in both and "def _row" not in both
@@ -54,13 +54,15 @@ def test_gemm_candidates_pass_the_evaluator(composed, name):
 
 
 def test_dot_precision_follows_the_reference_and_the_tolerance():
-    assert dot_precisions("fp32", None) == ["ieee"]
-    assert dot_precisions("fp32", 1e-2) == ["ieee", "tf32"]
-    assert dot_precisions("fp32", None, tf32_fair=True) == ["ieee", "tf32"]
+    assert dot_precisions("fp32", None) == ["tf32x3", "ieee"]
+    assert dot_precisions("fp32", 1e-2) == ["tf32x3", "tf32", "ieee"]
+    assert dot_precisions("fp32", None, tf32_fair=True) == ["tf32x3", "tf32", "ieee"]
     assert dot_precisions("fp16", None) == ["default"]
     group = Group("gemm", 0, (64, 64))
-    assert {c["precision"] for c in configs(group)} == {"ieee"}
-    assert configs(group)[0]["precision"] == "ieee" and "tf32" in {c["precision"] for c in configs(group, "fp32", 0.05)}
+    # the first variants (the first population) are mostly TF32x3, with an IEEE one to fall back on
+    assert [c["precision"] for c in configs(group)][:4] == ["tf32x3", "tf32x3", "ieee", "tf32x3"]
+    loose = [c["precision"] for c in configs(group, "fp32", 0.05)]
+    assert loose[0] == "tf32x3" and "tf32" in loose  # a loose tolerance needs no IEEE fallback
 
 
 def test_fp16_candidates_use_the_default_dot(composed):
