@@ -101,7 +101,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
     def load_inputs(name: str) -> list:
         return [x.to(device) if isinstance(x, torch.Tensor) else x
-                for x in torch.load(workdir / f"inputs_{name}.pt", weights_only=False)]
+                for x in torch.load(workdir / f"inputs_{name}.pt", weights_only=False, mmap=True)]
 
     def run(inputs: list, seed: int, recorder: OpRecorder | None = None, poisoned: bool = True) -> Any:
         if poisoned:
@@ -171,10 +171,12 @@ def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[
     same data in new tensors (caching), sparse outliers (shortcuts), and on a GPU the kernel list
     (which also goes to `profile`, with each launch's duration, for the diagnosis)."""
     seeds, probe_seed = job["trial_seeds"], job["probe_seed"]
-    inputs = load_inputs("0")
+    # On inputs no run has seen yet: memory freed by the trials holds their right answers, and an
+    # output buffer that reuses it (CPU allocators do, whatever the poison) would pass a ghost run on them.
+    inputs = load_inputs("probe")
     tracker.ghost = True
     try:
-        save("ghost_output", run(inputs, seeds[0]), inputs)
+        save("ghost_output", run(inputs, probe_seed), inputs)
     finally:
         tracker.ghost = False
     # same addresses, new data: a result cached by address would come back

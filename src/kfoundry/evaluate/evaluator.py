@@ -51,7 +51,8 @@ def _stats(data: dict[str, Any] | None) -> TimingStats | None:
 
 
 def _load(path: Path) -> Any:
-    return torch.load(path, weights_only=True)
+    # mapped, not read: a worker's file of outputs can be hundreds of MB, and is mostly read once
+    return torch.load(path, weights_only=True, mmap=True)
 
 
 def _inputs_changed(before: list, after: list) -> int | None:

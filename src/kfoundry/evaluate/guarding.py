@@ -46,7 +46,7 @@ def static_guard(evaluation: Evaluation, source: str, policy: str) -> bool:
 def _passes(evaluator: "Evaluator", workdir: Path, file: str, name: str) -> bool | None:
     """Whether the candidate's saved output `file` matches the expected output of input set `name`."""
     try:
-        data = torch.load(workdir / f"{file}.pt", weights_only=True)
+        data = torch.load(workdir / f"{file}.pt", weights_only=True, mmap=True)
     except Exception:
         return None
     return evaluator.compare(name, data).passed
@@ -61,7 +61,7 @@ def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[s
         "library_kernels", "profile_error") if key in report})
     findings = dynamic_findings(report)
     if not weak.get("random"):
-        if not weak.get("near_zero") and _passes(evaluator, workdir, "ghost_output", "0"):
+        if not weak.get("near_zero") and _passes(evaluator, workdir, "ghost_output", "probe"):
             findings.append(Finding("ghost-replay", "with its kernels turned off (Triton launches skipped, extension "
                                     "results poisoned) the candidate still returned the right output"))
         for file, what in (("cache_refill", "new data written into the same input tensors"),

@@ -54,13 +54,7 @@ def _evaluate_all(problem: Path, paths: list[Path], options) -> list:
     with Evaluator(problem, options, spare=False) as evaluator:  # the reference runs once for all of them
         results = []
         for path in paths:
-            evaluation = evaluator.evaluate(path)
-            if evaluation.status == "cheating" and "[ghost-replay]" in evaluation.message:
-                # With small outputs on the CPU, the guard's kernels-off replay sometimes finds the right answer
-                # in reused memory and calls a correct candidate a cheat (seen with the hand-written examples
-                # too: an evaluator artifact, reported); judge it once more.
-                evaluation = evaluator.evaluate(path)
-            results.append(evaluation)
+            results.append(evaluator.evaluate(path))
         return results
 
 
