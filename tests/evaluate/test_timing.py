@@ -117,3 +117,27 @@ def test_timer_keeps_the_event_time_when_the_host_sees_only_a_little_more():
     stats, _ = timer.time(lambda: time.sleep(0.021), trials=10, budget_s=2.0)
     assert stats.host_flagged_trials == 0
     assert stats.median_ms == 20.0 and stats.host_median_ms >= 21.0
+
+
+def test_each_trial_gives_the_gpu_a_lead_before_the_start_event(monkeypatch):
+    """The GPU spins for the lead while the host launches the call, so the start event does not wait
+    for the host's launch path (different in every process) and the call's kernels run back to back."""
+    from kfoundry.evaluate import timing
+
+    order = []
+    monkeypatch.setattr(timing, "_sleep", lambda cycles: order.append(("spin", cycles)))
+    timer = _fake_timer(event_ms=1.0)
+    timer.lead_cycles = 4000
+    timer._record = lambda event: order.append(("record", event))
+    start_event, end_event = object(), object()
+    events = iter([start_event, end_event])
+    timer._event = lambda: next(events)
+    event_ms, _, out = timer.trial(lambda: order.append(("call", None)) or 7)
+    assert out == 7 and event_ms == 1.0
+    assert order == [("spin", 4000), ("record", start_event), ("call", None), ("record", end_event)]
+
+
+def test_no_lead_without_a_spin_primitive():
+    timer = _fake_timer(event_ms=1.0)
+    assert timer.lead_cycles == 0  # the class default, also where torch.cuda._sleep does not exist
+    timer._lead()  # does nothing

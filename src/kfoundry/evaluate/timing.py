@@ -1,7 +1,11 @@
 """GPU timing, the same for candidates and baselines.
 
-Each trial: flush L2 (write a buffer larger than it), synchronize, start the host clock, record
-the start event, run, record the end event, synchronize, stop the host clock. Events on the
+Each trial: flush L2 (write a buffer larger than it), synchronize, start the host clock, give the
+GPU a short spin (the lead) while the host launches the call, record the start event, run, record
+the end event, synchronize, stop the host clock. Without the lead the GPU sits idle from the start
+event until the host has gone through the launch path (Python, Triton's launcher), and that host
+time, which differs from one process to the next, was counted as kernel time (seen on the H200:
+kernel durations 0.7% apart over 5 processes, event medians 21% apart). Events on the
 current stream miss work put on other streams, so the host time (less the measured cost of an
 empty timed region) is taken too, and a trial counts as max(event, host). Trials whose host time
 is far above their event time are flagged.
@@ -25,14 +29,17 @@ _Event = torch.cuda.Event
 _record = torch.cuda.Event.record
 _elapsed_time = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
+_sleep = getattr(torch.cuda, "_sleep", None)  # a GPU spin of N clock cycles
 
-TIMING_METHOD_VERSION = 6
+TIMING_METHOD_VERSION = 7
+LEAD_MS = 0.2  # the GPU's spin before the start event: longer than launching a few kernels takes
 WARMUP_S = 0.25  # at least this much warm-up, so the GPU leaves its idle clocks
 STABLE_BATCH = 10  # then warm-up batches of this many trials ...
 STABLE_TOLERANCE = 0.02  # ... until two in a row have medians this close
 STABLE_LIMIT_S = 2.0  # ... or this much time has passed
 TIMING_METHOD = (
-    "per trial: L2 flush, device sync, CUDA events around one call, device sync; "
+    "per trial: L2 flush, device sync, a 0.2 ms GPU spin while the host launches, CUDA events around "
+    "one call, device sync; "
     "trial time = event time, or host time minus empty-region overhead where that is far longer "
     "(work the events missed); median over trials"
 )
@@ -77,14 +84,37 @@ def flush_page_cache() -> None:
 
 
 class GpuTimer:
-    """Holds the flush buffer and the measured overhead of an empty timed region."""
+    """Holds the flush buffer, the lead's length in clock cycles and the measured overhead of an
+    empty timed region."""
+
+    lead_cycles = 0  # 0: no lead (no torch.cuda._sleep)
 
     def __init__(self, device) -> None:
         self.device = torch.device(device)
         props = torch.cuda.get_device_properties(self.device)
         l2 = int(getattr(props, "L2_cache_size", 0) or (50 << 20))
         self.flush_buffer = torch.empty(max(4 * l2, 256 << 20) // 4, dtype=torch.int32, device=self.device)
+        self.lead_cycles = self._calibrate_lead()
         self.host_overhead_ms = self._empty_region_ms()
+
+    def _calibrate_lead(self) -> int:
+        """Clock cycles of a LEAD_MS spin, from a timed spin of a million cycles (the second of two)."""
+        if _sleep is None:
+            return 0
+        cycles, ms = 1_000_000, 0.0
+        for _ in range(2):
+            start, end = self._event(), self._event()
+            self._sync()
+            self._record(start)
+            _sleep(cycles)
+            self._record(end)
+            self._sync()
+            ms = self._elapsed_time(start, end)
+        return max(1, int(cycles * LEAD_MS / ms)) if ms > 0 else 0
+
+    def _lead(self) -> None:
+        if self.lead_cycles:
+            _sleep(self.lead_cycles)
 
     def _empty_region_ms(self) -> float:
         samples = []
@@ -92,6 +122,7 @@ class GpuTimer:
             start, end = self._event(), self._event()
             self._sync()
             t0 = _perf_counter()
+            self._lead()
             self._record(start)
             self._record(end)
             self._sync()
@@ -107,6 +138,7 @@ class GpuTimer:
         self.flush()
         self._sync()
         t0 = _perf_counter()
+        self._lead()
         self._record(start)
         out = fn()
         self._record(end)
