@@ -7,7 +7,8 @@ import signal
 import time
 
 
-from kfoundry.evaluate.process import Worker, default_memory_limit, scrubbed_environment
+from kfoundry.evaluate import process
+from kfoundry.evaluate.process import Worker, default_memory_limit, scrubbed_environment, work_root
 
 GIB = 1 << 30
 
@@ -136,3 +137,25 @@ def test_candidate_allocating_20_gib_is_stopped_by_the_cap(affine_eval):
         assert "can't allocate memory" in evaluation.message
         assert "you tried to allocate 21474836480 bytes" in evaluation.message
         assert evaluation.phase in ("compile", "correctness")  # forward's first call, or a later one
+
+
+def test_work_root_memory_for_gpus_with_room_the_temp_dir_otherwise(monkeypatch, tmp_path):
+    monkeypatch.delenv("KFOUNDRY_WORK_DIR", raising=False)
+    assert work_root("cpu") is None  # CPU workers: the system's temporary directory
+    roomy = tmp_path / "roomy"
+    roomy.mkdir()
+    monkeypatch.setattr(process, "SHARED_MEMORY", roomy)
+    monkeypatch.setattr(process, "SHARED_MEMORY_MIN_FREE", 1)
+    assert work_root("cuda:0") == str(roomy)
+    monkeypatch.setattr(process, "SHARED_MEMORY_MIN_FREE", 1 << 60)  # no machine has that much free
+    assert work_root("cuda:0") is None
+    monkeypatch.setattr(process, "SHARED_MEMORY", tmp_path / "missing")
+    assert work_root("cuda:1") is None
+
+
+def test_work_dir_setting_places_the_worker(monkeypatch, tmp_path):
+    chosen = tmp_path / "work"
+    monkeypatch.setenv("KFOUNDRY_WORK_DIR", str(chosen))
+    assert work_root("cpu") == str(chosen) and chosen.is_dir()
+    with Worker("cpu") as worker:
+        assert worker.workdir.parent == chosen

@@ -24,7 +24,7 @@ from kfoundry.diagnose import diagnose
 from kfoundry.diagnose.numeric import error_pattern, nondeterminism
 from kfoundry.evaluate.compare import Comparison, IndexSource, compare_outputs, flatten_outputs
 from kfoundry.evaluate.options import EvalOptions, resolve_device
-from kfoundry.evaluate.process import Worker, WorkerOutcome, WorkerPool, default_memory_limit
+from kfoundry.evaluate.process import Worker, WorkerOutcome, WorkerPool, default_memory_limit, work_root
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
 from kfoundry.evaluate.timing import TIMING_METHOD
 from kfoundry.guard.findings import Finding
@@ -140,7 +140,7 @@ class Evaluator:
             return self.prepared
         if self.device == "cpu":
             self.pool.prestart()  # the candidate's worker starts while the reference runs
-        self._exchange = Path(tempfile.mkdtemp(prefix="kfoundry-exchange-"))
+        self._exchange = Path(tempfile.mkdtemp(prefix="kfoundry-exchange-", dir=work_root(self.device)))
         opts = self.options
         job = {
             "kind": "reference",
