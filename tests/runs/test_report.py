@@ -90,6 +90,27 @@ def test_untimed_run(tmp_path, problem_file):
     assert "repaired (parent was wrong_output)" in html
 
 
+def test_token_counts_a_provider_did_not_report_read_unknown_not_zero(tmp_path, problem_file):
+    with RunStore.create(tmp_path / "run", problem_file, {}, seed=1) as store:
+        first = store.add_candidate("x = 1\n", [], "initializer", 0, 0, "llm")
+        store.finish_evaluation(store.start_evaluation(first), evaluation("ok"))
+        store.add_llm_call(first, "initializer", {"provider": "cmd", "model": "silent", "input_tokens": None,
+                                                  "output_tokens": None, "cost_usd": None}, "p1")
+        second = store.add_candidate("x = 2\n", [first], "memory", 0, 1, "llm")
+        store.finish_evaluation(store.start_evaluation(second), evaluation("ok"))
+        store.add_llm_call(second, "memory", {"provider": "openai", "model": "counted", "input_tokens": 900,
+                                              "output_tokens": 120, "cost_usd": None}, "p2")
+    data = gather(tmp_path / "run")
+    experts = {row["expert"]: row for row in data["experts"]}
+    assert experts["initializer"]["input_tokens"] is None and experts["initializer"]["unknown_token_calls"] == 1
+    assert experts["memory"]["input_tokens"] == 900 and experts["memory"]["unknown_token_calls"] == 0
+    models = {row["model"]: row for row in data["llm_models"]}
+    assert models["silent"]["output_tokens"] is None
+    html = write_report(tmp_path / "run").read_text()
+    assert "unknown / unknown" in html  # the initializer's row: not "0 / 0"
+    assert "900 + ?" in html  # the total: what was reported, and calls that reported nothing
+
+
 def test_empty_run(tmp_path, problem_file):
     RunStore.create(tmp_path / "run", problem_file, {}, seed=1).close()
     html = write_report(tmp_path / "run").read_text()

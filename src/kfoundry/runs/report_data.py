@@ -76,7 +76,8 @@ def expert_stats(evaluations: list[dict[str, Any]], proposed: dict[str, int],
         return stats.setdefault(expert, {
             "expert": expert, "candidates": proposed.get(expert, 0), "evaluations": 0, "correct": 0,
             "with_parent": 0, "improved": 0, "best_speedup": None, "statuses": {}, "llm_calls": 0,
-            "llm_failed": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "unknown_cost_calls": 0})
+            "llm_failed": 0, "input_tokens": None, "output_tokens": None, "unknown_token_calls": 0, "cost_usd": None,
+            "unknown_cost_calls": 0})
 
     for item in evaluations:
         row = entry(item["expert"])
@@ -98,8 +99,7 @@ def expert_stats(evaluations: list[dict[str, Any]], proposed: dict[str, int],
         row = entry(call["expert"])
         row["llm_calls"] += 1
         row["llm_failed"] += call["failure"] is not None
-        row["input_tokens"] += call["input_tokens"] or 0
-        row["output_tokens"] += call["output_tokens"] or 0
+        _add_tokens(row, call)
         if call["cost_usd"] is not None:
             row["cost_usd"] = (row["cost_usd"] or 0.0) + call["cost_usd"]
         elif call["failure"] is None:
@@ -110,17 +110,25 @@ def expert_stats(evaluations: list[dict[str, Any]], proposed: dict[str, int],
     return sorted(stats.values(), key=lambda r: (-r["evaluations"], r["expert"]))
 
 
+def _add_tokens(row: dict[str, Any], call: dict[str, Any]) -> None:
+    """Token counts the provider reported; a reply without them is counted apart, never as 0."""
+    for key in ("input_tokens", "output_tokens"):
+        if call[key] is not None:
+            row[key] = (row[key] or 0) + call[key]
+    if call["failure"] is None and call["input_tokens"] is None and call["output_tokens"] is None:
+        row["unknown_token_calls"] += 1
+
+
 def llm_by_model(llm_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     models: dict[str, dict[str, Any]] = {}
     for call in llm_calls:
         name = call["model"] or call["provider"] or ("no reply (failed calls)" if call["failure"] else "unknown")
-        row = models.setdefault(name, {"model": name, "calls": 0, "failed": 0, "input_tokens": 0,
-                                       "output_tokens": 0, "cost_usd": None, "unknown_cost_calls": 0,
-                                       "latency_s": 0.0})
+        row = models.setdefault(name, {"model": name, "calls": 0, "failed": 0, "input_tokens": None,
+                                       "output_tokens": None, "unknown_token_calls": 0, "cost_usd": None,
+                                       "unknown_cost_calls": 0, "latency_s": 0.0})
         row["calls"] += 1
         row["failed"] += call["failure"] is not None
-        row["input_tokens"] += call["input_tokens"] or 0
-        row["output_tokens"] += call["output_tokens"] or 0
+        _add_tokens(row, call)
         row["latency_s"] += call["latency_s"] or 0.0
         if call["cost_usd"] is not None:
             row["cost_usd"] = (row["cost_usd"] or 0.0) + call["cost_usd"]

@@ -33,8 +33,11 @@ def usd(value: float | None, missing: str = "unknown") -> str:
     return missing if value is None else f"${value:.4f}"
 
 
-def tokens(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
+def tokens(value: int | None, unknown_calls: int = 0) -> str:
+    """A token count; 'unknown' where replies came without counts (with '+ ?' beside a partial sum)."""
+    if value is None:
+        return "unknown" if unknown_calls else "-"
+    return f"{value:,}" + (" + ?" if unknown_calls else "")
 
 
 def duration(seconds: float | None) -> str:
