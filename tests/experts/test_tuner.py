@@ -13,7 +13,9 @@ import pytest
 from kfoundry.experts.tunables import BLOCK_1D, BLOCK_2D, STAGES, WARPS, find_tunables
 from kfoundry.experts.tuner import (
     DEFAULT_SHARED_BYTES,
+    DOT_PRECISIONS,
     HOPPER_SHARED_BYTES,
+    precision_variants,
     preferred_settings,
     shared_memory_limit,
     tune,
@@ -224,3 +226,32 @@ def test_a_variant_evaluates_ok(tmp_path):
     options = EvalOptions(device="cpu", trials=1, set_values={"batch_size": 4, "dim": 1000})  # 4000: ragged tail
     evaluation = evaluate(EXAMPLES / "pointwise_chain" / "problem.py", candidate, options)
     assert evaluation.status == "ok", evaluation.message
+
+
+COMPOSED_HOST = '''
+def forward(self, x):
+    _gemm[grid](x, self.w, y, BM=64, DOT_PRECISION="tf32x3" if x.dtype == torch.float32 else "tf32", num_warps=4)
+'''
+
+
+def test_precision_variants_switch_the_fp32_branch_and_nothing_else():
+    variants = precision_variants(COMPOSED_HOST)
+    assert [v.summary for v in variants] == ["dot precision tf32x3->ieee"]
+    (ieee,) = variants
+    assert ieee.source == COMPOSED_HOST.replace('"tf32x3"', '"ieee"')  # the non-fp32 branch keeps "tf32"
+    assert ieee.changes == {"dot_precision": (DOT_PRECISIONS.index("tf32x3"), DOT_PRECISIONS.index("ieee"))}
+    assert json.loads(json.dumps(tuning_record(ieee.changes))) == {"dot_precision": {"from": 1, "to": 0}}
+
+
+def test_precision_variants_of_a_kernel_literal_and_of_a_tf32_parent():
+    # the example's kernel spells input_precision="ieee" in its fp32 branch
+    (faster,) = precision_variants(LINEAR)
+    assert faster.summary == "dot precision ieee->tf32x3"
+    assert faster.source == LINEAR.replace('input_precision="ieee"', 'input_precision="tf32x3"')
+    ast.parse(faster.source)
+    tf32_parent = COMPOSED_HOST.replace('"tf32x3" if', '"tf32" if')
+    assert sorted(v.summary for v in precision_variants(tf32_parent)) == [
+        "dot precision tf32->ieee", "dot precision tf32->tf32x3"]
+    # plain TF32 is never reached from a parent that does not use it (the fp32 tolerance rejects it)
+    assert all("->tf32" not in v.summary.replace("->tf32x3", "") for v in precision_variants(COMPOSED_HOST))
+    assert precision_variants(POINTWISE) == [] and precision_variants("def (:") == []

@@ -1,6 +1,7 @@
 import asyncio
 import shlex
 import sys
+from pathlib import Path
 
 from kfoundry.experts import PromptContext
 from kfoundry.llm import make_provider
@@ -26,6 +27,25 @@ def test_the_tuner_proposes_a_new_variant_and_remembers_its_changes(tmp_path):
     assert source and source != parent.source
     assert proposer.tuned[source_hash(source)]["changes"]
     assert asyncio.run(proposer(None, [], "tuner")) is None  # nothing to tune
+    store.close()
+
+
+def test_the_tuner_switches_a_dot_precision_on_some_turns_and_remembered_ones_first(tmp_path, monkeypatch):
+    from kfoundry.optimize import proposers
+
+    gemm = (Path(__file__).resolve().parents[2] / "examples" / "linear_epilogue" / "kernel.py").read_text()
+    parent = Individual(id="1", source=gemm, status="ok", fitness=1.0)
+    store, proposer = _proposer(tmp_path)
+    monkeypatch.setattr(proposers, "PRECISION_SHARE", 1.0)
+    source = asyncio.run(proposer(parent, [], "tuner"))
+    assert 'input_precision="tf32x3"' in source
+    assert proposer.tuned[source_hash(source)]["changes"] == {"dot_precision": {"from": 0, "to": 1}}
+    store.close()
+    store, proposer = _proposer(tmp_path / "again")
+    monkeypatch.setattr(proposers, "PRECISION_SHARE", 0.0)
+    assert 'input_precision="ieee"' in asyncio.run(proposer(parent, [], "tuner"))  # block sizes, not the precision
+    proposer.preferred = {"dot_precision": 1}  # a switch to TF32x3 helped on a similar problem
+    assert 'input_precision="tf32x3"' in asyncio.run(proposer(parent, [], "tuner"))
     store.close()
 
 

@@ -11,6 +11,7 @@ worse than its parent where the parent already exceeds it (the estimate is rough
 
 from __future__ import annotations
 
+import ast
 import math
 import random
 from collections.abc import Iterator
@@ -20,8 +21,8 @@ from typing import Any
 from kfoundry.experts.tunables import Discovery, Tunable, apply_values, discover, find_tunables
 from kfoundry.types import DeviceFacts
 
-__all__ = ["Tunable", "TunedVariant", "find_tunables", "limits", "preferred_settings", "shared_memory_limit", "tune",
-           "tuning_record"]
+__all__ = ["DOT_PRECISIONS", "Tunable", "TunedVariant", "find_tunables", "limits", "precision_variants",
+           "preferred_settings", "shared_memory_limit", "tune", "tuning_record"]
 
 REGISTERS_PER_THREAD = 256  # fp32 accumulator registers per thread we allow a tile to need
 MAX_THREADS_PER_BLOCK = 1024
@@ -142,6 +143,68 @@ def _variant(source: str, tunables: list[Tunable], by_name: dict[str, Tunable], 
     ordered = {t.name: changes[t.name] for t in tunables if t.name in changes}
     summary = ", ".join(f"{name} {old}->{new}" for name, (old, new) in ordered.items())
     return TunedVariant(text, ordered, summary)
+
+
+# fp32 dot-product precisions, by index (the experience library records ints): IEEE on the FMA units,
+# three TF32 products on the tensor cores (near-fp32 accuracy), plain TF32 (fair only where the reference
+# itself runs TF32, so the tuner moves to it only from a candidate that already uses it)
+DOT_PRECISIONS = ("ieee", "tf32x3", "tf32")
+PRECISION_NAME = "dot_precision"
+
+
+def _precision_literal(value: ast.expr) -> ast.Constant | None:
+    if isinstance(value, ast.IfExp):  # "tf32x3" if x.dtype == torch.float32 else "tf32": the fp32 branch
+        value = value.body
+    return value if isinstance(value, ast.Constant) and value.value in DOT_PRECISIONS else None
+
+
+def precision_sites(source: str) -> list[ast.Constant]:
+    """The string literals that choose a tl.dot's fp32 precision: `input_precision="..."`, or a keyword or
+    name spelling PRECISION (`DOT_PRECISION="tf32x3" if ... else "tf32"`, the fp32 branch)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    sites = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg and (node.arg == "input_precision" or
+                                                           "PRECISION" in node.arg.upper()):
+            literal = _precision_literal(node.value)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and "PRECISION" in t.id.upper()
+                                                  for t in node.targets):
+            literal = _precision_literal(node.value)
+        else:
+            continue
+        if literal is not None:
+            sites.append(literal)
+    return sites
+
+
+def precision_variants(source: str) -> list[TunedVariant]:
+    """The parent with its dot precision switched (every site at once), one variant per other precision:
+    IEEE <-> TF32x3, and away from TF32 where the parent uses it. [] when no precision is spelled."""
+    sites = precision_sites(source)
+    if not sites:
+        return []
+    current = {site.value for site in sites}
+    old = sites[0].value
+    data = source.encode()
+    starts = [0]
+    for line in data.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    spans = sorted(((starts[s.lineno - 1] + s.col_offset, starts[s.end_lineno - 1] + s.end_col_offset)
+                    for s in sites), reverse=True)
+    variants = []
+    for new in DOT_PRECISIONS:
+        if new in current or (new == "tf32" and "tf32" not in current):
+            continue
+        text = data
+        for start, end in spans:
+            quote = text[start:start + 1]
+            text = text[:start] + quote + new.encode() + quote + text[end:]
+        changes = {PRECISION_NAME: (DOT_PRECISIONS.index(old), DOT_PRECISIONS.index(new))}
+        variants.append(TunedVariant(text.decode(), changes, f"dot precision {old}->{new}"))
+    return variants
 
 
 def tuning_record(changes: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]:

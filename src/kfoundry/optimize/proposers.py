@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kfoundry.experts import EXPERTS, PromptContext, parse_reply, render
-from kfoundry.experts.tuner import tune, tuning_record
+from kfoundry.experts.tuner import PRECISION_NAME, precision_variants, tune, tuning_record
 from kfoundry.optimize.restore import parent_info
 from kfoundry.runs import RunStore
 from kfoundry.runs.hashing import source_hash
@@ -19,6 +19,7 @@ from kfoundry.search.individual import Individual
 from kfoundry.types import DeviceFacts
 
 TUNER_TRIES = 6  # variants asked of the tuner at once: the first one not seen before is taken
+PRECISION_SHARE = 0.25  # of the tuner's turns on a parent that spells a dot precision: switch it
 
 
 class Proposer:
@@ -55,7 +56,15 @@ class Proposer:
     def _tune(self, parent: Individual | None) -> str | None:
         if parent is None:
             return None
-        for variant in tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred):
+        switched = precision_variants(parent.source)
+        remembered = (self.preferred or {}).get(PRECISION_NAME) if isinstance(self.preferred, dict) else None
+        first = [v for v in switched if v.changes[PRECISION_NAME][1] == remembered]
+        if switched and (first or self.rng.random() < PRECISION_SHARE):
+            switched = first + [v for v in self.rng.sample(switched, len(switched)) if v not in first]
+        else:
+            switched = []
+        tuned = tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred)
+        for variant in switched + tuned:
             digest = source_hash(variant.source)
             if not self.is_known(digest):
                 self.tuned[digest] = {"changes": tuning_record(variant.changes), "summary": variant.summary}
