@@ -178,3 +178,39 @@ def test_with_devices_problems_run_at_once_each_on_its_own_device(tmp_path, suit
     assert json.loads((tmp_path / "out" / "bench.json").read_text())["problems"]
     with pytest.raises(UsageError, match="exclude each other"):
         settings(options=EvalOptions(device="cpu"), devices="cpu:2").validate()
+
+
+def test_an_interrupt_with_devices_stops_the_running_searches_and_keeps_the_rest_for_resume(tmp_path, suite):
+    """Ctrl-C reaches the main thread while the searches run in others: they are asked to stop (the real
+    search stops at its next generation), problems not started are not started, nothing cut short counts."""
+    import _thread
+    import threading
+    import time
+
+    from kfoundry.search.stop import stop_requested
+
+    class StopsWhenAsked(FakeOptimize):
+        def __call__(self, problem_path, **kw):
+            name = Path(problem_path).stem
+            if name == "1_a":
+                return super().__call__(problem_path, **kw)  # finishes before the interrupt
+            started.set()
+            if name == "2_b":
+                time.sleep(0.2)
+                _thread.interrupt_main()  # the user's Ctrl-C
+            deadline = time.monotonic() + 20
+            while not stop_requested() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert stop_requested()
+            return super().__call__(problem_path, **kw)  # what a stopped search returns: a partial result
+
+    started = threading.Event()
+    fake = StopsWhenAsked()
+    one_device = settings(options=EvalOptions(), devices="cpu:1,cpu:1")
+    report = run_bench(suite, one_device, tmp_path / "out", optimize_fn=fake)
+    assert report.interrupted and not stop_requested()  # the request ends with the bench
+    finished = [r.name for r in report.results]
+    assert "2_b" not in finished and "2_b" in report.pending  # cut short: runs again with --resume
+    assert set(finished) | set(report.pending) == {"1_a", "2_b", "3_c"}
+    again = run_bench(suite, one_device, tmp_path / "out", resume=True, optimize_fn=FakeOptimize())
+    assert sorted(r.name for r in again.results) == ["1_a", "2_b", "3_c"] and not again.pending

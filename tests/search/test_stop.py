@@ -34,3 +34,15 @@ def test_a_roofline_target_and_the_budget_question():
     assert rules.should_stop(SearchState(best_roofline=0.5)) is None
     assert "80% of the roofline" in rules.should_stop(SearchState(best_roofline=0.85))
     assert not rules.budgeted() and StopRules(max_time_s=5).budgeted()
+
+
+def test_a_requested_stop_ends_every_search_until_it_is_cleared():
+    from kfoundry.search.stop import INTERRUPTED, clear_stop_request, request_stop
+
+    rules = StopRules(max_evals=100)
+    request_stop()
+    try:
+        assert rules.should_stop(SearchState()) == INTERRUPTED
+    finally:
+        clear_stop_request()
+    assert rules.should_stop(SearchState()) is None

@@ -19,6 +19,7 @@ from kfoundry.bench.results import ProblemResult, merge_labels
 from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import Suite, module_constants
 from kfoundry.errors import UsageError
+from kfoundry.search.stop import clear_stop_request, request_stop, stop_requested
 
 Progress = Callable[[str], None]  # a line per problem; lines starting with two spaces are steps within one
 RUNS_DIR = "runs"
@@ -110,6 +111,8 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
     lock = threading.Lock()
 
     def one(index: int, problem: Any, device: str | None) -> None:
+        if stop_requested():
+            return  # interrupted before it started: it waits for --resume
         set_values = problem_set_values(settings, problem.path)
         fingerprint = settings.fingerprint(problem.path.read_text(encoding="utf-8"), set_values)
         earlier = previous.get(problem.name)
@@ -128,6 +131,9 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
         result = run_problem(problem, local, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
                              progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
                              optimize_fn=optimize_fn)
+        if stop_requested() and settings.method == "optimize":  # a search cut short: it runs again with --resume
+            say(f"[{index}/{total}] {problem.name}: stopped by the interrupt{where}")
+            return
         figure = f", {result.speedup_eager:.3g}x vs eager" if result.speedup_eager is not None else ""
         say(f"[{index}/{total}] {problem.name}: {result.status}{figure} ({result.duration_s:.1f} s){where}")
         with lock:
@@ -149,9 +155,21 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
                 with slots.lease() as device:
                     one(index, problem, device)
 
-            with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="kfoundry-bench") as pool:
+            clear_stop_request()
+            pool = ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="kfoundry-bench")
+            try:
                 for future in [pool.submit(leased, i, p) for i, p in enumerate(suite.problems, start=1)]:
                     future.result()
+            except KeyboardInterrupt:
+                # the searches run in other threads: each stops at its next generation
+                say("interrupted: the problems running stop once their evaluations in flight are judged "
+                    "(run again with --resume)")
+                request_stop()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+            finally:
+                pool.shutdown(wait=True)
+                clear_stop_request()
     except KeyboardInterrupt:
         report.interrupted = True
     report.save()

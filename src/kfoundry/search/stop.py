@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+
+# Set by a caller that runs searches in other threads (kfoundry bench on several devices) when the user
+# interrupts it: each search stops at its next generation, once its evaluations in flight are judged.
+_STOP_REQUESTED = threading.Event()
+INTERRUPTED = "interrupted: a stop was requested"
+
+
+def request_stop() -> None:
+    _STOP_REQUESTED.set()
+
+
+def clear_stop_request() -> None:
+    _STOP_REQUESTED.clear()
+
+
+def stop_requested() -> bool:
+    return _STOP_REQUESTED.is_set()
 
 
 @dataclass
@@ -34,6 +52,8 @@ class StopRules:
 
     def should_stop(self, state: SearchState) -> str | None:
         """The reason to stop now, or None to go on."""
+        if stop_requested():
+            return INTERRUPTED
         if self.target_speedup is not None and state.best_fitness is not None \
                 and state.best_fitness >= self.target_speedup:
             return f"target speedup {self.target_speedup:g}x reached ({state.best_fitness:.3g}x)"
