@@ -389,6 +389,13 @@ def optimize_command(
             print(json.dumps({"status": "error", "message": str(exc)}))
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
+    except KeyboardInterrupt as exc:
+        run_dir = getattr(exc, "run_dir", None)
+        if run_dir:
+            err.print(f"interrupted: every finished evaluation is kept; continue with "
+                      f"kfoundry optimize --resume {escape(run_dir)}", highlight=False)
+            raise typer.Exit(130)
+        raise
     found = result.get("best") is not None
     if as_json:
         print(json.dumps(result))

@@ -59,3 +59,27 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
     sessions = _rows(db, "SELECT data FROM events WHERE kind = 'session_start'")
     assert len(sessions) == 2 and '"resumed": true' in sessions[1][0]
     assert (run / "best.py").is_file() and result["best"] is not None
+
+
+def test_ctrl_c_stops_at_once_and_says_how_to_resume(tmp_path):
+    run = tmp_path / "run"
+    db = run / "run.sqlite"
+    command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
+               "--llm", "none", "--max-evals", "40", "--no-library", "-o", str(run), "--quiet"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            finished = _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL")
+            if finished and finished[0][0] >= 1:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the run ended before Ctrl-C: {proc.stderr.read().decode()[-2000:]}"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        stderr = proc.communicate(timeout=60)[1].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and time.monotonic() - sent < 30
+    assert f"continue with kfoundry optimize --resume {run}" in " ".join(stderr.split())

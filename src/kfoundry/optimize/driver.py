@@ -364,6 +364,9 @@ def optimize(problem: str | Path | None = None, *, out: str | Path | None = None
     try:
         return Optimization(problem_path, store, settings, options, seed_paths, llm_client, budget, quiet,
                             resumed=resume is not None).run()
+    except KeyboardInterrupt as exc:
+        exc.run_dir = str(store.run_dir)  # for the caller's "continue with --resume" message
+        raise
     finally:
         store.close()
 
