@@ -101,6 +101,10 @@ def test_table_and_summary_text(ps):
     assert "correct: 2 of 4 problems (50.0%); at least 90%: no" in text
     assert "ours vs eager 1.000x, torch.compile vs eager 1.118x; ours >= torch.compile: no" in text
     assert "no timings" not in text
+    assert "eager at least 0.5 ms: yes for every timed problem" in text
+    short = [dict(r, eager_ms=0.3) if r["name"] == "12_fake_norm" else r
+             for r in ps.build_rows(FAKE_GPU_PROBLEMS, FAKE_BASELINES)]
+    assert ps.summarize(short)["eager_under_min_ms"] == ["12_fake_norm"]  # the suite's size rule, checked
 
 
 def test_cpu_bench_reads_n_a_everywhere(ps):

@@ -141,3 +141,16 @@ def test_no_lead_without_a_spin_primitive():
     timer = _fake_timer(event_ms=1.0)
     assert timer.lead_cycles == 0  # the class default, also where torch.cuda._sleep does not exist
     timer._lead()  # does nothing
+
+
+def test_a_spin_that_fails_leaves_trials_without_a_lead(monkeypatch):
+    from kfoundry.evaluate import timing
+
+    def broken(cycles):
+        raise RuntimeError("no kernel image is available")
+
+    monkeypatch.setattr(timing, "_sleep", broken)
+    timer = _fake_timer(event_ms=1.0)
+    assert timer._calibrate_lead() == 0
+    monkeypatch.setattr(timing, "_sleep", lambda cycles: None)
+    assert timer._calibrate_lead() == 200_000  # 1e6 cycles took 1.0 ms: 0.2 ms is 2e5 cycles
