@@ -165,10 +165,9 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
                 say("interrupted: the problems running stop once their evaluations in flight are judged "
                     "(run again with --resume)")
                 request_stop()
-                pool.shutdown(wait=True, cancel_futures=True)
                 raise
             finally:
-                pool.shutdown(wait=True)
+                pool.shutdown(wait=True, cancel_futures=stop_requested())
                 clear_stop_request()
     except KeyboardInterrupt:
         report.interrupted = True

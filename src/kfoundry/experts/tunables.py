@@ -211,15 +211,26 @@ class _Launch:
     scope: ast.AST
 
 
+def line_starts(data: bytes) -> list[int]:
+    """The byte offset at which each line of UTF-8 source starts (the AST counts columns in bytes)."""
+    starts = [0]
+    for line in data.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
+def node_span(starts: list[int], node: ast.AST, offset: int = 0) -> Span:
+    """Where a node stands in the source's bytes, given its line_starts."""
+    return Span(starts[node.lineno - 1] + node.col_offset, starts[node.end_lineno - 1] + node.end_col_offset, offset)
+
+
 class _Python:
     """The facts of one parsed module that discovery needs: scopes, assignments, kernels, launches."""
 
     def __init__(self, source: str, tree: ast.Module):
         self.data = source.encode("utf-8")
         self.tree = tree
-        self.line_starts = [0]
-        for line in self.data.splitlines(keepends=True):
-            self.line_starts.append(self.line_starts[-1] + len(line))
+        self.line_starts = line_starts(self.data)
         self.scope_of: dict[int, ast.AST] = {}
         stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
         while stack:
@@ -239,8 +250,7 @@ class _Python:
 
     # positions
     def span(self, node: ast.AST, offset: int = 0) -> Span:
-        return Span(self.line_starts[node.lineno - 1] + node.col_offset,
-                    self.line_starts[node.end_lineno - 1] + node.end_col_offset, offset)
+        return node_span(self.line_starts, node, offset)
 
     def line_of(self, offset: int) -> int:
         return bisect.bisect_right(self.line_starts, offset)

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kfoundry.experts.tunables import Discovery, Tunable, apply_values, discover, find_tunables
+from kfoundry.experts.tunables import (Discovery, Tunable, apply_values, discover, find_tunables, line_starts,
+                                       node_span)
 from kfoundry.types import DeviceFacts
 
 __all__ = ["DOT_PRECISIONS", "Tunable", "TunedVariant", "find_tunables", "limits", "precision_variants",
@@ -189,11 +190,8 @@ def precision_variants(source: str) -> list[TunedVariant]:
     current = {site.value for site in sites}
     old = sites[0].value
     data = source.encode()
-    starts = [0]
-    for line in data.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    spans = sorted(((starts[s.lineno - 1] + s.col_offset, starts[s.end_lineno - 1] + s.end_col_offset)
-                    for s in sites), reverse=True)
+    starts = line_starts(data)
+    spans = sorted(((span.start, span.end) for span in (node_span(starts, site) for site in sites)), reverse=True)
     variants = []
     for new in DOT_PRECISIONS:
         if new in current or (new == "tf32" and "tf32" not in current):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -63,8 +64,10 @@ class Proposer:
             switched = first + [v for v in self.rng.sample(switched, len(switched)) if v not in first]
         else:
             switched = []
-        tuned = tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred)
-        for variant in switched + tuned:
+        def retuned():  # a generator: the tunables are read only when no precision switch is new
+            yield from tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred)
+
+        for variant in itertools.chain(switched, retuned()):
             digest = source_hash(variant.source)
             if not self.is_known(digest):
                 self.tuned[digest] = {"changes": tuning_record(variant.changes), "summary": variant.summary}
