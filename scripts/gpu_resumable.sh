@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # A bounded step of a long GPU job that resumes (a bench with --resume), for machines lent one call
 # at a time: restore the job's directory from the archive a previous call brought back, run the
-# command until SECONDS have passed (then SIGINT, and SIGKILL 20 s later), and archive the directory
+# command until SECONDS have passed (then SIGINT, and SIGKILL KILL_AFTER s later), and archive the directory
 # again (without *.pt files) as $OUT/state.tgz for the next call to carry.
 #
 #   scripts/gpu_resumable.sh SECONDS DIR ARCHIVE -- COMMAND [ARGS...]
 #
 # ARCHIVE: where the previous call's state.tgz was put in this checkout (a path the call carries);
-# it is used only when DIR does not exist (a fresh machine). Exit status: the command's.
+# it is used only when DIR does not exist (a fresh machine). KILL_AFTER (seconds, default 60): how long
+# the command may take to stop after the SIGINT (a bench judges the evaluations in flight first).
+# Exit status: the command's.
 set -u
 if [ $# -lt 5 ] || [ "$4" != "--" ]; then
     echo "usage: $0 SECONDS DIR ARCHIVE -- COMMAND [ARGS...]" >&2
@@ -18,7 +20,7 @@ shift 4
 if [ ! -d "$dir" ] && [ -f "$archive" ]; then
     tar xzf "$archive" && echo "restored $dir from $archive" >&2
 fi
-timeout -k 20 -s INT "$seconds" "$@"
+timeout -k "${KILL_AFTER:-60}" -s INT "$seconds" "$@"
 status=$?
 # workers run in sessions of their own: none may outlive a killed command and disturb the next one's timings
 pkill -9 -f "kfoundry.evaluate.worker" 2>/dev/null || true

@@ -8,7 +8,8 @@ import time
 
 
 from kfoundry.evaluate import process
-from kfoundry.evaluate.process import Worker, default_memory_limit, scrubbed_environment, work_root
+from kfoundry.evaluate.process import (Worker, default_memory_limit, device_lock_path, scrubbed_environment,
+                                      work_root)
 
 GIB = 1 << 30
 
@@ -76,6 +77,8 @@ def test_worker_runs_in_a_private_directory_with_a_scrubbed_environment(monkeypa
     assert env["TRITON_INTERPRET"] == "1"
     assert env["TRITON_CACHE_DIR"].startswith(str(workdir))
     assert env["KFOUNDRY_WORKER_DEVICE"] == "cpu"
+    assert env["KFOUNDRY_WORKER_LABEL"] == "worker"
+    assert env["KFOUNDRY_DEVICE_LOCK"] == device_lock_path("cpu")
     assert not workdir.exists()  # closing removes the private directory
 
 

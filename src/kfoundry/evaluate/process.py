@@ -38,6 +38,15 @@ SHARED_MEMORY = Path("/dev/shm")
 SHARED_MEMORY_MIN_FREE = 32 << 30
 
 
+DEVICE_LOCK_ENV = "KFOUNDRY_DEVICE_LOCK"  # see kfoundry.evaluate.timing.device_setup_lock
+
+
+def device_lock_path(device: str) -> str:
+    """One file per device name, shared by every worker on it (of this user, in this temp directory)."""
+    name = "".join(c if c.isalnum() else "-" for c in device)
+    return os.path.join(tempfile.gettempdir(), f"kfoundry-{os.getuid()}-{name}.lock")
+
+
 def work_root(device: str) -> str | None:
     """The directory that workers' and the reference's files go under: KFOUNDRY_WORK_DIR if set;
     for a GPU, /dev/shm (memory) where it has 32 GiB free, since an evaluation writes and reads some
@@ -106,6 +115,8 @@ class Worker:
                 "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / "inductor-cache"),
                 "TMPDIR": str(self.workdir / "tmp"),
                 "KFOUNDRY_WORKER_DEVICE": device,
+                "KFOUNDRY_WORKER_LABEL": label,
+                DEVICE_LOCK_ENV: device_lock_path(device),
             }
         )
         (self.workdir / "tmp").mkdir()
