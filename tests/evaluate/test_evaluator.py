@@ -50,6 +50,8 @@ def test_ok(affine_eval, affine_evaluator):
     assert evaluation.candidate.endswith("affine_ok.py")
     assert evaluation.settings["seed"] == AFFINE_SEED
     assert evaluation.durations_s["reference_s"] > 0 and evaluation.durations_s["candidate_total_s"] > 0
+    assert 0 <= evaluation.durations_s["worker_wait_s"] < evaluation.durations_s["candidate_total_s"]
+    assert 0 <= evaluation.durations_s["worker_exit_s"] < evaluation.durations_s["candidate_total_s"]
     assert evaluation.warnings == []
 
 

@@ -162,3 +162,20 @@ def test_work_dir_setting_places_the_worker(monkeypatch, tmp_path):
     assert work_root("cpu") == str(chosen) and chosen.is_dir()
     with Worker("cpu") as worker:
         assert worker.workdir.parent == chosen
+
+
+def test_a_candidate_worker_reports_its_wait_and_exit_and_skips_the_teardown(tmp_path):
+    # an atexit hook stands for the interpreter's teardown: a candidate worker leaves without running it
+    hook = tmp_path / "teardown_ran"
+    sitecustomize = tmp_path / "site"
+    sitecustomize.mkdir()
+    (sitecustomize / "sitecustomize.py").write_text(
+        f"import atexit, pathlib\natexit.register(lambda: pathlib.Path({str(hook)!r}).write_text('yes'))\n")
+    for label, teardown in (("candidate", False), ("worker", True)):
+        hook.unlink(missing_ok=True)
+        with Worker("cpu", label=label, extra_env={"PYTHONPATH": f"{sitecustomize}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}) as worker:
+            outcome = worker.run({"kind": "nothing"}, timeout_s=120)
+        assert outcome.returncode == 0 and "internal_error" in outcome.result
+        assert outcome.wait_s is not None and outcome.wait_s >= 0
+        assert outcome.exit_s is not None and 0 <= outcome.exit_s < outcome.elapsed_s
+        assert hook.exists() is teardown, label

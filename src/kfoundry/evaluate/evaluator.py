@@ -287,7 +287,8 @@ class Evaluator:
     def _judge(self, evaluation: Evaluation, outcome: WorkerOutcome, workdir: Path) -> None:
         times = outcome.phase_times
         evaluation.phase = outcome.phase if outcome.phase not in ("ready", "start") else "load"
-        evaluation.durations_s = _durations(times, outcome.elapsed_s, self.reference_seconds)
+        evaluation.durations_s = _durations(times, outcome.elapsed_s, self.reference_seconds,
+                                            wait_s=outcome.wait_s, exit_s=outcome.exit_s)
         result = outcome.result
         if outcome.timed_out:
             evaluation.status = "timeout"
@@ -505,11 +506,17 @@ class Evaluator:
         self.close()
 
 
-def _durations(times: dict[str, float], elapsed: float, reference_s: float) -> dict[str, float]:
-    """Seconds per phase of the candidate's worker (load covers import and Triton set-up)."""
+def _durations(times: dict[str, float], elapsed: float, reference_s: float, *, wait_s: float | None = None,
+               exit_s: float | None = None) -> dict[str, float]:
+    """Seconds per phase of the candidate's worker (load covers import and Triton set-up); worker_wait_s:
+    the job waiting for the worker to be ready, worker_exit_s: the process ending after its result."""
     order = ["start", "load", "init", "compile", "correctness", "guard", "timing", "end"]
     marks = [(name, times[name]) for name in order if name in times]
     out = {"reference_s": round(reference_s, 3), "candidate_total_s": round(elapsed, 3)}
+    if wait_s is not None:
+        out["worker_wait_s"] = wait_s
+    if exit_s is not None:
+        out["worker_exit_s"] = exit_s
     for (name, t0), (_, t1) in zip(marks, marks[1:]):
         if name != "start":
             out[f"{name}_s"] = round(t1 - t0, 3)

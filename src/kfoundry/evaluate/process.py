@@ -71,6 +71,12 @@ def _package_root() -> str:
     return str(Path(kfoundry.__file__).resolve().parent.parent)
 
 
+def _seconds_between(first: Any, last: Any) -> float | None:
+    if not isinstance(first, (int, float)) or not isinstance(last, (int, float)):
+        return None
+    return round(max(0.0, last - first), 3)
+
+
 @dataclass
 class WorkerOutcome:
     result: dict[str, Any] | None
@@ -80,6 +86,8 @@ class WorkerOutcome:
     stderr_tail: str
     elapsed_s: float
     phase_times: dict[str, float] = field(default_factory=dict)
+    wait_s: float | None = None  # from the job's sending until the worker began it (a spare still setting up)
+    exit_s: float | None = None  # from the worker's result until its process ended
 
     @property
     def signal_name(self) -> str | None:
@@ -155,7 +163,7 @@ class Worker:
 
     def run(self, job: dict[str, Any], timeout_s: float) -> WorkerOutcome:
         """Send the job, wait up to timeout_s for the process to finish, read what it said."""
-        start = time.monotonic()
+        start, sent = time.monotonic(), time.time()
         try:
             self.process.stdin.write((json.dumps(job) + "\n").encode())
             self.process.stdin.close()
@@ -167,16 +175,18 @@ class Worker:
         except subprocess.TimeoutExpired:
             timed_out = True
             self.kill()
-        elapsed = time.monotonic() - start
+        elapsed, ended = time.monotonic() - start, time.time()
         messages = self.messages()
-        phase, result, phase_times = "start", None, {}
+        phase, result, phase_times, walls = "start", None, {}, {}
         for message in messages:
             if "phase" in message:
                 phase = message["phase"]
                 phase_times[phase] = message.get("t", 0.0)
+                walls[phase] = message.get("wall")
             if "result" in message:
                 result = message["result"]
                 phase_times["end"] = message.get("t", 0.0)
+                walls["end"] = message.get("wall")
         self._stderr.flush()
         return WorkerOutcome(
             result=result,
@@ -186,6 +196,8 @@ class Worker:
             stderr_tail=self.stderr_tail(),
             elapsed_s=elapsed,
             phase_times=phase_times,
+            wait_s=_seconds_between(sent, walls.get("start")),
+            exit_s=_seconds_between(walls.get("end"), ended),
         )
 
     def stderr_tail(self, limit: int = 4000) -> str:
