@@ -20,6 +20,9 @@ had not run that problem measures it anew, in the same session).
         [--trials N] [--timing-trials N] [--timeout S] [--no-cache] [--library PATH|user|off]
         [--fill-baselines auto|on|off] [--json PATH] [--report-only] [--verbose]
 
+With --report-only, --problems picks the rows from every result bench.json holds, also those an earlier
+call with another selection finished.
+
 Prints the table and the summary (labelled with device, versions, trials, statistic) and writes JSON to
 benchmarks/results/programmatic_suite-<UTC stamp>.json. On CPU nothing is timed (Triton's interpreter): every
 time and speedup reads n/a, and only correctness means anything. Exit code 0 when the bench ran (whatever the
@@ -335,6 +338,21 @@ def read_bench(out: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def select_records(bench: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The bench's records of these problems, in this order, wherever bench.json keeps them: a call with
+    another --problems selection moved the earlier ones to "kept". Problems with no record are pending."""
+    records = {p["name"]: p for p in bench.get("kept", []) + bench.get("problems", [])}
+    chosen = dict(bench)
+    chosen["problems"] = [records[name] for name in names if name in records]
+    chosen["kept"] = [p for name, p in records.items() if name not in names]
+    chosen["pending"] = [name for name in names if name not in records]
+    chosen["complete"] = not chosen["pending"] and not bench.get("interrupted")
+    from kfoundry.bench.metrics import summarize
+
+    chosen["metrics"] = summarize(chosen["problems"])  # the bench's metrics, over this selection
+    return chosen
+
+
 def read_extras(out: Path, problems: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """From each problem's run dir (result.json of its search): LLM calls made, why the search stopped."""
     extras = {}
@@ -466,6 +484,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bench is None:
             print(f"error: no bench.json in {args.out}", file=sys.stderr)
             return 2
+        if args.problems:
+            from kfoundry.bench.suite import discover
+
+            bench = select_records(bench, [p.name for p in discover(args.suite, problems=args.problems).problems])
     else:
         from kfoundry.errors import KFoundryError
 

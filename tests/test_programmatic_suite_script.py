@@ -146,3 +146,26 @@ def test_report_only_without_a_bench_is_bad_usage(ps, tmp_path, capsys):
     assert ps.main(["--report-only", "--out", str(tmp_path / "none"), "--json", str(tmp_path / "x.json")]) == 2
     assert "no bench.json" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_report_only_selection_takes_results_an_earlier_call_kept(ps, tmp_path):
+    # a later call with --problems 12,13 left 10 and 11 (finished before) in "kept"
+    bench = _bench(FAKE_GPU_PROBLEMS[2:4], FAKE_GPU_LABELS)
+    bench["kept"] = FAKE_GPU_PROBLEMS[:2]
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for record in FAKE_GPU_PROBLEMS:
+        (suite / f"{record['name']}.py").write_text(
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+            "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n")
+    out = tmp_path / "bench"
+    out.mkdir()
+    (out / "bench.json").write_text(json.dumps(bench))
+    target = tmp_path / "selected.json"
+    assert ps.main(["--report-only", "--suite", str(suite), "--problems", "10-14", "--out", str(out),
+                    "--json", str(target)]) == 0
+    document = json.loads(target.read_text())
+    assert [r["name"] for r in document["problems"]] == [p["name"] for p in FAKE_GPU_PROBLEMS[:4]]
+    assert document["pending"] == ["14_fake_broken"] and not document["bench_complete"]
+    assert document["bench_metrics"]["problems"] == 4 and document["summary"]["correct"] == 2
+    assert any("14_fake_broken" in note for note in document["notes"])
