@@ -68,3 +68,14 @@ def test_dot_precision_follows_the_reference_and_the_tolerance():
 def test_fp16_candidates_use_the_default_dot(composed):
     result = compose_ok(fixture("linear_gelu_scale"), precision="fp16")
     assert "input_precision" not in first(result).source
+
+
+def test_tf32_variants_copy_an_n_contiguous_b_k_major_first(composed):
+    # the tensor cores' TF32 path takes B tiles contiguous along K: a (K, N) row-major B is copied first
+    both = composed["matmul_bmm"][0]
+    forward = first(both).source.split("def forward(")[1]
+    assert forward.count("= _k_major(") == 2  # the matmul's weight and the bmm's second input, not the Linear's
+    assert "def _k_major(" in first(both).source and "def _channels_last_kernel(" in first(both).source
+    ieee = [c for c in both.candidates if all(k.get("precision") == "ieee" for k in c.config.values())]
+    assert ieee and all("_k_major(" not in c.source for c in ieee)
+    assert "_k_major" not in first(composed["linear_gelu_scale"][0]).source  # weight.T is K-contiguous already

@@ -72,3 +72,7 @@ def test_configs_follow_the_row_length():
     long = configs(Group("row", 0, (64, 100000), reduced=(1,)))
     assert short[0]["mode"] == "single" and long[0]["mode"] == "looped"
     assert all(c["BR"] >= 1 for c in short + long)
+    wide = configs(Group("row", 0, (64, 20000), reduced=(1,)))
+    assert [c["mode"] for c in wide].count("single") == 1  # one variant holds a 20000-wide row in registers
+    # a GroupNorm group of 16 channels x 160 x 160 (409600): no variant tries to hold it
+    assert {c["mode"] for c in configs(Group("row", 0, (192, 16, 160, 160), reduced=(1, 2, 3)))} == {"looped"}

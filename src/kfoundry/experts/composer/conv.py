@@ -37,13 +37,26 @@ from kfoundry.experts.composer.kernel import (
     unravel,
 )
 
+MIN_CHANNELS_LAST = 8  # input channels per group: fewer (a depthwise conv) would leave most of a BK chunk empty
+
+
+def channels_last_fits(group: Group) -> bool:
+    """A convolution the channels-last loop takes: not transposed, enough input channels per group."""
+    op = group.anchor
+    return op is not None and not op.attrs["transposed"] and op.args[1].shape[1] >= MIN_CHANNELS_LAST
+
 
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
     # cuDNN convolutions run in TF32 on GPUs by PyTorch's default: TF32 variants are fair there
     precisions = dot_precisions(precision, tolerance, tf32_fair=True)
+    channels_last = channels_last_fits(group)
     out = []
     for i, base in enumerate(TILE_REDUCTION_CONFIGS if group.reduced else BASE_CONFIGS[:4]):
-        out.append(dict(base, precision=precisions[0] if i == 0 else precisions[i % len(precisions)]))
+        config = dict(base, precision=precisions[0] if i == 0 else precisions[i % len(precisions)])
+        # three of four variants read channels-last copies (K-contiguous tiles, which the tensor cores'
+        # TF32 path needs; no index division in the loop); the third keeps the direct gather
+        config["layout"] = "channels_last" if channels_last and i != 2 else "direct"
+        out.append(config)
     return out
 
 
@@ -61,10 +74,13 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     xn, wn = host.name(x), host.name(w)
     xs = host.shape(x)
     kernel = w.shape[2:]
-    x_ptr, w_ptr = kw.arg("x_ptr", xn), kw.arg("w_ptr", wn)
+    channels_last = config.get("layout") == "channels_last" and not transposed
+    if not channels_last:
+        x_ptr, w_ptr = kw.arg("x_ptr", xn), kw.arg("w_ptr", wn)
     in_sizes = [kw.arg(f"in_size{d}", xs[2 + d]) for d in range(nd)]
-    sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(nd + 2)]
-    sw = [kw.arg(f"stride_w{i}", f"{wn}.stride({i})") for i in range(nd + 2)]
+    if not channels_last:
+        sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(nd + 2)]
+        sw = [kw.arg(f"stride_w{i}", f"{wn}.stride({i})") for i in range(nd + 2)]
     cin_group = kw.arg("c_per_group", f"{xs[1]} // {groups}" if groups != 1 else xs[1])
     out_channels = sizes[1]
     cout_group_host = f"{out_channels} // {groups}" if groups != 1 else out_channels
@@ -75,7 +91,8 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     grouped_tiles(kw, m_total, cout_group)
     kw.line("pid_g = tl.program_id(1)")
     k_total = "k_total"
-    kw.line(f"k_total = {cin_group} * {math.prod(kernel)}")
+    if not channels_last:
+        kw.line(f"k_total = {cin_group} * {math.prod(kernel)}")
     kw.line("# rows: (sample, output position); columns: output channels of this group")
     spatial_entries = [[0]] + [[2 + d] for d in range(nd)]
     coords = unravel(kw, "rm", spatial_entries, sizes, "o")
@@ -84,6 +101,40 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.line(f"m_in = rm < {m_total}")
     kw.line(f"n_in = rn < {cout_group}")
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    if channels_last:
+        _channels_last_loop(kw, host, lines, group, config, sample, positions, cin_group, in_sizes)
+    else:
+        _direct_loop(kw, group, config, sample, positions, cin_group, in_sizes, sx, sw, x_ptr, w_ptr, k_total)
+    kw.line("# epilogue: the ops after the convolution, on the accumulator tile")
+    kw.line("m_ok = m_in[:, None]")
+    kw.line("n_ok = n_in[None, :]")
+    entries, ecoords, masks, axes = [], [], [], []
+    for d, coord, mask in [(0, f"{sample}[:, None]", "m_ok"), (1, "oc[None, :]", "n_ok")] + \
+            [(2 + d, f"{positions[d]}[:, None]", "m_ok") for d in range(nd)]:
+        if group.space[d] != 1:
+            entries.append([d])
+            ecoords.append(coord)
+            masks.append(mask)
+            axes.append("n" if d == 1 else "m")
+    access = Access(kw, host, Space(entries, ecoords, masks, axes, TILE_ZEROS, TILE_MASKS))
+    emitter = Emitter(kw, host, group, access)
+    emitter.bind(out, "acc", {"m", "n"})
+    epilogue(emitter, access, group, 1, cout_group)
+    tiles = tile_grid(m_total_host, cout_group_host, config)
+    lines.append(kw.launch(f"({tiles}, {groups})",
+                           {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
+    return KernelCode(kw.source(), lines, kw.helpers, kw.name)
+
+
+def _direct_loop(kw: KernelWriter, group: Group, config: dict, sample: str, positions: list[str], cin_group: str,
+                 in_sizes: list[str], sx: list[str], sw: list[str], x_ptr: str, w_ptr: str, k_total: str) -> None:
+    """The reduction read straight from the (N, C, *spatial) input: k = (input channel, kernel position)."""
+    op = group.anchor
+    x, w = op.args
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    transposed = attrs["transposed"]
+    kernel = w.shape[2:]
     kw.line(f"for k0 in range(0, {k_total}, BK):")
     kw.indent += 1
     kw.line("kk = k0 + rk")
@@ -120,22 +171,65 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
     kw.line(dot_line(config))
     kw.indent -= 1
-    kw.line("# epilogue: the ops after the convolution, on the accumulator tile")
-    kw.line("m_ok = m_in[:, None]")
-    kw.line("n_ok = n_in[None, :]")
-    entries, ecoords, masks, axes = [], [], [], []
-    for d, coord, mask in [(0, f"{sample}[:, None]", "m_ok"), (1, "oc[None, :]", "n_ok")] + \
-            [(2 + d, f"{positions[d]}[:, None]", "m_ok") for d in range(nd)]:
-        if group.space[d] != 1:
-            entries.append([d])
-            ecoords.append(coord)
-            masks.append(mask)
-            axes.append("n" if d == 1 else "m")
-    access = Access(kw, host, Space(entries, ecoords, masks, axes, TILE_ZEROS, TILE_MASKS))
-    emitter = Emitter(kw, host, group, access)
-    emitter.bind(out, "acc", {"m", "n"})
-    epilogue(emitter, access, group, 1, cout_group)
-    tiles = tile_grid(m_total_host, cout_group_host, config)
-    lines.append(kw.launch(f"({tiles}, {groups})",
-                           {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
-    return KernelCode(kw.source(), lines, kw.helpers, kw.name)
+
+
+def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: Group, config: dict,
+                        sample: str, positions: list[str], cin_group: str, in_sizes: list[str]) -> None:
+    """The reduction over channels-last copies of the input (N, *spatial, C) and the weight (Cout, *kernel, Cin),
+    made by a copy kernel before the launch: one loop over (kernel position, chunk of BK input channels), so
+    each tile is contiguous along k and its row offsets are computed once per kernel position."""
+    op = group.anchor
+    x, w = op.args
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    kernel = [int(s) for s in w.shape[2:]]
+    volume = math.prod(kernel)
+    kw.helpers.add("_channels_last")
+    x_cl, w_cl = host.fresh(f"{host.name(x)}_cl"), host.fresh(f"{host.name(w)}_cl")
+    lines.append(f"        {x_cl} = _channels_last({host.name(x)})")
+    lines.append(f"        {w_cl} = _channels_last({host.name(w)})")
+    xc_ptr, wc_ptr = kw.arg("xc_ptr", x_cl), kw.arg("wc_ptr", w_cl)
+    sxc = [kw.arg(f"stride_xc{i}", f"{x_cl}.stride({i})") for i in range(nd + 1)]  # sample, then spatial
+    swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]  # out channel, then kernel
+    chunks = kw.local("chunks")
+    kw.line(f"{chunks} = tl.cdiv({cin_group}, BK)")
+    it, tap, kc = kw.local("it"), kw.local("tap"), kw.local("kc")
+    kw.line(f"for {it} in range(0, {volume} * {chunks}):")
+    kw.indent += 1
+    kw.line(f"{tap} = {it} // {chunks}")
+    kw.line(f"{kc} = ({it} % {chunks}) * BK + rk")
+    koffs = [tap]
+    if nd > 1:
+        koffs = [""] * nd
+        rest = tap
+        for d in range(nd - 1, -1, -1):
+            koffs[d] = kw.local(f"kd{d}")
+            if d == 0:
+                kw.line(f"{koffs[d]} = {rest}")
+            else:
+                kw.line(f"{koffs[d]} = {rest} % {kernel[d]}")
+                nxt = kw.local("tap_rest")
+                kw.line(f"{nxt} = {rest} // {kernel[d]}")
+                rest = nxt
+    row_ok = kw.local("row_ok")
+    row_off = kw.local("row_off")
+    ok_terms, off_terms = ["m_in"], [f"{sample} * {sxc[0]}"]
+    for d in range(nd):
+        s, p, dil = attrs["stride"][d], attrs["padding"][d], attrs["dilation"][d]
+        i = kw.local(f"i{d}")
+        kw.line(f"{i} = {positions[d]} * {s} - {p} + {koffs[d]} * {dil}")
+        ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
+        off_terms.append(f"{i} * {sxc[1 + d]}")
+    kw.line(f"{row_ok} = {' & '.join(ok_terms)}")
+    kw.line(f"{row_off} = {' + '.join(off_terms)}")
+    channel = f"(pid_g * {cin_group} + {kc})" if attrs["groups"] != 1 else kc
+    kw.line(f"k_in = {kc} < {cin_group}")
+    kw.line(f"a = tl.load({xc_ptr} + {row_off}[:, None] + {channel}[None, :], "
+            f"mask={row_ok}[:, None] & k_in[None, :], other=0.0)")
+    tap_terms = " + ".join(f"{koffs[d]} * {swc[1 + d]}" for d in range(nd))
+    kw.line(f"b = tl.load({wc_ptr} + oc[None, :] * {swc[0]} + {tap_terms} + {kc}[:, None], "
+            f"mask=k_in[:, None] & n_in[None, :], other=0.0)")
+    if x.dtype != w.dtype or x.fixed_dtype != w.fixed_dtype:
+        kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
+    kw.line(dot_line(config))
+    kw.indent -= 1

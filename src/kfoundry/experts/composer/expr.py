@@ -40,6 +40,46 @@ def _round_half_even(x):
 def _trunc(x):
     return tl.where(x >= 0, tl.floor(x), tl.ceil(x))
 ''',
+    "_channels_last": '''@triton.jit
+def _channels_last_kernel(src, dst, C, S, size1, size2, stride_n, stride_c, stride_s0, stride_s1, stride_s2,
+                          FLAT: tl.constexpr, BS: tl.constexpr, BC: tl.constexpr):
+    # dst[n, s, c] = src[n, c, s], s the flattened position over up to three spatial dims
+    n = tl.program_id(2).to(tl.int64)
+    rs = tl.program_id(0) * BS + tl.arange(0, BS)
+    rc = tl.program_id(1) * BC + tl.arange(0, BC)
+    if FLAT:  # the spatial dims lie flat in memory: consecutive positions are stride_s2 apart
+        pos = rs * stride_s2
+    else:
+        pos = (rs // (size1 * size2)) * stride_s0 + ((rs // size2) % size1) * stride_s1 + (rs % size2) * stride_s2
+    mask = (rs < S)[:, None] & (rc < C)[None, :]
+    v = tl.load(src + n * stride_n + pos[:, None] + rc[None, :] * stride_c, mask=mask)
+    tl.store(dst + n * S * C + rs[:, None] * C + rc[None, :], v, mask=mask)
+
+
+def _channels_last(t):
+    """A new contiguous (N, *spatial, C) copy of an (N, C, *spatial) tensor (up to three spatial dims)."""
+    spatial = list(t.shape[2:])
+    sizes = [1] * (3 - len(spatial)) + spatial
+    strides = [0] * (3 - len(spatial)) + [t.stride(2 + d) for d in range(len(spatial))]
+    inner = strides[2]
+    flat = all(sizes[d] == 1 or strides[d] == inner * sizes[d + 1] * (sizes[d + 2] if d == 0 else 1)
+               for d in range(2))
+    out = torch.empty((t.shape[0], *spatial, t.shape[1]), device=t.device, dtype=t.dtype)
+    total = sizes[0] * sizes[1] * sizes[2]
+    grid = (triton.cdiv(total, 64), triton.cdiv(t.shape[1], 32), t.shape[0])
+    _channels_last_kernel[grid](t, out, t.shape[1], total, sizes[1], sizes[2], t.stride(0), t.stride(1),
+                                strides[0], strides[1], strides[2], FLAT=flat, BS=64, BC=32)
+    return out
+''',
+    "_k_major": '''def _k_major(b):
+    """b (K, N) or (B, K, N), or a view of a copy of it whose K dim is contiguous where it is not: the tensor
+    cores' TF32 path takes B tiles that are contiguous along K only."""
+    if b.stride(-2) == 1 or b.shape[-2] == 1:
+        return b
+    batched = b if b.dim() == 3 else b.unsqueeze(0)
+    copy = _channels_last(batched).transpose(1, 2)  # (B, N, K) in memory, (B, K, N) as seen
+    return copy if b.dim() == 3 else copy[0]
+''',
 }
 
 

@@ -49,6 +49,8 @@ def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = Fa
     return out
 
 
+TENSOR_CORE_FP32 = ("tf32", "tf32x3")
+
 # a reduction over the output features in the epilogue: one tile spans all of them (BN chosen on the host)
 TILE_REDUCTION_CONFIGS = [
     {"BM": 32, "BN": "full", "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3},
@@ -125,6 +127,13 @@ def epilogue(emitter: Emitter, access: Access, group: Group, n_dim: int, n_count
         emitter.store(value, group.vmap[value], extra_mask="m_ok & n_ok" if runs_along_n else "m_ok")
 
 
+def _transposed(value) -> bool:
+    """Made by swapping its last two dims (a Linear's weight.T): contiguous along K already, as a rule."""
+    op = value.producer
+    return op is not None and op.name == "transpose" and \
+        {op.attrs.get("dim0") % value.rank, op.attrs.get("dim1") % value.rank} == {value.rank - 2, value.rank - 1}
+
+
 def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     op = group.anchor
     a, b = op.args
@@ -160,6 +169,17 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         b_strides = [f"{b_arg}.stride({rank - 2})", f"{b_arg}.stride({rank - 1})"]
         a_batch = [f"{a_arg}.stride({d})" for d in batch_dims]
         b_batch = [f"{b_arg}.stride({d})" for d in batch_dims]
+    b_rank = 2 if flatten_m else rank  # the rank of b_arg, which the kernel reads
+    if config.get("precision") in TENSOR_CORE_FP32 and b.rank >= 2 and b_rank in (2, 3) and not _transposed(b):
+        # a B tile must be contiguous along K for TF32 on the tensor cores: a (K, N) row-major B is copied
+        # K-major first (a Linear's weight.t() already is, and passes through)
+        kw.helpers.update({"_k_major", "_channels_last"})
+        b_km = host.fresh(f"{bn}_k")
+        lines.append(f"        {b_km} = _k_major({b_arg})")
+        b_arg = b_km
+        b_strides = [f"{b_arg}.stride({b_rank - 2})", f"{b_arg}.stride({b_rank - 1})"]
+        if not flatten_m:
+            b_batch = [f"{b_arg}.stride({d})" for d in batch_dims]
     m_total = product([sizes[d] for d in m_dims])
     k_total = a_shape[-1]
     a_ptr = kw.arg("a_ptr", a_arg)

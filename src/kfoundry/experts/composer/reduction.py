@@ -29,6 +29,9 @@ from kfoundry.experts.composer.kernel import (
 )
 
 
+SINGLE_MAX_COLS = 32768  # the widest row one program holds in registers (16 warps: 64 values a thread)
+
+
 def configs(group: Group) -> list[dict]:
     cols = 1
     for d in group.reduced:
@@ -46,7 +49,11 @@ def configs(group: Group) -> list[dict]:
                   {"mode": "single", "BR": rows_per_program * 2, "num_warps": warps * 2},
                   {"mode": "single", "BR": max(1, rows_per_program // 4), "num_warps": max(1, warps // 2)}]
         return single + looped[:1]
-    return looped + [{"mode": "single", "BR": 1, "num_warps": 16}]
+    if cols <= SINGLE_MAX_COLS:
+        return looped + [{"mode": "single", "BR": 1, "num_warps": 16}]
+    # a row held in registers at once would not fit (seen on the H200: a 524288-wide block compiled for 149 s
+    # and ran 4x slower than the looped kernels)
+    return looped + [{"mode": "looped", "BR": 1, "BC": 4096, "num_warps": 16}]
 
 
 class RowKernel:
