@@ -151,3 +151,18 @@ def test_a_candidate_that_kills_every_worker_is_a_crash_after_the_retries(evalua
     # the workers come back: the run goes on
     again = evaluator.evaluate(candidates_dir / "affine_ok.py")
     assert again.status == "ok", again.message
+
+
+def test_after_disconnect_nothing_starts_a_new_ray_instance(evaluator, candidates_dir):
+    # last in this module: it disconnects. A replacement thread that finishes late retires its actor and
+    # kills lost ones; Ray's API would start a new local instance for that, which the process would then
+    # depend on (and Ray ends a process whose instance went away with exit code 1).
+    slot = next(iter(evaluator._slots.values()))
+    disconnect()
+    assert not ray.is_initialized()
+    evaluator._retire(slot)
+    evaluator._kill(slot.actor)
+    with pytest.raises(Exception, match="not connected to Ray"):
+        evaluator.evaluate(candidates_dir / "affine_ok.py")
+    evaluator.close()
+    assert not ray.is_initialized()

@@ -139,7 +139,15 @@ class RayEvaluator:
         resources = {"num_gpus": 1, "num_cpus": 1} if self.gpu else {"num_cpus": 1}
         return self._remote.options(max_restarts=0, max_task_retries=0, **resources).remote()
 
+    def _connected(self) -> bool:
+        """Ray's API starts a new local Ray instance when called unconnected: after `disconnect()` a
+        replacement thread finishing late must not (seen in the tests: the driver then stayed attached to a
+        stray instance, and Ray ended the whole process with exit code 1 when that instance went away)."""
+        return bool(self.ray.is_initialized())
+
     def _kill(self, actor: Any) -> None:
+        if actor is None or not self._connected():
+            return  # disconnected: the actor went with the cluster
         with suppress(Exception):  # already gone is as good as killed
             self.ray.kill(actor, no_restart=True)
 
@@ -151,6 +159,8 @@ class RayEvaluator:
         for _ in range(self.max_retries + 1):
             if self._closed:
                 raise ClusterError("the evaluator was closed")
+            if not self._connected():
+                raise ClusterError("Ray was disconnected")
             actor = self._new_actor()
             slot.starts += 1
             ref = actor.setup.remote(Path(self.source.path).name, self.source.text, self.options, self.problem_path)
@@ -254,6 +264,8 @@ class RayEvaluator:
         faults = _faults(self.ray)
         reasons: list[str] = []
         for attempt in range(self.max_retries + 1):
+            if not self._connected():
+                raise ClusterError("not connected to Ray: the evaluator cannot evaluate after disconnect()")
             slot = self._acquire()
             if slot is None:
                 reasons.append("no evaluation worker is left" + (f" ({'; '.join(self._lost)})" if self._lost else ""))
@@ -313,6 +325,8 @@ class RayEvaluator:
 
     def _retire(self, slot: _Slot) -> None:
         """Let the actor clean up after itself (temporary files, its spare worker), then end it."""
+        if not self._connected():
+            return
         with suppress(Exception):  # a dead or stuck actor is simply killed
             self.ray.get(slot.actor.close.remote(), timeout=30)
         self._kill(slot.actor)
