@@ -27,9 +27,9 @@ from kfoundry.types import to_jsonable
 def plain(value: Any) -> Any:
     """Outputs as plain CPU tensors (or plain values), in their nested structure."""
     if isinstance(value, torch.Tensor):
-        moved = value.detach().to("cpu")
+        moved = value.detach().to("cpu").as_subclass(torch.Tensor)
         # copying to the CPU already made a tensor of its own; only a CPU tensor needs the clone
-        return moved.as_subclass(torch.Tensor) if value.device.type != "cpu" else moved.as_subclass(torch.Tensor).clone()
+        return moved if value.device.type != "cpu" else moved.clone()
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, dict):

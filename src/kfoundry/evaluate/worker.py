@@ -70,13 +70,9 @@ def _warm_up(device: str, label: str) -> None:
 
         if label == "candidate":
             import kfoundry.evaluate.candidate_job  # noqa: F401
-            from torch.utils._python_dispatch import TorchDispatchMode
+            from kfoundry.guard.dynamic import LaunchTracker, OpRecorder
 
-            class _PassThrough(TorchDispatchMode):
-                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                    return func(*args, **(kwargs or {}))
-
-            with _PassThrough():
+            with OpRecorder(LaunchTracker()):  # not installed: a bare pass-through of the guard's dispatch mode
                 torch.empty(1)
     except Exception:
         pass

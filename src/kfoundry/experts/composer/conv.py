@@ -18,8 +18,8 @@ from kfoundry.experts.composer.gemm import (
     TILE_MASKS,
     TILE_REDUCTION_CONFIGS,
     TILE_ZEROS,
-    dot_line,
     dot_precisions,
+    dot_step,
     epilogue,
     grouped_tiles,
     tile_constexprs,
@@ -71,16 +71,9 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw = KernelWriter(f"_{group.name}_kernel")
     lines = allocate(host, group.exports)
     sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
-    xn, wn = host.name(x), host.name(w)
+    xn = host.name(x)
     xs = host.shape(x)
-    kernel = w.shape[2:]
-    channels_last = config.get("layout") == "channels_last" and not transposed
-    if not channels_last:
-        x_ptr, w_ptr = kw.arg("x_ptr", xn), kw.arg("w_ptr", wn)
     in_sizes = [kw.arg(f"in_size{d}", xs[2 + d]) for d in range(nd)]
-    if not channels_last:
-        sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(nd + 2)]
-        sw = [kw.arg(f"stride_w{i}", f"{wn}.stride({i})") for i in range(nd + 2)]
     cin_group = kw.arg("c_per_group", f"{xs[1]} // {groups}" if groups != 1 else xs[1])
     out_channels = sizes[1]
     cout_group_host = f"{out_channels} // {groups}" if groups != 1 else out_channels
@@ -90,9 +83,6 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     tile_constexprs(kw, config, xn, cout_group_host)
     grouped_tiles(kw, m_total, cout_group)
     kw.line("pid_g = tl.program_id(1)")
-    k_total = "k_total"
-    if not channels_last:
-        kw.line(f"k_total = {cin_group} * {math.prod(kernel)}")
     kw.line("# rows: (sample, output position); columns: output channels of this group")
     spatial_entries = [[0]] + [[2 + d] for d in range(nd)]
     coords = unravel(kw, "rm", spatial_entries, sizes, "o")
@@ -101,10 +91,10 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.line(f"m_in = rm < {m_total}")
     kw.line(f"n_in = rn < {cout_group}")
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
-    if channels_last:
+    if config.get("layout") == "channels_last" and not transposed:
         _channels_last_loop(kw, host, lines, group, config, sample, positions, cin_group, in_sizes)
     else:
-        _direct_loop(kw, group, config, sample, positions, cin_group, in_sizes, sx, sw, x_ptr, w_ptr, k_total)
+        _direct_loop(kw, host, group, config, sample, positions, cin_group, in_sizes)
     kw.line("# epilogue: the ops after the convolution, on the accumulator tile")
     kw.line("m_ok = m_in[:, None]")
     kw.line("n_ok = n_in[None, :]")
@@ -126,8 +116,8 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
 
 
-def _direct_loop(kw: KernelWriter, group: Group, config: dict, sample: str, positions: list[str], cin_group: str,
-                 in_sizes: list[str], sx: list[str], sw: list[str], x_ptr: str, w_ptr: str, k_total: str) -> None:
+def _direct_loop(kw: KernelWriter, host: HostContext, group: Group, config: dict, sample: str, positions: list[str],
+                 cin_group: str, in_sizes: list[str]) -> None:
     """The reduction read straight from the (N, C, *spatial) input: k = (input channel, kernel position)."""
     op = group.anchor
     x, w = op.args
@@ -135,6 +125,12 @@ def _direct_loop(kw: KernelWriter, group: Group, config: dict, sample: str, posi
     nd = len(attrs["stride"])
     transposed = attrs["transposed"]
     kernel = w.shape[2:]
+    xn, wn = host.name(x), host.name(w)
+    x_ptr, w_ptr = kw.arg("x_ptr", xn), kw.arg("w_ptr", wn)
+    sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(nd + 2)]
+    sw = [kw.arg(f"stride_w{i}", f"{wn}.stride({i})") for i in range(nd + 2)]
+    k_total = "k_total"
+    kw.line(f"k_total = {cin_group} * {math.prod(kernel)}")
     kw.line(f"for k0 in range(0, {k_total}, BK):")
     kw.indent += 1
     kw.line("kk = k0 + rk")
@@ -167,9 +163,7 @@ def _direct_loop(kw: KernelWriter, group: Group, config: dict, sample: str, posi
         b_terms = [f"(pid_g * {cin_group} + ci)[:, None] * {sw[0]}", f"rn[None, :] * {sw[1]}"]
     b_terms += [f"{koffs[d]}[:, None] * {sw[2 + d]}" for d in range(nd)]
     kw.line(f"b = tl.load({w_ptr} + {' + '.join(b_terms)}, mask=k_in[:, None] & n_in[None, :], other=0.0)")
-    if x.dtype != w.dtype or x.fixed_dtype != w.fixed_dtype:
-        kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
-    kw.line(dot_line(config))
+    dot_step(kw, config, x, w)
     kw.indent -= 1
 
 
@@ -229,7 +223,5 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
     tap_terms = " + ".join(f"{koffs[d]} * {swc[1 + d]}" for d in range(nd))
     kw.line(f"b = tl.load({wc_ptr} + oc[None, :] * {swc[0]} + {tap_terms} + {kc}[:, None], "
             f"mask=k_in[:, None] & n_in[None, :], other=0.0)")
-    if x.dtype != w.dtype or x.fixed_dtype != w.fixed_dtype:
-        kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
-    kw.line(dot_line(config))
+    dot_step(kw, config, x, w)
     kw.indent -= 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kfoundry.experts.composer.fusion import Group
 from kfoundry.experts.composer.host import HostContext, product
-from kfoundry.experts.composer.ir import category
+from kfoundry.experts.composer.ir import Value, category
 from kfoundry.experts.composer.kernel import (
     Access,
     Emitter,
@@ -70,10 +70,14 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
     return out
 
 
-def dot_line(config: dict, a: str = "a", b: str = "b") -> str:
+def dot_step(kw: KernelWriter, config: dict, a: Value, b: Value) -> None:
+    """acc += a_tile @ b_tile, the tiles loaded as `a` and `b` (both made fp32 where their dtypes differ)."""
+    if a.dtype != b.dtype or a.fixed_dtype != b.fixed_dtype:
+        kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
     if config.get("precision", "ieee") == "default":
-        return f"acc = tl.dot({a}, {b}, acc)"
-    return f"acc = tl.dot({a}, {b}, acc, input_precision=DOT_PRECISION)"
+        kw.line("acc = tl.dot(a, b, acc)")
+    else:
+        kw.line("acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)")
 
 
 def dot_precision_host(config: dict, tensor: str) -> str:
@@ -212,9 +216,7 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
             f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0.0)")
     kw.line(f"b = tl.load({b_base} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
             f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0.0)")
-    if a.dtype != b.dtype or a.fixed_dtype != b.fixed_dtype:
-        kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
-    kw.line(dot_line(config))
+    dot_step(kw, config, a, b)
     kw.indent -= 1
     kw.line("# epilogue: the ops after the product, on the accumulator tile")
     kw.line(f"m_ok = rm[:, None] < {m}")
