@@ -1,13 +1,16 @@
-"""The row template: reductions along dims, softmax and log-softmax, in one block per row or looping over the
-row in blocks (several passes), passing the evaluator."""
+"""The row template: reductions along dims, softmax and log-softmax, in one block per row, looping over the
+row in blocks (several passes) or splitting each row over several programs (a launch per pass), passing the
+evaluator."""
 
 import pytest
+import torch
 
 from kfoundry.experts.composer.codegen import generate
 from kfoundry.experts.composer.compose import capture
 from kfoundry.experts.composer.fusion import Group, plan
+from kfoundry.experts.composer.ir import TENSOR, Op, Value
 from kfoundry.experts.composer.model_init import init_parts
-from kfoundry.experts.composer.reduction import configs
+from kfoundry.experts.composer.reduction import configs, splittable
 from kfoundry.experts.composer.trace import load_sample
 from tests.experts.composer.helpers import (
     EXAMPLE_SIZES,
@@ -21,24 +24,46 @@ from tests.experts.composer.helpers import (
     verdict,
 )
 
+LOOPED = {"mode": "looped", "BR": 2, "BC": 4, "num_warps": 1}
+SPLIT = {"mode": "split", "BR": 4, "BC": 4, "num_warps": 1, "SPLIT": 2}
+
 
 def looped_source(problem) -> str:
     """A candidate whose row kernels walk each row in blocks of 4 columns: several blocks per row here."""
     sample = load_sample(problem)
     the_plan = plan(capture(sample).graph)
-    choice = {g.name: {"mode": "looped", "BR": 2, "BC": 4, "num_warps": 1} for g in the_plan.groups}
+    choice = {g.name: LOOPED for g in the_plan.groups}
     return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "looped")
+
+
+def split_source(problem, **changes) -> str:
+    """A candidate whose row kernels split each row over SPLIT programs walking blocks of 4 columns (several
+    blocks per chunk); row kernels with an argmax / argmin loop. Few programs: the interpreter runs each
+    one in turn, at every stage."""
+    sample = load_sample(problem)
+    the_plan = plan(capture(sample).graph)
+    split = {**SPLIT, **changes}
+    choice = {g.name: split if g.kind == "row" and splittable(g) else LOOPED for g in the_plan.groups}
+    assert any(c is split for c in choice.values())
+    return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "split")
 
 
 @pytest.fixture(scope="module")
 def composed():
     result = compose_ok(fixture("reductions"))
     looped = looped_source(fixture("reductions"))
-    both = submit_all(fixture("reductions"), [first(result).source, looped], label="reductions")
+    split = split_source(fixture("reductions"))
+    both = submit_all(fixture("reductions"), [first(result).source, looped, split], label="reductions")
     ex = compose_ok(example("row_softmax"))  # composed at full size, evaluated small
-    return {"reductions": result, "looped": looped, "evaluations": both,
+    # BatchNorm: 140 columns a row, chunks of 20: the 8th program of each row has none
+    norms = {"batchnorm_relu": split_source(fixture("batchnorm_relu"), BR=2, SPLIT=8),
+             "group_instance_norm": split_source(fixture("group_instance_norm"))}
+    return {"reductions": result, "looped": looped, "split": split, "evaluations": both,
             "example": submit(example("row_softmax"), first(ex).source, EXAMPLE_SIZES["row_softmax"],
-                              label="row_softmax")}
+                              label="row_softmax"),
+            "norms": norms,
+            "norm_evaluations": {name: submit(fixture(name), source, label=f"{name}_split")
+                                 for name, source in norms.items()}}
 
 
 def test_one_kernel_per_input_and_reduced_dims(composed):
@@ -58,9 +83,27 @@ def test_one_kernel_per_input_and_reduced_dims(composed):
     assert loops == [1, 4, 3, 1]
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["single", "looped"])
+def test_split_rows_launch_once_per_level(composed):
+    kernels = composed["split"].split("def _row_")[1:]
+    assert "tl.argmax(" not in kernels[0] and "pid_s" not in kernels[0]  # argmax and argmin: not split
+    # a stage per level of reductions (each over its chunk of the row) and a last one for the outputs
+    assert [k.count("if STAGE == ") for k in kernels[1:]] == [4, 3, 2]
+    assert [k.count("for c0 in range(col_lo, col_hi, BC):") for k in kernels[1:]] == [4, 3, 1]
+    assert "for stage in range(1, 5):" in composed["split"]
+    assert "mask=row_ok & (pid_s == 0)" in kernels[3]  # the cross-entropy's mean: written once
+    # BatchNorm in training mode: mean, then variance of the centered values, then the normalized outputs
+    bn = composed["norms"]["batchnorm_relu"]
+    assert bn.count("if STAGE == ") == 3 and "torch.empty((2, relu.shape[1], 8)" in bn
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["single", "looped", "split"])
 def test_row_candidates_pass_the_evaluator(composed, index):
     verdict(composed["evaluations"].result()[index])
+
+
+@pytest.mark.parametrize("name", ["batchnorm_relu", "group_instance_norm"])
+def test_split_norms_pass_the_evaluator(composed, name):
+    verdict(composed["norm_evaluations"][name])
 
 
 def test_example_passes_the_evaluator(composed):
@@ -69,10 +112,43 @@ def test_example_passes_the_evaluator(composed):
 
 def test_configs_follow_the_row_length():
     short = configs(Group("row", 0, (64, 100), reduced=(1,)))
-    long = configs(Group("row", 0, (64, 100000), reduced=(1,)))
+    long = configs(Group("row", 0, (4096, 100000), reduced=(1,)))
     assert short[0]["mode"] == "single" and long[0]["mode"] == "looped"
+    few = configs(Group("row", 0, (64, 100000), reduced=(1,)))  # 64 programs would not fill a GPU
+    assert few[0]["mode"] == "split" and "looped" in {c["mode"] for c in few}
     assert all(c["BR"] >= 1 for c in short + long)
     wide = configs(Group("row", 0, (64, 20000), reduced=(1,)))
     assert [c["mode"] for c in wide].count("single") == 1  # one variant holds a 20000-wide row in registers
-    # a GroupNorm group of 16 channels x 160 x 160 (409600): no variant tries to hold it
-    assert {c["mode"] for c in configs(Group("row", 0, (192, 16, 160, 160), reduced=(1, 2, 3)))} == {"looped"}
+    # a GroupNorm group of 16 channels x 160 x 160 (409600) per row, 192 rows: no variant tries to hold it
+    assert {c["mode"] for c in configs(Group("row", 0, (192, 16, 160, 160), reduced=(1, 2, 3)))} == \
+        {"looped", "split"}
+    assert {c["mode"] for c in configs(Group("row", 0, (8192, 409600), reduced=(1,)))} == {"looped"}  # many rows
+
+
+def _group(space, reduced, reduction: str) -> Group:
+    x = Value("x", TENSOR, space, torch.float32)
+    out = Value("r", TENSOR, tuple(s for i, s in enumerate(space) if i not in reduced), torch.float32)
+    attrs = {"dim": reduced[0], "keepdim": False} if reduction.startswith("arg") else \
+        {"dims": reduced, "keepdim": False}
+    op = Op(reduction, [x], attrs, out)
+    out.producer = op
+    group = Group("row", 0, space, reduced=reduced, ops=[op], vmap={out: (0,)})
+    group.leaf_maps[(id(op), 0)] = tuple(range(len(space)))
+    return group
+
+
+def test_few_long_rows_are_split():
+    # BatchNorm2d in training mode after a convolution: 128 channels, each over N x H x W = 602112 values
+    bn = configs(_group((128, 602112), (1,), "mean"))
+    split = [c for c in bn if c["mode"] == "split"]
+    assert len(split) >= 2 and bn[:len(split)] == split and bn[len(split)]["mode"] == "looped"
+    for c in split:
+        assert c["SPLIT"] & (c["SPLIT"] - 1) == 0 and 2 <= c["SPLIT"] <= 512
+        assert 512 <= 128 * c["SPLIT"] <= 2048  # about 1024 programs
+        assert 602112 // c["SPLIT"] >= 4 * c["BC"]
+    assert len({(c["BC"], c["num_warps"]) for c in split}) == len(split)
+    # one row: as many chunks as there are runs of 4 blocks
+    one = [c for c in configs(_group((1, 262144), (1,), "sum")) if c["mode"] == "split"]
+    assert one and all(c["SPLIT"] == 262144 // (4 * c["BC"]) for c in one)
+    assert "split" not in {c["mode"] for c in configs(_group((128, 4096), (1,), "sum"))}  # short rows
+    assert "split" not in {c["mode"] for c in configs(_group((128, 602112), (1,), "argmax"))}

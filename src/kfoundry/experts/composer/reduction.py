@@ -7,6 +7,11 @@ Each program owns BR rows of the outer (kept) dims and walks the reduced dims in
 * ``single``: BC covers the whole reduced extent; everything is loaded once and stays in registers.
 * ``looped``: one pass over the row per level of dependent reductions (softmax: max, then sum), then a last
   pass that writes the outputs; inputs are re-read in each pass instead of being held.
+* ``split``: for few, very long rows (a BatchNorm's channels over N x H x W): each row's columns are cut into
+  SPLIT chunks, one program each (grid: row blocks x SPLIT). The host launches the kernel once per level of
+  reductions and once more (constexpr STAGE = 1 .. levels + 1): at stage L each program reduces its chunk for
+  the level-L reductions and stores one partial per row into a float32 buffer; every later stage combines the
+  partials of the levels before it into the row values, and the last stage writes the outputs.
 """
 
 from __future__ import annotations
@@ -26,10 +31,35 @@ from kfoundry.experts.composer.kernel import (
     neutral_of,
     space_sizes,
     unravel,
+    wrap_call,
 )
 
-
 SINGLE_MAX_COLS = 32768  # the widest row one program holds in registers (16 warps: 64 values a thread)
+SPLIT_MIN_COLS = 65536  # rows at least this long, and fewer than SPLIT_MAX_ROWS of them, are split
+SPLIT_MAX_ROWS = 2048
+SPLIT_PROGRAMS = 1024  # the number of programs a split kernel aims for
+SPLIT_MAX = 512
+SPLIT_MIN_BLOCKS = 4  # each program walks at least this many blocks of its row
+SPLITTABLE = ("sum", "mean", "amax", "amin")  # reductions whose partial results combine
+
+
+def splittable(group: Group) -> bool:
+    """Every reduction of the group combines from partial results over chunks of a row (no argmax / argmin,
+    no integer inputs)."""
+    reductions = [op for op in group.ops if category(op.name) == "reduction"]
+    return all(op.name in SPLITTABLE and op.args[0].is_float for op in reductions)
+
+
+def split_count(rows: int, cols: int, br: int, bc: int) -> int:
+    """Chunks per row: a power of two giving about SPLIT_PROGRAMS programs in all, each chunk at least
+    SPLIT_MIN_BLOCKS blocks of BC columns, within [2, SPLIT_MAX]."""
+    row_blocks = -(-rows // br)
+    split = 2
+    while split < SPLIT_MAX and row_blocks * split < SPLIT_PROGRAMS:
+        split *= 2
+    while split > 2 and cols < split * SPLIT_MIN_BLOCKS * bc:
+        split //= 2
+    return split
 
 
 def configs(group: Group) -> list[dict]:
@@ -42,6 +72,13 @@ def configs(group: Group) -> list[dict]:
     looped = [{"mode": "looped", "BR": 1, "BC": 1024, "num_warps": 4},
               {"mode": "looped", "BR": 1, "BC": 2048, "num_warps": 8},
               {"mode": "looped", "BR": 4, "BC": 256, "num_warps": 4}]
+    if cols >= SPLIT_MIN_COLS and rows < SPLIT_MAX_ROWS and splittable(group):
+        # few rows: one program per row would leave most of the GPU idle (128 BatchNorm channels of
+        # 602112 values each: 128 programs); each row is split over several programs instead
+        split = [{"mode": "split", "BR": 1, "BC": bc, "num_warps": warps,
+                  "SPLIT": split_count(rows, cols, 1, bc)}
+                 for bc, warps in ((2048, 8), (1024, 4), (4096, 8))]
+        return split + looped
     if cols <= 8192:
         rows_per_program = 16 if cols <= 64 else 4 if cols <= 512 else 1
         warps = 4 if cols <= 2048 else 8
@@ -97,7 +134,7 @@ class RowKernel:
         kw = self.kw
         n_rows = kw.arg("n_rows", product([product([self.sizes[d] for d in e]) for e in self.outer_entries]))
         n_cols = kw.arg("n_cols", product([product([self.sizes[d] for d in e]) for e in self.red_entries]))
-        self.n_cols = n_cols
+        self.n_rows, self.n_cols = n_rows, n_cols
         rows_expr = product([product([self.sizes[d] for d in e]) for e in self.outer_entries])
         cols_expr = product([product([self.sizes[d] for d in e]) for e in self.red_entries])
         br = kw.constexpr("BR", str(self.config["BR"]))
@@ -117,16 +154,19 @@ class RowKernel:
         self.emitter = Emitter(kw, self.host, self.group, self.access)
         if single:
             self._single(bc)
+        elif self.config["mode"] == "split":
+            self._split(bc, rows_expr)
+            return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
         else:
             self._looped(bc)
         grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}),)"
         self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}))
         return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
 
-    def _columns(self, start: str | None, bc: str) -> None:
+    def _columns(self, start: str | None, bc: str, end: str | None = None) -> None:
         kw = self.kw
         kw.line(f"cols = {start + ' + ' if start else ''}tl.arange(0, {bc})[None, :]")
-        kw.line(f"col_ok = cols < {self.n_cols}")
+        kw.line(f"col_ok = cols < {end or self.n_cols}")
         coords = unravel(kw, "cols", self.red_entries, self.sizes, "r")
         self.space.coords[len(self.outer_entries):] = coords
 
@@ -176,64 +216,87 @@ class RowKernel:
             stack.extend(a for a in v.producer.tensor_args if a in self.full)
         return [op for op in self.group.ops if op.out in needed]
 
-    def _loop(self, bc: str, body) -> None:
+    def _loop(self, bc: str, body, start: str = "0", end: str | None = None) -> None:
+        """A loop over the row (or the columns [start, end) of it) in blocks of bc."""
         kw = self.kw
-        kw.line(f"for c0 in range(0, {self.n_cols}, {bc}):")
+        kw.line(f"for c0 in range({start}, {end or self.n_cols}, {bc}):")
         kw.indent += 1
-        self._columns("c0", bc)
+        self._columns("c0", bc, end)
         before, exprs = dict(self.emitter.env), dict(self.emitter.exprs)
         body()
         kw.indent -= 1
         self.emitter.env, self.emitter.exprs = before, exprs  # values of one block do not outlive the loop
         self.emitter.reset_loads()
 
+    def _level(self, level: int) -> list[Op]:
+        return [op for op in self.group.ops if category(op.name) == "reduction" and self.stage[op.out] == level]
+
+    def _passes(self) -> int:
+        return max((self.stage[op.out] for op in self.group.ops if category(op.name) == "reduction"), default=0)
+
+    def _accumulators(self, reductions: list[Op], bc: str) -> dict[Op, tuple[str, str | None]]:
+        kw = self.kw
+        accs = {}
+        for op in reductions:
+            neutral = self._neutral(op, op.args[0])
+            acc = kw.local(f"acc_{op.out.name}")
+            fill = neutral if op.args[0].is_float else "0"
+            kw.line(f"{acc} = tl.full((BR, {bc}), {fill}, tl.float32)")
+            if op.name in ("argmax", "argmin"):
+                at = kw.local(f"at_{op.out.name}")
+                kw.line(f"{at} = tl.zeros((BR, {bc}), tl.int32)")
+                accs[op] = (acc, at)
+            else:
+                accs[op] = (acc, None)
+        return accs
+
+    def _accumulate(self, reductions: list[Op], accs: dict[Op, tuple[str, str | None]]) -> None:
+        """The body of a pass: one block of columns folded into the accumulators."""
+        kw = self.kw
+        for op in self._full_closure([r.args[0] for r in reductions]):
+            self.emitter.pointwise(op)
+        for op in reductions:
+            acc, at = accs[op]
+            x = self._input(op)
+            masked = f"tl.where(col_ok, {x}, {self._neutral(op, op.args[0])})"
+            if op.name in ("sum", "mean"):
+                kw.line(f"{acc} += {masked}")
+            elif op.name in ("amax", "amin"):
+                kw.line(f"{acc} = tl.{'maximum' if op.name == 'amax' else 'minimum'}({acc}, {masked})")
+            else:
+                better = kw.local("better")
+                kw.line(f"{better} = {masked} {'>' if op.name == 'argmax' else '<'} {acc}")
+                kw.line(f"{at} = tl.where({better}, cols, {at})")
+                kw.line(f"{acc} = tl.where({better}, {masked}, {acc})")
+
+    @staticmethod
+    def _fold(op: Op, block: str) -> str:
+        """A sum / max / min reduction of a 2-D block along its columns."""
+        fold = "sum" if op.name in ("sum", "mean") else "max" if op.name == "amax" else "min"
+        return f"tl.{fold}({block}, axis=1, keep_dims=True)"
+
+    def _write_full(self, full_exports: list[Value]) -> None:
+        for op in self._full_closure(full_exports):
+            self.emitter.pointwise(op)
+        for value in full_exports:
+            self.emitter.store(value, self.group.vmap[value], extra_mask=self._mask(value), extra_span={"row"})
+
     def _looped(self, bc: str) -> None:
         kw = self.kw
         group = self.group
         self._row_values(0)
-        passes = max((self.stage[op.out] for op in group.ops if category(op.name) == "reduction"), default=0)
+        passes = self._passes()
         for level in range(1, passes + 1):
-            reductions = [op for op in group.ops if category(op.name) == "reduction" and self.stage[op.out] == level]
-            accs = {}
-            for op in reductions:
-                neutral = self._neutral(op, op.args[0])
-                acc = kw.local(f"acc_{op.out.name}")
-                fill = neutral if op.args[0].is_float else "0"
-                kw.line(f"{acc} = tl.full((BR, {bc}), {fill}, tl.float32)")
-                if op.name in ("argmax", "argmin"):
-                    at = kw.local(f"at_{op.out.name}")
-                    kw.line(f"{at} = tl.zeros((BR, {bc}), tl.int32)")
-                    accs[op] = (acc, at)
-                else:
-                    accs[op] = (acc, None)
-
-            def body(reductions=reductions, accs=accs):
-                for op in self._full_closure([r.args[0] for r in reductions]):
-                    self.emitter.pointwise(op)
-                for op in reductions:
-                    acc, at = accs[op]
-                    x = self._input(op)
-                    masked = f"tl.where(col_ok, {x}, {self._neutral(op, op.args[0])})"
-                    if op.name in ("sum", "mean"):
-                        kw.line(f"{acc} += {masked}")
-                    elif op.name in ("amax", "amin"):
-                        kw.line(f"{acc} = tl.{'maximum' if op.name == 'amax' else 'minimum'}({acc}, {masked})")
-                    else:
-                        better = kw.local("better")
-                        kw.line(f"{better} = {masked} {'>' if op.name == 'argmax' else '<'} {acc}")
-                        kw.line(f"{at} = tl.where({better}, cols, {at})")
-                        kw.line(f"{acc} = tl.where({better}, {masked}, {acc})")
-
-            self._loop(bc, body)
+            reductions = self._level(level)
+            accs = self._accumulators(reductions, bc)
+            self._loop(bc, lambda reductions=reductions, accs=accs: self._accumulate(reductions, accs))
             for op in reductions:
                 acc, at = accs[op]
                 var = kw.local(op.out.name)
-                if op.name in ("sum", "mean"):
-                    text = f"tl.sum({acc}, axis=1, keep_dims=True)"
+                if op.name in ("sum", "mean", "amax", "amin"):
+                    text = self._fold(op, acc)
                     if op.name == "mean":
                         text = f"{text} / {self._divisor(op)}"
-                elif op.name in ("amax", "amin"):
-                    text = f"tl.{'max' if op.name == 'amax' else 'min'}({acc}, axis=1, keep_dims=True)"
                 else:
                     best = kw.local(f"best_{op.out.name}")
                     kw.line(f"{best} = tl.{'max' if op.name == 'argmax' else 'min'}({acc}, axis=1, keep_dims=True)")
@@ -246,15 +309,82 @@ class RowKernel:
             self._row_values(level)
         full_exports = [v for v in group.exports if v in self.full]
         if full_exports:
-            def final():
-                for op in self._full_closure(full_exports):
-                    self.emitter.pointwise(op)
-                for value in full_exports:
-                    self.emitter.store(value, group.vmap[value], extra_mask=self._mask(value), extra_span={"row"})
-            self._loop(bc, final)
+            self._loop(bc, lambda: self._write_full(full_exports))
         for value in group.exports:
             if value not in self.full:
                 self.emitter.store(value, group.vmap[value], extra_mask="row_ok", extra_span={"row"})
+
+    # -- each row split over several programs, one launch per level -----------------------------------
+    def _split(self, bc: str, rows_expr: str) -> None:
+        kw = self.kw
+        group = self.group
+        if not splittable(group):
+            raise ValueError(f"{group.name}: split rows need reductions that combine from partial results")
+        split = kw.constexpr("SPLIT", str(self.config["SPLIT"]))
+        stage_var = self.host.fresh("stage")
+        kw.constexpr("STAGE", stage_var)
+        reductions = [op for op in group.ops if category(op.name) == "reduction"]
+        slot = {op: k for k, op in enumerate(reductions)}  # where each reduction's partials lie in the buffer
+        partials = self.host.fresh(f"{group.name}_partials")
+        part = kw.arg("part_ptr", partials)
+        pid_s, chunk, lo, hi = (kw.local(n) for n in ("pid_s", "chunk", "col_lo", "col_hi"))
+        kw.line(f"{pid_s} = tl.program_id(1)")
+        kw.line(f"{chunk} = tl.cdiv(tl.cdiv({self.n_cols}, {split}), {bc}) * {bc}  # whole blocks of columns")
+        kw.line(f"{lo} = {pid_s} * {chunk}")
+        kw.line(f"{hi} = tl.minimum({lo} + {chunk}, {self.n_cols})")
+
+        def row_base(op: Op) -> str:  # the offset of a row's partials of one reduction
+            k = slot[op]
+            first = "rows" if k == 0 else f"({self.n_rows} + rows)" if k == 1 else f"({k} * {self.n_rows} + rows)"
+            return f"{first} * {split}"
+
+        self._row_values(0)
+        passes = self._passes()
+        for level in range(1, passes + 1):
+            level_ops = self._level(level)
+            kw.line(f"if STAGE == {level}:  # this chunk's part of the level-{level} reductions")
+            kw.indent += 1
+            accs = self._accumulators(level_ops, bc)
+            self._loop(bc, lambda ops=level_ops, accs=accs: self._accumulate(ops, accs), lo, hi)
+            for op in level_ops:
+                kw.line(f"tl.store({part} + {row_base(op)} + {pid_s}, {self._fold(op, accs[op][0])}, mask=row_ok)")
+            kw.indent -= 1
+            # the row values from the partials of every chunk: valid from stage level + 1 on, where they are used
+            for op in level_ops:
+                loaded = kw.local(f"part_{op.out.name}")
+                kw.line(f"{loaded} = tl.load({part} + {row_base(op)} + tl.arange(0, {split})[None, :], mask=row_ok, "
+                        f"other={self._neutral(op, op.args[0])})")
+                text = self._fold(op, loaded)
+                if op.name == "mean":
+                    text = f"{text} / {self._divisor(op)}"
+                var = kw.local(op.out.name)
+                kw.line(f"{var} = {text}")
+                self.emitter.bind(op.out, var, {"row"})
+                self.emitter.exprs[text] = var
+            self._row_values(level)
+        kw.line(f"if STAGE == {passes + 1}:  # the outputs")
+        kw.indent += 1
+        body_start = len(kw.lines)
+        full_exports = [v for v in group.exports if v in self.full]
+        if full_exports:
+            self._loop(bc, lambda: self._write_full(full_exports), lo, hi)
+        for value in group.exports:
+            if value not in self.full:  # one program per row writes its row values
+                self.emitter.store(value, group.vmap[value], extra_mask=f"row_ok & ({pid_s} == 0)",
+                                   extra_span={"row"})
+        if len(kw.lines) == body_start:
+            kw.line("pass")
+        kw.indent -= 1
+
+        indent = "        "
+        self.lines.append(wrap_call(f"{indent}{partials} = torch.empty(({len(reductions)}, {rows_expr}, "
+                                    f"{self.config['SPLIT']}), device={self.host.device()}, dtype=torch.float32)"))
+        self.lines.extend(indent + line for line in kw.prelude)
+        prelude, kw.prelude = kw.prelude, []
+        self.lines.append(f"{indent}for {stage_var} in range(1, {passes + 2}):  # a launch per level, then the outputs")
+        grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}), {self.config['SPLIT']})"
+        self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}, indent=indent + "    "))
+        kw.prelude = prelude
 
 
 def row_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
