@@ -1,9 +1,8 @@
-"""The convolution template: Conv2d / Conv3d / ConvTranspose2d as implicit GEMMs with fused epilogues."""
+"""The convolution template: Conv2d / Conv3d / ConvTranspose2d/3d as implicit GEMMs with fused epilogues, in each
+of its loop layouts (channels-last, output phases of a transposed convolution, multiply-adds, the direct gather)."""
 
 import pytest
 
-from kfoundry.experts.composer.conv import configs
-from kfoundry.experts.composer.fusion import Group
 from tests.experts.composer.helpers import (
     EXAMPLE_SIZES,
     check_variants,
@@ -20,6 +19,7 @@ CASES = {
     "conv3d_transpose": (fixture("conv3d_transpose"), {}),
     "example": (example("conv_relu"), EXAMPLE_SIZES["conv_relu"]),
     "channels_last": (fixture("conv_channels_last"), {}),  # grouped, dilated, strided, a strided input; 3D
+    "phases_depthwise": (fixture("conv_phases_depthwise"), {}),  # transposed 2D and 3D; depthwise
 }
 
 
@@ -27,7 +27,7 @@ CASES = {
 def composed():
     out = {}
     for name, (problem, sizes) in CASES.items():
-        result = compose_ok(problem)  # examples: composed at full size, evaluated small (sizes come from tensors)
+        result = compose_ok(problem, max_variants=8)  # examples: composed at full size, evaluated small (sizes come from tensors)
         out[name] = (result, submit(problem, first(result).source, sizes, label=name))
     return out
 
@@ -52,25 +52,46 @@ def test_conv_candidates_pass_the_evaluator(composed, name):
     verdict(composed[name][1])
 
 
-def test_tf32_is_a_variant_for_convolutions():
-    precisions = [c["precision"] for c in configs(Group("conv", 0, (2, 4, 4, 4)))]
-    assert precisions[0] == "tf32x3" and "tf32" in precisions and "ieee" in precisions
+def test_tf32_first_then_tf32x3_for_convolutions(composed):
+    result, _ = composed["channels_last"]
+    precisions = [c.config["conv_0"]["precision"] for c in result.candidates]
+    # cuDNN computes these in TF32 by PyTorch's default: TF32 leads, TF32x3 is the fourth of the first population
+    assert precisions[:4] == ["tf32", "tf32", "tf32", "tf32x3"]
+    assert "tf32=True" in first(result).source and "tf32=True" not in result.candidates[3].source
 
 
 def test_channels_last_variants_where_the_loop_fits(composed):
     result, _ = composed["channels_last"]
     layouts = [[config["layout"] for config in c.config.values()] for c in result.candidates]
-    assert layouts == [["channels_last"] * 2, ["channels_last"] * 2, ["direct"] * 2, ["channels_last"] * 2]
+    assert layouts[:4] == [["channels_last"] * 2] * 4 and layouts[-1] == ["direct"] * 2
     source = first(result).source
     assert "def _channels_last(" in source and "x_cl = _channels_last(" not in source  # the input is a view
-    assert "transpose_cl = _channels_last(transpose)" in source and "v_cl = _channels_last(v)" in source
+    assert "transpose_cl = _channels_last(transpose, tf32=True)" in source
+    assert "v_cl = _channels_last(v, tf32=True)" in source
     assert " // " not in source.split("for it in range(")[1].split("kc = ")[0].replace("tap = it // chunks", "")
-    # a transposed convolution keeps the direct gather (conv_1 of that fixture), and so does one with few input
-    # channels per group
-    assert {c.config["conv_1"]["layout"] for c in composed["conv3d_transpose"][0].candidates} == {"direct"}
-    assert {c.config["conv_0"]["layout"] for c in composed["conv2d_relu"][0].candidates} == {"direct"}
+    # BN no wider than the output channels of a group need: 6 a group here, 16 the dot's minimum
+    assert all(c.config["conv_0"]["BN"] == 16 for c in result.candidates)
+    # few input channels per group take the multiply-add loop
+    assert {c.config["conv_0"]["layout"] for c in composed["conv2d_relu"][0].candidates} == {"fma"}
+    assert {c.config["conv_1"]["layout"] for c in composed["conv3d_transpose"][0].candidates} == {"fma"}
 
 
 def test_the_direct_variant_of_a_channels_last_problem_passes_too(composed):
     result, _ = composed["channels_last"]
-    verdict(submit(CASES["channels_last"][0], result.candidates[2].source, label="channels_last_direct"))
+    verdict(submit(CASES["channels_last"][0], result.candidates[-1].source, label="channels_last_direct"))
+
+
+def test_transposed_convolutions_run_by_output_phase(composed):
+    result, _ = composed["phases_depthwise"]
+    layouts = {name: {c.config[name]["layout"] for c in result.candidates[:4]} for name in ("conv_0", "conv_1", "conv_2")}
+    assert layouts == {"conv_0": {"phases"}, "conv_1": {"phases"}, "conv_2": {"fma"}}
+    source = first(result).source
+    up = source.split("def _conv_0_kernel")[1].split("@triton.jit")[0]
+    assert "phase = tl.program_id(1) % 4" in up and "pid_g = tl.program_id(1) // 4" in up
+    assert "% 2 == 0" not in up  # no tap is loaded only to be masked away by the stride
+    assert "_channels_last(up_weight.transpose(0, 1), tf32=True)" in source
+    assert "2 * 4)](" in source  # two groups times four phases
+    up3d = source.split("def _conv_1_kernel")[1].split("@triton.jit")[0]
+    assert "phase = tl.program_id(1) % 6" in up3d
+    depthwise = source.split("def _conv_2_kernel")[1].split("class ModelNew")[0]
+    assert "tl.dot" not in depthwise and depthwise.count("acc += ") == 9  # the 3x3 taps, unrolled

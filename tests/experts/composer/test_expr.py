@@ -111,3 +111,30 @@ def test_literals():
     assert literal(math.nan) == 'float("nan")'
     with pytest.raises(KeyError):
         pointwise("fft", ["a"], {}, [False], set())
+
+
+def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
+    source = "import torch\nimport triton\nimport triton.language as tl\n\n" + HELPERS["_channels_last"]
+    path = tmp_path / "channels_last.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("channels_last", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5) * 100
+    x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
+    # a tie: 1 + 2^-11 + (half a TF32 ulp) lies halfway between two TF32 values; ties go away from zero
+    x[0, 0, 1, 0] = 1.0 + 2.0 ** -11
+    plain = module._channels_last(x)  # on the CPU, never rounded: the interpreter's dot is exact fp32
+    assert torch.equal(plain.nan_to_num(), x.permute(0, 2, 3, 1).nan_to_num())
+    out = torch.empty(2, 4, 5, 3)
+    module._channels_last_kernel[(1, 1, 2)](x, out, 3, 20, 4, 5, x.stride(0), x.stride(1), 0, x.stride(2),
+                                           x.stride(3), FLAT=True, ROUND_TF32=True, BS=64, BC=32)
+    want = x.permute(0, 2, 3, 1)
+    finite = torch.isfinite(want)
+    bits = out[finite].view(torch.int32)
+    assert bool(((bits & 0x1FFF) == 0).all())  # 10 mantissa bits left
+    ulp = torch.ldexp(torch.ones_like(want[finite]), torch.frexp(want[finite]).exponent - 11)
+    assert bool(((out[finite] - want[finite]).abs() <= ulp / 2).all())  # the nearest one
+    assert out[0, 1, 0, 0] == 1.0 + 2.0 ** -10
+    assert out[0, 0, 0, 0] == float("inf") and out[0, 0, 1, 0] == float("-inf") and out[0, 0, 2, 0].isnan()

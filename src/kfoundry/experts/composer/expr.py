@@ -42,7 +42,7 @@ def _trunc(x):
 ''',
     "_channels_last": '''@triton.jit
 def _channels_last_kernel(src, dst, C, S, size1, size2, stride_n, stride_c, stride_s0, stride_s1, stride_s2,
-                          FLAT: tl.constexpr, BS: tl.constexpr, BC: tl.constexpr):
+                          FLAT: tl.constexpr, ROUND_TF32: tl.constexpr, BS: tl.constexpr, BC: tl.constexpr):
     # dst[n, s, c] = src[n, c, s], s the flattened position over up to three spatial dims
     n = tl.program_id(2).to(tl.int64)
     rs = tl.program_id(0) * BS + tl.arange(0, BS)
@@ -53,11 +53,15 @@ def _channels_last_kernel(src, dst, C, S, size1, size2, stride_n, stride_c, stri
         pos = (rs // (size1 * size2)) * stride_s0 + ((rs // size2) % size1) * stride_s1 + (rs % size2) * stride_s2
     mask = (rs < S)[:, None] & (rc < C)[None, :]
     v = tl.load(src + n * stride_n + pos[:, None] + rc[None, :] * stride_c, mask=mask)
+    if ROUND_TF32:  # to the nearest TF32 value (ties away from zero), as cuDNN does; the tensor cores truncate
+        bits = (v.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000
+        v = tl.where(v == v, bits.to(tl.float32, bitcast=True), v)
     tl.store(dst + n * S * C + rs[:, None] * C + rc[None, :], v, mask=mask)
 
 
-def _channels_last(t):
-    """A new contiguous (N, *spatial, C) copy of an (N, C, *spatial) tensor (up to three spatial dims)."""
+def _channels_last(t, tf32=False):
+    """A new contiguous (N, *spatial, C) copy of an (N, C, *spatial) tensor (up to three spatial dims); with
+    tf32, fp32 values on a GPU are rounded to TF32 on the way (a TF32 dot then computes what cuDNN's does)."""
     spatial = list(t.shape[2:])
     sizes = [1] * (3 - len(spatial)) + spatial
     strides = [0] * (3 - len(spatial)) + [t.stride(2 + d) for d in range(len(spatial))]
@@ -68,7 +72,8 @@ def _channels_last(t):
     total = sizes[0] * sizes[1] * sizes[2]
     grid = (triton.cdiv(total, 64), triton.cdiv(t.shape[1], 32), t.shape[0])
     _channels_last_kernel[grid](t, out, t.shape[1], total, sizes[1], sizes[2], t.stride(0), t.stride(1),
-                                strides[0], strides[1], strides[2], FLAT=flat, BS=64, BC=32)
+                                strides[0], strides[1], strides[2], FLAT=flat,
+                                ROUND_TF32=bool(tf32 and t.is_cuda and t.dtype == torch.float32), BS=64, BC=32)
     return out
 ''',
     "_k_major": '''def _k_major(b):
