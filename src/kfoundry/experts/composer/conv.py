@@ -320,17 +320,29 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
         kw.line(f"{i} = {positions[d]} * {s} - {p} + {koffs[d]} * {dil}")
         ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
         off_terms.append(f"{i} * {sxc[1 + d]}")
-    kw.line(f"{row_ok} = {' & '.join(ok_terms)}")
-    kw.line(f"{row_off} = {' + '.join(off_terms)}")
-    channel = f"(pid_g * {cin_group} + {kc})" if attrs["groups"] != 1 else kc
-    kw.line(f"k_in = {kc} < {cin_group}")
-    kw.line(f"a = tl.load({xc_ptr} + {row_off}[:, None] + {channel}[None, :]{channel_stride}, "
-            f"mask={row_ok}[:, None] & k_in[None, :], other=0.0)")
     tap_terms = " + ".join(f"{koffs[d]} * {swc[1 + d]}" for d in range(nd))
-    kw.line(f"b = tl.load({wc_ptr} + oc[None, :] * {swc[0]} + {tap_terms} + {kc}[:, None], "
-            f"mask=k_in[:, None] & n_in[None, :], other=0.0)")
-    dot_step(kw, config, x, w)
+    _tap_step(kw, config, group, row_ok, row_off, ok_terms, off_terms, kc, cin_group,
+              f"{xc_ptr} + {row_off}[:, None] + {{channel}}[None, :]{channel_stride}",
+              f"{wc_ptr} + oc[None, :] * {swc[0]} + {tap_terms} + {kc}[:, None]")
     kw.indent -= 1
+
+
+def _tap_step(kw: KernelWriter, config: dict, group: Group, row_ok: str, row_off: str, ok_terms: list[str],
+              off_terms: list[str], kc: str, cin_group: str, a_address: str, b_address: str,
+              tap_ok: str | None = None) -> None:
+    """One step of a loop over (kernel position, chunk of BK input channels): the rows' validity and offsets,
+    the input tile at a_address and the weight tile at b_address ({channel}: this group's input channels),
+    then the dot."""
+    op = group.anchor
+    x, w = op.args
+    kw.line(f"{row_ok} = {' & '.join(ok_terms + ([tap_ok] if tap_ok else []))}")
+    kw.line(f"{row_off} = {' + '.join(off_terms)}")
+    channel = f"(pid_g * {cin_group} + {kc})" if op.attrs["groups"] != 1 else kc
+    kw.line(f"k_in = {kc} < {cin_group}")
+    kw.line(f"a = tl.load({a_address.format(channel=channel)}, mask={row_ok}[:, None] & k_in[None, :], other=0.0)")
+    kw.line(f"b = tl.load({b_address.format(channel=channel)}, "
+            f"mask=k_in[:, None] & n_in[None, :]{' & ' + tap_ok if tap_ok else ''}, other=0.0)")
+    dot_step(kw, config, x, w)
 
 
 def _static_unravel(kw: KernelWriter, flat: str, sizes: list[int], prefix: str) -> list[str]:
@@ -395,18 +407,11 @@ def _phases_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: G
         ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
         off_terms.append(f"{i} * {sxc[1 + d]}")
     kw.line(f"{tap_ok} = {' & '.join(f'({k} < {kernel[d]})' for d, k in enumerate(ks))}")
-    row_ok = kw.local("row_ok")
-    row_off = kw.local("row_off")
-    kw.line(f"{row_ok} = {' & '.join(ok_terms)} & {tap_ok}")
-    kw.line(f"{row_off} = {' + '.join(off_terms)}")
-    channel = f"(pid_g * {cin_group} + {kc})" if attrs["groups"] != 1 else kc
-    kw.line(f"k_in = {kc} < {cin_group}")
-    kw.line(f"a = tl.load({xc_ptr} + {row_off}[:, None] + {channel}[None, :], "
-            f"mask={row_ok}[:, None] & k_in[None, :], other=0.0)")
+    row_ok, row_off = kw.local("row_ok"), kw.local("row_off")
     tap_terms = " + ".join(f"{ks[d]} * {swc[1 + d]}" for d in range(nd))
-    kw.line(f"b = tl.load({wc_ptr} + rn[None, :] * {swc[0]} + {tap_terms} + {channel}[:, None], "
-            f"mask=k_in[:, None] & n_in[None, :] & {tap_ok}, other=0.0)")
-    dot_step(kw, config, x, w)
+    _tap_step(kw, config, group, row_ok, row_off, ok_terms, off_terms, kc, cin_group,
+              f"{xc_ptr} + {row_off}[:, None] + {{channel}}[None, :]",
+              f"{wc_ptr} + rn[None, :] * {swc[0]} + {tap_terms} + {{channel}}[:, None]", tap_ok)
     kw.indent -= 1
 
 
