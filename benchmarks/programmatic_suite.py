@@ -18,7 +18,7 @@ had not run that problem measures it anew, in the same session).
     python benchmarks/programmatic_suite.py [--max-evals 16] [--time-per-problem S] [--problems 1-9,12]
         [--out DIR] [--resume] [--device D | --devices cuda:0,cuda:1|all] [--set NAME=VALUE ...]
         [--trials N] [--timing-trials N] [--timeout S] [--no-cache] [--library PATH|user|off]
-        [--fill-baselines auto|on|off] [--json PATH] [--report-only] [--verbose]
+        [--fill-baselines auto|on|off] [--json PATH] [--report-only [--also DIR ...]] [--verbose]
 
 With --report-only, --problems picks the rows from every result bench.json holds, also those an earlier
 call with another selection finished.
@@ -353,6 +353,33 @@ def select_records(bench: dict[str, Any], names: Sequence[str]) -> dict[str, Any
     return chosen
 
 
+SAME_SETTINGS = ("method", "options", "time_per_problem_s", "llm", "max_evals", "max_cost", "target_speedup")
+
+
+def merge_benches(bench: dict[str, Any], others: Sequence[Path]) -> dict[str, Any]:
+    """bench with the records of problems it lacks taken from other bench directories (first one first), each
+    marked with the directory it came from; their settings must be the bench's own."""
+    records = {p["name"] for p in bench.get("problems", []) + bench.get("kept", [])}
+    out = dict(bench, problems=list(bench.get("problems", [])))
+    mine = bench.get("settings") or {}
+    for directory in others:
+        other = read_bench(directory)
+        if other is None:
+            raise ValueError(f"no bench.json in {directory}")
+        theirs = other.get("settings") or {}
+        differ = [key for key in SAME_SETTINGS if mine.get(key) != theirs.get(key)]
+        if differ:
+            raise ValueError(f"the bench in {directory} ran with other settings ({', '.join(differ)}): "
+                             "its rows would not compare")
+        for record in other.get("problems", []) + other.get("kept", []):
+            if record["name"] in records:
+                continue
+            records.add(record["name"])
+            run_dir = directory / (record.get("run_dir") or f"runs/{record['name']}")
+            out["problems"].append(dict(record, run_dir=str(run_dir.resolve()), from_bench=str(directory)))
+    return out
+
+
 def read_extras(out: Path, problems: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """From each problem's run dir (result.json of its search): LLM calls made, why the search stopped."""
     extras = {}
@@ -471,6 +498,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="where the JSON goes (default benchmarks/results/programmatic_suite-<UTC stamp>.json)")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: the table and JSON of the bench already in --out")
+    parser.add_argument("--also", type=Path, action="append", default=[], metavar="DIR",
+                        help="with --report-only: rows of problems --out has no record of, from another bench "
+                             "directory run with the same settings (repeatable; each such row is named in the notes)")
     parser.add_argument("--verbose", action="store_true", help="print every step of every problem")
     return parser.parse_args(argv)
 
@@ -483,6 +513,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench = read_bench(args.out)
         if bench is None:
             print(f"error: no bench.json in {args.out}", file=sys.stderr)
+            return 2
+        try:
+            bench = merge_benches(bench, args.also)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
         if args.problems:
             from kfoundry.bench.suite import discover
@@ -505,9 +540,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "devices": args.devices, "library": args.library, "bench_dir": str(args.out),
         "options": recorded.get("options"),
     }
-    rows = build_rows(bench.get("problems", []), baseline_records(args.out),
-                      read_extras(args.out, bench.get("problems", [])))
+    baselines = {}
+    for directory in [*reversed(args.also), args.out] if args.report_only else [args.out]:
+        baselines.update(baseline_records(directory))
+    rows = build_rows(bench.get("problems", []), baselines, read_extras(args.out, bench.get("problems", [])))
     document = build_document(bench, rows, settings, argv, stamp)
+    merged = {}
+    for p in bench.get("problems", []):
+        if p.get("from_bench"):
+            merged.setdefault(p["from_bench"], []).append(p["name"])
+    for directory, names in merged.items():
+        document["notes"].append(f"rows from the bench in {directory} (an earlier call, same settings): "
+                                 + ", ".join(names))
     if interrupted and not bench.get("interrupted"):  # the reference pass was
         document["notes"].append("interrupted: run the same command with --resume to finish")
     path = write_document(args.json or RESULTS_DIR / f"programmatic_suite-{stamp}.json", document)

@@ -169,3 +169,34 @@ def test_report_only_selection_takes_results_an_earlier_call_kept(ps, tmp_path):
     assert document["pending"] == ["14_fake_broken"] and not document["bench_complete"]
     assert document["bench_metrics"]["problems"] == 4 and document["summary"]["correct"] == 2
     assert any("14_fake_broken" in note for note in document["notes"])
+
+
+def test_report_only_also_joins_another_bench_of_the_same_settings(ps, tmp_path, capsys):
+    # an earlier bench finished 10 and 11; a later one (another directory) reran 11 and ran 12 and 13
+    earlier, later = tmp_path / "earlier", tmp_path / "later"
+    for directory, problems in ((earlier, FAKE_GPU_PROBLEMS[:2]),
+                                (later, [dict(FAKE_GPU_PROBLEMS[1], runtime_ms=0.5, speedup_eager=2.0)]
+                                 + FAKE_GPU_PROBLEMS[2:4])):
+        directory.mkdir()
+        (directory / "bench.json").write_text(json.dumps(_bench(problems, FAKE_GPU_LABELS)))
+    (earlier / "baselines").mkdir()
+    (earlier / "baselines" / "bench.json").write_text(json.dumps(_bench(list(FAKE_BASELINES.values()), {})))
+    (earlier / "runs" / "10_fake_gemm").mkdir(parents=True)
+    (earlier / "runs" / "10_fake_gemm" / "result.json").write_text(json.dumps({"stop_reason": "fake: earlier"}))
+    target = tmp_path / "joined.json"
+    assert ps.main(["--report-only", "--out", str(later), "--also", str(earlier), "--json", str(target)]) == 0
+    document = json.loads(target.read_text())
+    rows = {r["name"]: r for r in document["problems"]}
+    assert sorted(rows) == ["10_fake_gemm", "11_fake_conv", "12_fake_norm", "13_fake_pool"]
+    assert rows["11_fake_conv"]["ours_ms"] == 0.5  # --out's own record wins over the other bench's
+    assert rows["10_fake_gemm"]["stop_reason"] == "fake: earlier"  # read from the other bench's run directory
+    assert rows["12_fake_norm"]["baseline_source"] == "reference pass"  # its reference pass too
+    assert any("10_fake_gemm" in note and str(earlier) in note and "11_fake_conv" not in note
+               for note in document["notes"])
+    # a bench with other settings does not compare: bad usage, nothing written
+    other = _bench(FAKE_GPU_PROBLEMS[:1], FAKE_GPU_LABELS)
+    other["settings"]["max_evals"] = 32
+    (earlier / "bench.json").write_text(json.dumps(other))
+    assert ps.main(["--report-only", "--out", str(later), "--also", str(earlier),
+                    "--json", str(tmp_path / "no.json")]) == 2
+    assert "max_evals" in capsys.readouterr().err and not (tmp_path / "no.json").exists()

@@ -1,0 +1,239 @@
+"""Every variant the composer writes for some suite problems, timed on one GPU: a quick look at the templates
+without a search (no evaluator, no guard, no tuner).
+
+For each problem: compose up to --max-variants candidates, then one worker process per problem (composed code
+never runs in this process) builds the Model and each ModelNew from the same seed, checks each output against
+the float64 truth the way the evaluator does (error ratio within max(1, 2 x the fp32 reference's), atol = rtol =
+--tolerance), and times eager, torch.compile (with --compile) and every variant with triton.testing.do_bench
+(median of its repetitions). The evaluator's own timing is what a bench reports; this is for comparing templates.
+
+    python benchmarks/composer_variants.py --problems 5,16-22 [--max-variants 8] [--compile] [--json PATH]
+        [--tolerance 1e-4] [--timeout 600] [--conv-grid]
+
+Prints one table (problem, variant, ms, x eager, x compile, error ratio, ok) and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+SUITE = ROOT / "benchmarks" / "suite"
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+
+def suite_problems(selection: str) -> list[Path]:
+    from kfoundry.bench.suite import parse_selection
+
+    wanted = parse_selection(selection)
+    found = {}
+    for path in sorted(SUITE.glob("*.py")):
+        head = path.stem.split("_", 1)[0]
+        if head.isdigit() and int(head) in wanted:
+            found[int(head)] = path
+    return [found[n] for n in sorted(found)]
+
+
+def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: float) -> dict:
+    import torch
+    from triton.testing import do_bench
+
+    from kfoundry.evaluate.compare import error_ratio
+    from kfoundry.problem import (
+        build_model,
+        init_inputs_of,
+        load_module,
+        load_problem_module,
+        make_inputs,
+        read_problem,
+    )
+
+    module = load_problem_module(read_problem(problem))
+    init = init_inputs_of(module)
+    device = "cuda"
+    inputs = make_inputs(module, 0, torch.float32, device)
+
+    def kernels(fn) -> dict[str, float]:
+        """Device ms per call of each kernel the forward launches (torch.profiler, 5 calls)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                fn(*inputs)
+            torch.cuda.synchronize()
+        out = {}
+        for event in prof.key_averages():
+            total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+            if total and not event.key.startswith("cuda"):
+                out[event.key[:60]] = round(total / 5 / 1000, 4)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1])[:6])
+
+    def bench(fn) -> float:
+        with torch.no_grad():
+            return float(do_bench(lambda: fn(*inputs), warmup=50, rep=300, return_mode="median"))
+
+    model = build_model(module.Model, init, 0, torch.float32, device, False)
+    with torch.no_grad():
+        reference = model(*inputs)
+        truth_model = build_model(module.Model, init, 0, torch.float64, device, False)
+        truth = truth_model(*[t.double() if t.is_floating_point() else t for t in inputs]).float()
+    del truth_model
+    ref_error = error_ratio(reference.float(), truth, tolerance, tolerance)
+    out = {"problem": problem.stem, "eager_ms": bench(model), "compile_ms": None, "reference_error": ref_error,
+           "variants": [], "eager_kernels": kernels(model)}
+    if do_compile:
+        compiled = torch.compile(model)
+        out["compile_ms"] = bench(compiled)
+        del compiled
+    for path in candidates:
+        row = {"variant": path.stem}
+        try:
+            cand = load_module(path, path.read_text(), f"cand_{path.stem[:2]}").ModelNew
+            new = build_model(cand, init, 0, torch.float32, device, False)
+            with torch.no_grad():
+                got = new(*inputs)
+            torch.cuda.synchronize()
+            row["error"] = error_ratio(got.float(), truth, tolerance, tolerance)
+            row["ok"] = row["error"] <= max(1.0, 2 * ref_error)
+            row["ms"] = bench(new)
+            row["kernels"] = kernels(new)
+        except Exception as exc:  # noqa: BLE001 -- one failing variant must not hide the others
+            row["failure"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        out["variants"].append(row)
+        print(json.dumps({"progress": problem.stem, **row}), file=sys.stderr, flush=True)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", default="5,16-22")
+    parser.add_argument("--max-variants", type=int, default=8)
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--conv-grid", action="store_true",
+                        help="replace the composer's convolution configurations by CONV_GRID (exploration)")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        problem, *candidates = (Path(p) for p in args.worker)
+        print(json.dumps(worker(problem, candidates, args.compile, args.tolerance)))
+        return 0
+
+    from kfoundry.experts.composer import compose
+
+    if args.conv_grid:
+        use_conv_grid()
+    results = []
+    for problem in suite_problems(args.problems):
+        composed = compose(problem, max_variants=args.max_variants, tolerance=args.tolerance)
+        if not composed.candidates:
+            print(f"{problem.stem}: {composed.message}", flush=True)
+            results.append({"problem": problem.stem, "failure": composed.message})
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for i, c in enumerate(composed.candidates):
+                layout = next((k["layout"] for k in c.config.values() if "layout" in k), "")
+                path = Path(tmp) / f"{i:02d}_{c.name}{'_' + layout if layout else ''}.py"
+                path.write_text(c.source)
+                paths.append(path)
+            cmd = [sys.executable, __file__, "--tolerance", str(args.tolerance), "--worker", str(problem),
+                   *map(str, paths)] + (["--compile"] if args.compile else [])
+            try:
+                done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                results.append({"problem": problem.stem, "failure": f"timed out after {args.timeout:.0f} s"})
+                continue
+        if done.returncode != 0:
+            results.append({"problem": problem.stem, "failure": done.stderr[-2000:]})
+            print(f"{problem.stem}: worker failed\n{done.stderr[-2000:]}", flush=True)
+            continue
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        results.append(result)
+        print_problem(result)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = args.json or RESULTS_DIR / f"composer_variants-{stamp}.json"
+    path.write_text(json.dumps({"created_utc": stamp, "device": device_label(), "tolerance": args.tolerance,
+                                "results": results}, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
+# (BM, BN, BK, num_warps, num_stages, precision, layout): tiles a Hopper TF32 implicit GEMM might like; on a
+# transposed convolution "channels_last" reads "phases", and one with few channels per group keeps its own list
+CONV_GRID = [
+    (128, 128, 32, 8, 3, "tf32", "channels_last"),
+    (256, 128, 32, 8, 3, "tf32", "channels_last"),
+    (64, 128, 32, 4, 4, "tf32", "channels_last"),
+    (128, 64, 32, 4, 4, "tf32", "channels_last"),
+    (256, 64, 32, 8, 3, "tf32", "channels_last"),
+    (128, 256, 32, 8, 3, "tf32", "channels_last"),
+    (128, 128, 32, 4, 3, "tf32", "channels_last"),
+    (128, 128, 32, 8, 3, "tf32", "taps"),
+    (256, 128, 32, 8, 3, "tf32", "taps"),
+    (128, 64, 32, 4, 4, "tf32", "taps"),
+]
+
+
+def use_conv_grid() -> None:
+    from kfoundry.experts.composer import conv
+
+    original = conv.configs
+
+    def grid(group, precision="fp32", tolerance=None):
+        if group.reduced or not (conv.channels_last_fits(group) or conv.phases_fit(group)):
+            return original(group, precision, tolerance)
+        cout = conv.channels_per_group(group)[1]
+        out = []
+        for bm, bn, bk, w, s, p, layout in CONV_GRID:
+            if conv.phases_fit(group):
+                if layout != "channels_last":
+                    continue
+                layout = "phases"
+            config = conv._narrow({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "num_warps": w, "num_stages": s},
+                                  cout)
+            config.update(precision=p, layout=layout)
+            if config not in out:
+                out.append(config)
+        return out
+
+    conv.configs = grid
+
+
+def device_label() -> str:
+    import torch
+    import triton
+
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return f"{name}, torch {torch.__version__}, triton {triton.__version__}"
+
+
+def print_problem(result: dict) -> None:
+    eager, compiled = result["eager_ms"], result["compile_ms"]
+    print(f"\n{result['problem']}: eager {eager:.4f} ms, torch.compile "
+          f"{'n/a' if compiled is None else f'{compiled:.4f} ms'}, reference error ratio "
+          f"{result['reference_error']:.3g}")
+    print("  eager kernels: " + ", ".join(f"{k} {v:.3f}" for k, v in result.get("eager_kernels", {}).items()))
+    print(f"  {'variant':58} {'ms':>9} {'x eager':>8} {'x compile':>9} {'error':>8}  ok")
+    for row in result["variants"]:
+        if "failure" in row:
+            print(f"  {row['variant']:58} failed: {row['failure'][:150]}")
+            continue
+        vs_compile = f"{compiled / row['ms']:.3f}" if compiled else "n/a"
+        print(f"  {row['variant']:58} {row['ms']:9.4f} {eager / row['ms']:8.3f} {vs_compile:>9} "
+              f"{row['error']:8.3g}  {'yes' if row['ok'] else 'NO'}")
+        print("      " + ", ".join(f"{k} {v:.3f}" for k, v in row.get("kernels", {}).items()))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
