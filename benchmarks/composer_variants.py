@@ -111,7 +111,7 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", default="5,16-22")
     parser.add_argument("--max-variants", type=int, default=8)
@@ -122,7 +122,7 @@ def main() -> int:
     parser.add_argument("--conv-grid", action="store_true",
                         help="replace the composer's convolution configurations by CONV_GRID (exploration)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
         problem, *candidates = (Path(p) for p in args.worker)
         print(json.dumps(worker(problem, candidates, args.compile, args.tolerance)))

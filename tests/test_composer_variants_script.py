@@ -1,0 +1,48 @@
+"""benchmarks/composer_variants.py on the CPU: the problems it picks, the exploration grid it puts in the
+composer's place, and what it writes when the worker cannot time anything (no GPU here)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "benchmarks" / "composer_variants.py"
+
+
+@pytest.fixture
+def cv():
+    spec = importlib.util.spec_from_file_location("composer_variants_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_problems_by_leading_number(cv):
+    assert [p.name for p in cv.suite_problems("5,19-20")] == [
+        "5_conv_relu.py", "19_conv_transpose2d_bias_clamp.py", "20_conv2d_stride2_hardswish.py"]
+
+
+def test_the_grid_replaces_the_convolution_configurations(cv, monkeypatch):
+    from kfoundry.experts.composer import compose, conv
+
+    monkeypatch.setattr(conv, "configs", conv.configs)  # restored after the test
+    cv.use_conv_grid()
+    plain = compose(REPO / "benchmarks" / "suite" / "20_conv2d_stride2_hardswish.py", max_variants=20)
+    layouts = [next(iter(c.config.values()))["layout"] for c in plain.candidates]
+    assert len(plain.candidates) == len(cv.CONV_GRID) and {"channels_last", "taps"} <= set(layouts)
+    transposed = compose(REPO / "benchmarks" / "suite" / "19_conv_transpose2d_bias_clamp.py", max_variants=20)
+    assert {next(iter(c.config.values()))["layout"] for c in transposed.candidates} == {"phases"}
+    # 64 output channels: no tile wider than that
+    assert {next(iter(c.config.values()))["BN"] for c in transposed.candidates} == {64}
+
+
+def test_a_worker_that_cannot_run_is_a_row_not_a_crash(cv, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    target = tmp_path / "variants.json"
+    assert cv.main(["--problems", "5", "--max-variants", "1", "--json", str(target)]) == 0
+    document = json.loads(target.read_text())
+    assert [r["problem"] for r in document["results"]] == ["5_conv_relu"]
+    assert "failure" in document["results"][0] and document["device"].startswith("cpu")
+    assert "worker failed" in capsys.readouterr().out
