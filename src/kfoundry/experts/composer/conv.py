@@ -273,7 +273,6 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
     attrs = op.attrs
     nd = len(attrs["stride"])
     kernel = [int(s) for s in w.shape[2:]]
-    volume = math.prod(kernel)
     kw.helpers.add("_channels_last")
     tf32 = config.get("precision") == "tf32"
     w_cl = host.fresh(f"{host.name(w)}_cl")
@@ -291,26 +290,7 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
     lines.append(f"        {w_cl} = _channels_last({host.name(w)}{', tf32=True' if tf32 else ''})")
     wc_ptr = kw.arg("wc_ptr", w_cl)
     swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]  # out channel, then kernel
-    chunks = kw.local("chunks")
-    kw.line(f"{chunks} = tl.cdiv({cin_group}, BK)")
-    it, tap, kc = kw.local("it"), kw.local("tap"), kw.local("kc")
-    kw.line(f"for {it} in range(0, {volume} * {chunks}):")
-    kw.indent += 1
-    kw.line(f"{tap} = {it} // {chunks}")
-    kw.line(f"{kc} = ({it} % {chunks}) * BK + rk")
-    koffs = [tap]
-    if nd > 1:
-        koffs = [""] * nd
-        rest = tap
-        for d in range(nd - 1, -1, -1):
-            koffs[d] = kw.local(f"kd{d}")
-            if d == 0:
-                kw.line(f"{koffs[d]} = {rest}")
-            else:
-                kw.line(f"{koffs[d]} = {rest} % {kernel[d]}")
-                nxt = kw.local("tap_rest")
-                kw.line(f"{nxt} = {rest} // {kernel[d]}")
-                rest = nxt
+    kc, koffs = _tap_loop(kw, cin_group, kernel, "kd")
     row_ok = kw.local("row_ok")
     row_off = kw.local("row_off")
     ok_terms, off_terms = ["m_in"], [f"{sample} * {sxc[0]}"]
@@ -343,6 +323,19 @@ def _tap_step(kw: KernelWriter, config: dict, group: Group, row_ok: str, row_off
     kw.line(f"b = tl.load({b_address.format(channel=channel)}, "
             f"mask=k_in[:, None] & n_in[None, :]{' & ' + tap_ok if tap_ok else ''}, other=0.0)")
     dot_step(kw, config, x, w)
+
+
+def _tap_loop(kw: KernelWriter, cin_group: str, taps: list[int], prefix: str) -> tuple[str, list[str]]:
+    """Opens the loop over (kernel position, chunk of BK input channels): the chunk's channels and the position's
+    coordinate per dim (names; the caller closes the loop)."""
+    chunks = kw.local("chunks")
+    kw.line(f"{chunks} = tl.cdiv({cin_group}, BK)")
+    it, tap, kc = kw.local("it"), kw.local("tap"), kw.local("kc")
+    kw.line(f"for {it} in range(0, {math.prod(taps)} * {chunks}):")
+    kw.indent += 1
+    kw.line(f"{tap} = {it} // {chunks}")
+    kw.line(f"{kc} = ({it} % {chunks}) * BK + rk")
+    return kc, _static_unravel(kw, tap, taps, prefix) if len(taps) > 1 else [tap]
 
 
 def _static_unravel(kw: KernelWriter, flat: str, sizes: list[int], prefix: str) -> list[str]:
@@ -389,14 +382,7 @@ def _phases_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: G
         kw.line(f"{c} = ({phase[d]} + {pads[d]}) // {strides[d]}")
         first.append(k0)
         shift.append(c)
-    chunks = kw.local("chunks")
-    kw.line(f"{chunks} = tl.cdiv({cin_group}, BK)")
-    it, tap, kc = kw.local("it"), kw.local("tap"), kw.local("kc")
-    kw.line(f"for {it} in range(0, {math.prod(taps)} * {chunks}):")
-    kw.indent += 1
-    kw.line(f"{tap} = {it} // {chunks}")
-    kw.line(f"{kc} = ({it} % {chunks}) * BK + rk")
-    j = _static_unravel(kw, tap, taps, "j") if nd > 1 else [tap]
+    kc, j = _tap_loop(kw, cin_group, taps, "j")
     ks, ok_terms, off_terms = [], ["m_in"], [f"{sample} * {sxc[0]}"]
     tap_ok = kw.local("tap_ok")
     for d in range(nd):
