@@ -15,7 +15,9 @@ Layouts of the reduction loop (config["layout"]):
   the stride;
 * ``fma``: few input channels per group (a depthwise convolution): no dot product, the taps unrolled as
   multiply-adds of a row vector of the input and a column vector of the weight;
-* ``direct``: the general gather from the (N, C, *spatial) input, k = (input channel, kernel position).
+* ``direct``: the general gather from the (N, C, *spatial) input, k = (input channel, kernel position);
+* ``taps``: the channels-last loop reading the input where it lies (no copy; tiles strided along k): only
+  benchmarks/composer_variants.py's exploration grid asks for it.
 """
 
 from __future__ import annotations
@@ -97,9 +99,13 @@ def fma_fits(group: Group) -> bool:
     return channels_per_group(group)[0] < MIN_CHANNELS_LAST and taps <= MAX_FMA_TAPS
 
 
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
 def _narrow(tile: dict, cout: int) -> dict:
     """BN no wider than the output channels of a group need (at least 16, the dot's minimum)."""
-    return dict(tile, BN=min(tile["BN"], max(16, 1 << max(0, cout - 1).bit_length())))
+    return dict(tile, BN=min(tile["BN"], max(16, _next_power_of_2(cout))))
 
 
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
@@ -107,7 +113,7 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
     precisions = dot_precisions(precision, tolerance, tf32_fair=True)
     cout = channels_per_group(group)[1]
     if fma_fits(group):
-        bn = "full" if group.reduced else min(64, max(2, 1 << max(0, cout - 1).bit_length()))
+        bn = "full" if group.reduced else min(64, max(2, _next_power_of_2(cout)))
         tiles = [dict(t, BN=bn) for t in FMA_TILES]
         return [dict(t, precision="default", layout="fma") for t in tiles]
     if group.reduced:  # a reduction over the channels in the epilogue: one tile spans them all
@@ -204,7 +210,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     emitter.bind(out, "acc", {"m", "n"})
     epilogue(emitter, access, group, 1, cout_group)
     tiles = tile_grid(m_total_host, cout_group_host, config)
-    columns = f"{groups} * {n_phases}" if n_phases > 1 and groups != 1 else str(n_phases if n_phases > 1 else groups)
+    columns = product([str(groups), str(n_phases)])
     lines.append(kw.launch(f"({tiles}, {columns})",
                            {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
