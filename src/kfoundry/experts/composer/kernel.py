@@ -97,12 +97,14 @@ class KernelWriter:
         signature = _wrap(plain + consts, f"def {self.name}(", 4 + len(self.name) + 1)
         return "@triton.jit\n" + signature + ":\n" + "\n".join(self.lines) + "\n"
 
-    def launch(self, grid: str, options: dict[str, str] | None = None, indent: str = "        ") -> str:
+    def launch(self, grid: str, options: dict[str, str] | None = None, indent: str = "        ",
+               with_prelude: bool = True) -> str:
+        """The launch line, after the prelude's host lines unless the caller placed those itself."""
         args = [p.host for p in self.params if not p.constexpr]
         args += [f"{p.name}={p.host}" for p in self.params if p.constexpr]
         args += [f"{k}={v}" for k, v in (options or {}).items()]
         launch = f"{indent}{self.name}[{grid}](\n" + _wrap(args, indent + "    ", len(indent) + 4)
-        return "\n".join([indent + line for line in self.prelude] + [launch])
+        return "\n".join([indent + line for line in (self.prelude if with_prelude else [])] + [launch])
 
 
 def wrap_call(line: str, width: int = 116) -> str:

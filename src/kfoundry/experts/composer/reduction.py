@@ -379,12 +379,11 @@ class RowKernel:
         indent = "        "
         self.lines.append(wrap_call(f"{indent}{partials} = torch.empty(({len(reductions)}, {rows_expr}, "
                                     f"{self.config['SPLIT']}), device={self.host.device()}, dtype=torch.float32)"))
-        self.lines.extend(indent + line for line in kw.prelude)
-        prelude, kw.prelude = kw.prelude, []
+        self.lines.extend(indent + line for line in kw.prelude)  # once, before the loop over stages
         self.lines.append(f"{indent}for {stage_var} in range(1, {passes + 2}):  # a launch per level, then the outputs")
         grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}), {self.config['SPLIT']})"
-        self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}, indent=indent + "    "))
-        kw.prelude = prelude
+        self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}, indent=indent + "    ",
+                                    with_prelude=False))
 
 
 def row_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
