@@ -2,11 +2,13 @@
 row in blocks (several passes) or splitting each row over several programs (a launch per pass), passing the
 evaluator."""
 
+import re
+
 import pytest
 import torch
 
 from kfoundry.experts.composer.codegen import generate
-from kfoundry.experts.composer.compose import capture
+from kfoundry.experts.composer.compose import capture, group_configs
 from kfoundry.experts.composer.fusion import Group, plan
 from kfoundry.experts.composer.ir import TENSOR, Op, Value
 from kfoundry.experts.composer.model_init import init_parts
@@ -32,7 +34,7 @@ def looped_source(problem) -> str:
     """A candidate whose row kernels walk each row in blocks of 4 columns: several blocks per row here."""
     sample = load_sample(problem)
     the_plan = plan(capture(sample).graph)
-    choice = {g.name: LOOPED for g in the_plan.groups}
+    choice = {g.name: LOOPED if g.kind == "row" else group_configs(g, "fp32", None)[0] for g in the_plan.groups}
     return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "looped")
 
 
@@ -78,9 +80,37 @@ def test_one_kernel_per_input_and_reduced_dims(composed):
     assert "(cols)" in kernels[1]  # the class index of each column, compared with the target
     check_variants(composed["reductions"])
     # looping over blocks of a row: one pass per level of dependent reductions, and a writing pass where a
-    # full row is written: max; sum; the target pick (needs both) + softmax's writing pass
+    # full row is written; the sum of exp(x - max) joins the max's pass, and the target pick reads one column
     loops = [k.count("for c0 in range(0, n_cols, BC):") for k in composed["looped"].split("def _row_")[1:]]
-    assert loops == [1, 4, 3, 1]
+    assert loops == [1, 2, 2, 1]
+
+
+@pytest.fixture(scope="module")
+def one_pass():
+    problem = fixture("online_softmax_gather")
+    result = compose_ok(problem)
+    looped = looped_source(problem)
+    return {"looped": looped,
+            "evaluations": submit_all(problem, [first(result).source, looped], label="online_softmax_gather")}
+
+
+def test_softmax_sums_join_the_max_pass_and_picks_read_one_column(one_pass):
+    kernels = one_pass["looped"].split("def _row_")[1:]
+    loops = [k.count("for c0 in range(0, n_cols, BC):") for k in kernels]
+    # the softmaxes of z, w and the cross-entropy's scaled logits share one kernel: their maxes and sums in
+    # one pass, then the writing pass; nll_loss's pick needs no pass (its target is computed by another
+    # kernel, and its index is computed beside it); the sum of nll_loss: one pass
+    assert loops == [2, 0, 1], loops
+    assert len(re.findall(r"grown(_\d)? = tl.maximum\(", kernels[0])) == 3  # running maxes of z, w, the logits
+    assert "acc_row_sum = acc_row_sum * scale + term" in kernels[0]
+    picks = [k for k in kernels if "is one column's value" in k]
+    assert len(picks) == 2 and all("col_ok = (cols >= 0) & (cols < n_cols)" in k for k in picks)
+    assert "iota2_ptr" not in one_pass["looped"]  # no index tensor is written to memory and read back
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["first", "looped"])
+def test_one_pass_candidates_pass_the_evaluator(one_pass, index):
+    verdict(one_pass["evaluations"].result()[index])
 
 
 def test_split_rows_launch_once_per_level(composed):

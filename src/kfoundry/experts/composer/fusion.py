@@ -24,6 +24,7 @@ import torch
 from kfoundry.experts.composer.builder import infer, norm_dims
 from kfoundry.experts.composer.ir import (
     CONST,
+    INDEX,
     INPUT,
     PARAM,
     POINTWISE,
@@ -118,6 +119,20 @@ def leaf_map_for(arg: Value, out: Value, out_map: Map) -> Map:
     return tuple(out_map[j] if arg.shape[i] != 1 else None for i, j in enumerate(aligned(arg.rank, out.rank)))
 
 
+def _indices_before_use(ops: list[Op]) -> list[Op]:
+    """The ops with each index op (iota: it needs only a shape) moved to just before its first user."""
+    moved = {op.out: op for op in ops if op.name in INDEX}
+    order: list[Op] = []
+    for op in ops:
+        if op.out in moved:
+            continue
+        for arg in op.tensor_args:
+            if arg in moved:
+                order.append(moved.pop(arg))
+        order.append(op)
+    return order + list(moved.values())
+
+
 class Planner:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -130,7 +145,7 @@ class Planner:
             self.position[v] = -1
 
     def plan(self) -> Plan:
-        for op in self.graph.ops:
+        for op in _indices_before_use(self.graph.ops):
             kind = category(op.name)
             if kind == "sym":
                 self.position[op.out] = -1  # sizes are computed from shapes at the top of forward
@@ -203,7 +218,9 @@ class Planner:
     # -- pointwise -------------------------------------------------------------------------------------
     def _pointwise(self, op: Op) -> None:
         candidates = self._candidates(op)[:1]
-        if not candidates:  # reads only tensors in memory: compute it beside a recent kernel of the same space
+        if not candidates and op.name not in INDEX:
+            # reads only tensors in memory: compute it beside a recent kernel of the same space (an index reads
+            # nothing: it starts a kernel beside its first user, which may need values that kernel cannot see)
             candidates = [g for g in reversed(self.groups()) if g.space == op.out.shape or (
                 g.kind == "pointwise" and len(g.space) <= op.out.rank and _broadcasts_to(g.space, op.out.shape))][:3]
         for group in candidates:

@@ -5,8 +5,11 @@ this template (their decompositions are in `decompose` and `norm`).
 Each program owns BR rows of the outer (kept) dims and walks the reduced dims in blocks of BC:
 
 * ``single``: BC covers the whole reduced extent; everything is loaded once and stays in registers.
-* ``looped``: one pass over the row per level of dependent reductions (softmax: max, then sum), then a last
-  pass that writes the outputs; inputs are re-read in each pass instead of being held.
+* ``looped``: one pass over the row per level of dependent reductions, then a last pass that writes the
+  outputs; inputs are re-read in each pass instead of being held. Two patterns need no pass of their own:
+  the sum of exp(x - max(x)) (softmax, log-softmax, logsumexp) joins the pass of its max, with the running
+  sum rescaled whenever the running max grows (online softmax); a sum of where(index == t, v, 0) along
+  the row (cross-entropy's pick of the target) is v read at column t of each row (a gather).
 * ``split``: for few, very long rows (a BatchNorm's channels over N x H x W): each row's columns are cut into
   SPLIT chunks, one program each (grid: row blocks x SPLIT). The host launches the kernel once per level of
   reductions and once more (constexpr STAGE = 1 .. levels + 1): at stage L each program reduces its chunk for
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from kfoundry.experts.composer.fusion import Group
 from kfoundry.experts.composer.host import HostContext, product
-from kfoundry.experts.composer.ir import Op, Value, category
+from kfoundry.experts.composer.ir import CONST, Op, Value, category
 from kfoundry.experts.composer.kernel import (
     Access,
     Emitter,
@@ -250,16 +253,30 @@ class RowKernel:
                 accs[op] = (acc, None)
         return accs
 
-    def _accumulate(self, reductions: list[Op], accs: dict[Op, tuple[str, str | None]]) -> None:
-        """The body of a pass: one block of columns folded into the accumulators."""
+    def _accumulate(self, reductions: list[Op], accs: dict[Op, tuple[str, str | None]],
+                    online: dict[Op, Op] | None = None) -> None:
+        """The body of a pass: one block of columns folded into the accumulators; `online` maps the sums of
+        exp(x - max) computed in the same pass to their max."""
         kw = self.kw
+        online = online or {}
         for op in self._full_closure([r.args[0] for r in reductions]):
             self.emitter.pointwise(op)
         for op in reductions:
             acc, at = accs[op]
             x = self._input(op)
             masked = f"tl.where(col_ok, {x}, {self._neutral(op, op.args[0])})"
-            if op.name in ("sum", "mean"):
+            sums = [s for s, top in online.items() if top is op]
+            if sums:
+                grown, base, scale, term = (kw.local(n) for n in ("grown", "base", "scale", "term"))
+                kw.line(f"{grown} = tl.maximum({acc}, {masked})")
+                # a lane that has seen only -inf keeps a zero sum: no exp(-inf - -inf)
+                kw.line(f"{base} = tl.where({grown} == -float(\"inf\"), 0.0, {grown})")
+                kw.line(f"{scale} = tl.exp({acc} - {base})")
+                kw.line(f"{term} = tl.where(col_ok, tl.exp({x} - {base}), 0.0)")
+                for s in sums:
+                    kw.line(f"{accs[s][0]} = {accs[s][0]} * {scale} + {term}")
+                kw.line(f"{acc} = {grown}")
+            elif op.name in ("sum", "mean"):
                 kw.line(f"{acc} += {masked}")
             elif op.name in ("amax", "amin"):
                 kw.line(f"{acc} = tl.{'maximum' if op.name == 'amax' else 'minimum'}({acc}, {masked})")
@@ -275,6 +292,110 @@ class RowKernel:
         fold = "sum" if op.name in ("sum", "mean") else "max" if op.name == "amax" else "min"
         return f"tl.{fold}({block}, axis=1, keep_dims=True)"
 
+    def _finish(self, op: Op, acc_at: tuple[str, str | None]) -> None:
+        """A reduction's row value from its accumulators after a pass."""
+        kw = self.kw
+        acc, at = acc_at
+        var = kw.local(op.out.name)
+        if op.name in ("sum", "mean", "amax", "amin"):
+            text = self._fold(op, acc)
+            if op.name == "mean":
+                text = f"{text} / {self._divisor(op)}"
+        else:
+            best = kw.local(f"best_{op.out.name}")
+            kw.line(f"{best} = tl.{'max' if op.name == 'argmax' else 'min'}({acc}, axis=1, keep_dims=True)")
+            # the first index holding the best value, like PyTorch
+            first = f"tl.where({acc} == {best}, {at}, {self.n_cols})"
+            text = f"tl.min({first}, axis=1, keep_dims=True).to(tl.int64)"
+        kw.line(f"{var} = {text}")
+        self.emitter.bind(op.out, var, {"row"})
+        self.emitter.exprs[text] = var
+
+    # -- online softmax: the sum of exp(x - max(x)) in the pass of the max -----------------------------
+    def _online_partner(self, op: Op, scanned: list[Op]) -> Op | None:
+        """The amax among `scanned` when op is sum(exp(x - amax(x))) of the same x, else None."""
+        if op.name != "sum" or not op.args[0].is_float:
+            return None
+        e = op.args[0]
+        if e not in self.group.vmap or e.producer.name != "exp":
+            return None
+        d = e.producer.args[0]
+        if not isinstance(d, Value) or d not in self.group.vmap or d.producer.name != "sub":
+            return None
+        x, top = d.producer.args[0], d.producer.args[1]
+        for candidate in scanned:
+            if candidate.name == "amax" and candidate.out is top and candidate.args[0] is x and x.is_float:
+                return candidate
+        return None
+
+    def _finish_online(self, op: Op, acc: str, top_acc: str) -> None:
+        """The row's sum of exp(x - max): each lane's sum rescaled from its own running max to the row's."""
+        kw = self.kw
+        top = self.emitter.env[self._online_top(op).out]
+        base = kw.local("base")
+        kw.line(f"{base} = tl.where({top} == -float(\"inf\"), 0.0, {top})")
+        var = kw.local(op.out.name)
+        kw.line(f"{var} = tl.sum({acc} * tl.exp({top_acc} - {base}), axis=1, keep_dims=True)")
+        # a row of -inf: exp(-inf - -inf) is nan in the reference, so its sum is nan too
+        kw.line(f"{var} = tl.where({top} == -float(\"inf\"), float(\"nan\"), {var})")
+        self.emitter.bind(op.out, var, {"row"})
+
+    def _online_top(self, op: Op) -> Op:
+        return op.args[0].producer.args[0].producer.args[1].producer
+
+    # -- gathers: sum(where(index == t, v, 0)) along the row is v at column t ------------------------
+    def _gather(self, op: Op) -> tuple[int, Value] | None:
+        """(position of t in the eq, v) when op sums where(iota == t, v, 0) along the row's one reduced dim, with t an integer row
+        value (not varying along the row) and v a float; else None."""
+        if op.name != "sum" or len(self.red_entries) != 1 or len(self.red_entries[0]) != 1:
+            return None
+        w = op.args[0]
+        if w not in self.group.vmap or w.producer.name != "where" or not w.is_float:
+            return None
+        hit, v, zero = w.producer.args
+        if not _is_zero(zero) or not isinstance(v, Value) or not v.is_tensor or not v.is_float:
+            return None
+        if not isinstance(hit, Value) or hit not in self.group.vmap or hit.producer.name != "eq":
+            return None
+        eq = hit.producer
+        for k in (0, 1):
+            index, t = eq.args[k], eq.args[1 - k]
+            if not (isinstance(index, Value) and index in self.group.vmap and index.producer.name == "iota"):
+                continue
+            if self.group.vmap[index][index.producer.attrs["dim"]] != self.red_entries[0][0]:
+                continue
+            if isinstance(t, Value) and t.is_tensor and not t.is_float and not self._along_row(eq, 1 - k):
+                return 1 - k, v
+        return None
+
+    def _along_row(self, op: Op, position: int) -> bool:
+        arg = op.args[position]
+        if arg in self.group.vmap:
+            return arg in self.full
+        return any(d in self.group.reduced for d in self.group.leaf_map(op, position) if d is not None)
+
+    def _emit_gather(self, op: Op) -> None:
+        kw = self.kw
+        position, v = self._gather(op)
+        eq = op.args[0].producer.args[0].producer
+        before, exprs = dict(self.emitter.env), dict(self.emitter.exprs)
+        kw.line(f"# {op.out.name}: the sum of where({eq.args[0].name} == {eq.args[1].name}, ...) along the row "
+                f"is one column's value")
+        target, _, _ = self.emitter.operand(eq, position, want_float=False)
+        kw.line(f"cols = {target}")
+        kw.line(f"col_ok = (cols >= 0) & (cols < {self.n_cols})")
+        self.space.coords[len(self.outer_entries):] = ["cols"]
+        for producer in self._full_closure([v]):
+            self.emitter.pointwise(producer)
+        picked = self.emitter.env[v] if v in self.emitter.env else self.emitter.operand(op.args[0].producer, 1,
+                                                                                         want_float=True)[0]
+        text = f"tl.where(row_ok & col_ok, {picked}, 0.0)"
+        self.emitter.env, self.emitter.exprs = before, exprs
+        self.emitter.reset_loads()
+        var = kw.local(op.out.name)
+        kw.line(f"{var} = {text}")
+        self.emitter.bind(op.out, var, {"row"})
+
     def _write_full(self, full_exports: list[Value]) -> None:
         for op in self._full_closure(full_exports):
             self.emitter.pointwise(op)
@@ -286,27 +407,27 @@ class RowKernel:
         group = self.group
         self._row_values(0)
         passes = self._passes()
-        for level in range(1, passes + 1):
-            reductions = self._level(level)
-            accs = self._accumulators(reductions, bc)
-            self._loop(bc, lambda reductions=reductions, accs=accs: self._accumulate(reductions, accs))
-            for op in reductions:
-                acc, at = accs[op]
-                var = kw.local(op.out.name)
-                if op.name in ("sum", "mean", "amax", "amin"):
-                    text = self._fold(op, acc)
-                    if op.name == "mean":
-                        text = f"{text} / {self._divisor(op)}"
-                else:
-                    best = kw.local(f"best_{op.out.name}")
-                    kw.line(f"{best} = tl.{'max' if op.name == 'argmax' else 'min'}({acc}, axis=1, keep_dims=True)")
-                    # the first index holding the best value, like PyTorch
-                    first = f"tl.where({acc} == {best}, {at}, {self.n_cols})"
-                    text = f"tl.min({first}, axis=1, keep_dims=True).to(tl.int64)"
-                kw.line(f"{var} = {text}")
-                self.emitter.bind(op.out, var, {"row"})
-                self.emitter.exprs[text] = var
-            self._row_values(level)
+        level = 1
+        while level <= passes:
+            scanned = [op for op in self._level(level) if not self._gather(op)]
+            following = [op for op in self._level(level + 1) if not self._gather(op)]
+            partners = {op: self._online_partner(op, scanned) for op in following}
+            online = partners if following and all(partners.values()) else {}
+            if scanned:
+                accs = self._accumulators(scanned + list(online), bc)
+                self._loop(bc, lambda scanned=scanned, accs=accs, online=online:
+                           self._accumulate(scanned, accs, online))
+                for op in scanned:
+                    self._finish(op, accs[op])
+                for op, top in online.items():
+                    self._finish_online(op, accs[op][0], accs[top][0])
+            levels = [level, level + 1] if online else [level]
+            for done in levels:
+                for op in self._level(done):
+                    if self._gather(op):
+                        self._emit_gather(op)
+                self._row_values(done)
+            level = levels[-1] + 1
         full_exports = [v for v in group.exports if v in self.full]
         if full_exports:
             self._loop(bc, lambda: self._write_full(full_exports))
@@ -384,6 +505,12 @@ class RowKernel:
         grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}), {self.config['SPLIT']})"
         self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}, indent=indent + "    ",
                                     with_prelude=False))
+
+
+def _is_zero(arg) -> bool:
+    if isinstance(arg, Value):
+        return arg.kind == CONST and arg.concrete == 0
+    return isinstance(arg, (int, float)) and not isinstance(arg, bool) and arg == 0
 
 
 def row_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
