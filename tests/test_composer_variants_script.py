@@ -46,3 +46,11 @@ def test_a_worker_that_cannot_run_is_a_row_not_a_crash(cv, tmp_path, monkeypatch
     assert [r["problem"] for r in document["results"]] == ["5_conv_relu"]
     assert "failure" in document["results"][0] and document["device"].startswith("cpu")
     assert "worker failed" in capsys.readouterr().out
+
+
+def test_outputs_flatten_in_order(cv):
+    import torch
+
+    a, b, c = torch.zeros(1), torch.ones(2), torch.arange(3)
+    assert [t.numel() for t in cv._flat((a, [b, c]))] == [1, 2, 3]
+    assert cv._flat(b)[0] is b
