@@ -345,8 +345,8 @@ class RowKernel:
 
     # -- gathers: sum(where(index == t, v, 0)) along the row is v at column t ------------------------
     def _gather(self, op: Op) -> tuple[int, Value] | None:
-        """(position of t in the eq, v) when op sums where(iota == t, v, 0) along the row's one reduced dim, with t an integer row
-        value (not varying along the row) and v a float; else None."""
+        """(position of t in the eq, v) when op sums where(iota == t, v, 0) along the row's one reduced dim,
+        with t an integer row value (not varying along the row) and v a float; else None."""
         if op.name != "sum" or len(self.red_entries) != 1 or len(self.red_entries[0]) != 1:
             return None
         w = op.args[0]
@@ -403,7 +403,6 @@ class RowKernel:
             self.emitter.store(value, self.group.vmap[value], extra_mask=self._mask(value), extra_span={"row"})
 
     def _looped(self, bc: str) -> None:
-        kw = self.kw
         group = self.group
         self._row_values(0)
         passes = self._passes()
