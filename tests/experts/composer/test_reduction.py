@@ -87,30 +87,44 @@ def test_one_kernel_per_input_and_reduced_dims(composed):
 
 @pytest.fixture(scope="module")
 def one_pass():
-    problem = fixture("online_softmax_gather")
+    problem = fixture("one_pass_rows")
     result = compose_ok(problem)
     looped = looped_source(problem)
-    return {"looped": looped,
-            "evaluations": submit_all(problem, [first(result).source, looped], label="online_softmax_gather")}
+    norms = {name: looped_source(fixture(name)) for name in ("batchnorm_relu", "layer_rms_norm")}
+    return {"looped": looped, "norms": norms,
+            "evaluations": submit_all(problem, [first(result).source, looped], label="one_pass_rows"),
+            "norm_evaluations": {name: submit(fixture(name), source, label=f"{name}_looped")
+                                 for name, source in norms.items()}}
 
 
-def test_softmax_sums_join_the_max_pass_and_picks_read_one_column(one_pass):
+def test_carried_reductions_join_their_partners_pass_and_picks_read_one_column(one_pass):
     kernels = one_pass["looped"].split("def _row_")[1:]
     loops = [k.count("for c0 in range(0, n_cols, BC):") for k in kernels]
     # the softmaxes of z, w and the cross-entropy's scaled logits share one kernel: their maxes and sums in
-    # one pass, then the writing pass; nll_loss's pick needs no pass (its target is computed by another
-    # kernel, and its index is computed beside it); the sum of nll_loss: one pass
-    assert loops == [2, 0, 1], loops
+    # one pass, then the writing pass. nll_loss's pick (its target is computed by another kernel, its index
+    # beside it) reads one column, in the kernel of u's LayerNorm and variance: their mean and squared
+    # deviations in one pass, then the writing pass. The sum of nll_loss: one pass
+    assert loops == [2, 2, 1], loops
     assert len(re.findall(r"grown(_\d)? = tl.maximum\(", kernels[0])) == 3  # running maxes of z, w, the logits
     assert "acc_row_sum = acc_row_sum * scale + term" in kernels[0]
     picks = [k for k in kernels if "is one column's value" in k]
     assert len(picks) == 2 and all("col_ok = (cols >= 0) & (cols < n_cols)" in k for k in picks)
     assert "iota2_ptr" not in one_pass["looped"]  # no index tensor is written to memory and read back
+    assert "delta = tl.where(col_ok, u_2 - shift_mean, 0.0)" in kernels[1] and "acc_var += delta * delta" in kernels[1]
+    assert "/ (n_cols - 1.0)" in kernels[1]  # torch.var's correction
+    for name, source in one_pass["norms"].items():  # the norm layers: statistics in one pass, then the outputs
+        first_row_kernel = source.split("def _row_")[1]
+        assert first_row_kernel.count("for c0 in range(0, n_cols, BC):") == 2, name
 
 
 @pytest.mark.parametrize("index", [0, 1], ids=["first", "looped"])
 def test_one_pass_candidates_pass_the_evaluator(one_pass, index):
     verdict(one_pass["evaluations"].result()[index])
+
+
+@pytest.mark.parametrize("name", ["batchnorm_relu", "layer_rms_norm"])
+def test_looped_norms_pass_the_evaluator(one_pass, name):
+    verdict(one_pass["norm_evaluations"][name])
 
 
 def test_split_rows_launch_once_per_level(composed):
@@ -121,9 +135,10 @@ def test_split_rows_launch_once_per_level(composed):
     assert [k.count("for c0 in range(col_lo, col_hi, BC):") for k in kernels[1:]] == [4, 3, 1]
     assert "for stage in range(1, 5):" in composed["split"]
     assert "mask=row_ok & (pid_s == 0)" in kernels[3]  # the cross-entropy's mean: written once
-    # BatchNorm in training mode: mean, then variance of the centered values, then the normalized outputs
+    # BatchNorm in training mode: the sums of x - shift and of its squares in one stage, then the outputs
     bn = composed["norms"]["batchnorm_relu"]
-    assert bn.count("if STAGE == ") == 3 and "torch.empty((2, relu.shape[1], 8)" in bn
+    assert bn.count("if STAGE == ") == 2 and "torch.empty((2, relu.shape[1], 8)" in bn
+    assert "shift_mean = " in bn and "for stage in range(1, 3):" in bn
 
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["single", "looped", "split"])

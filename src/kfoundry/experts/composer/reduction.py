@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from kfoundry.experts.composer.fusion import Group
 from kfoundry.experts.composer.host import HostContext, product
-from kfoundry.experts.composer.ir import CONST, Op, Value, category
+from kfoundry.experts.composer.ir import Op, Value, category
 from kfoundry.experts.composer.kernel import (
     Access,
     Emitter,
@@ -36,6 +36,7 @@ from kfoundry.experts.composer.kernel import (
     unravel,
     wrap_call,
 )
+from kfoundry.experts.composer.row_passes import Pass, gather_of, schedule
 
 SINGLE_MAX_COLS = 32768  # the widest row one program holds in registers (16 warps: 64 values a thread)
 SPLIT_MIN_COLS = 65536  # rows at least this long, and fewer than SPLIT_MAX_ROWS of them, are split
@@ -253,19 +254,19 @@ class RowKernel:
                 accs[op] = (acc, None)
         return accs
 
-    def _accumulate(self, reductions: list[Op], accs: dict[Op, tuple[str, str | None]],
-                    online: dict[Op, Op] | None = None) -> None:
-        """The body of a pass: one block of columns folded into the accumulators; `online` maps the sums of
-        exp(x - max) computed in the same pass to their max."""
+    def _accumulate(self, reductions: list[Op], accs: dict[Op, tuple[str, str | None]], step: Pass | None = None,
+                    shifts: dict[Op, str] | None = None) -> None:
+        """The body of a pass: one block of columns folded into the accumulators, with the reductions `step`
+        carries updated beside their partners."""
         kw = self.kw
-        online = online or {}
         for op in self._full_closure([r.args[0] for r in reductions]):
             self.emitter.pointwise(op)
         for op in reductions:
             acc, at = accs[op]
             x = self._input(op)
             masked = f"tl.where(col_ok, {x}, {self._neutral(op, op.args[0])})"
-            sums = [s for s, top in online.items() if top is op]
+            sums = [s for s, top in step.online.items() if top is op] if step else []
+            deviations = [d for d, mean in step.deviations.items() if mean is op] if step else []
             if sums:
                 grown, base, scale, term = (kw.local(n) for n in ("grown", "base", "scale", "term"))
                 kw.line(f"{grown} = tl.maximum({acc}, {masked})")
@@ -276,6 +277,12 @@ class RowKernel:
                 for s in sums:
                     kw.line(f"{accs[s][0]} = {accs[s][0]} * {scale} + {term}")
                 kw.line(f"{acc} = {grown}")
+            elif deviations:  # sums of x - shift, and of its squares
+                delta = kw.local("delta")
+                kw.line(f"{delta} = tl.where(col_ok, {x} - {shifts[op]}, 0.0)")
+                kw.line(f"{acc} += {delta}")
+                for d in deviations:
+                    kw.line(f"{accs[d][0]} += {delta} * {delta}")
             elif op.name in ("sum", "mean"):
                 kw.line(f"{acc} += {masked}")
             elif op.name in ("amax", "amin"):
@@ -311,62 +318,63 @@ class RowKernel:
         self.emitter.bind(op.out, var, {"row"})
         self.emitter.exprs[text] = var
 
-    # -- online softmax: the sum of exp(x - max(x)) in the pass of the max -----------------------------
-    def _online_partner(self, op: Op, scanned: list[Op]) -> Op | None:
-        """The amax among `scanned` when op is sum(exp(x - amax(x))) of the same x, else None."""
-        if op.name != "sum" or not op.args[0].is_float:
-            return None
-        e = op.args[0]
-        if e not in self.group.vmap or e.producer.name != "exp":
-            return None
-        d = e.producer.args[0]
-        if not isinstance(d, Value) or d not in self.group.vmap or d.producer.name != "sub":
-            return None
-        x, top = d.producer.args[0], d.producer.args[1]
-        for candidate in scanned:
-            if candidate.name == "amax" and candidate.out is top and candidate.args[0] is x and x.is_float:
-                return candidate
-        return None
+    # -- carried reductions: computed in the pass of their partner (row_passes) --------------------------
+    def _schedule(self, online: bool) -> list[Pass]:
+        levels = [self._level(level) for level in range(1, self._passes() + 1)]
+        gathered = self._gather if online else (lambda op: None)
+        return schedule(levels, self.group.vmap, online=online, gathered=gathered)
 
-    def _finish_online(self, op: Op, acc: str, top_acc: str) -> None:
+    def _shifts(self, step: Pass, bc: str) -> dict[Op, str]:
+        """For each mean whose squared deviations ride along: a shift near the row's mean (the mean of the row's
+        first block), so that sums of x - shift and of its squares give the variance without the cancellation
+        of raw sums of squares. Every program of a row computes the same shift."""
+        kw, shifts = self.kw, {}
+        for mean in dict.fromkeys(step.deviations.values()):
+            before, exprs = dict(self.emitter.env), dict(self.emitter.exprs)
+            self._columns(None, bc)
+            for op in self._full_closure([mean.args[0]]):
+                self.emitter.pointwise(op)
+            shifts[mean] = kw.local(f"shift_{mean.out.name}")
+            kw.line(f"{shifts[mean]} = tl.sum(tl.where(col_ok, {self._input(mean)}, 0.0), axis=1, keep_dims=True) / "
+                    f"tl.minimum({self.n_cols}, {bc})")
+            self.emitter.env, self.emitter.exprs = before, exprs
+            self.emitter.reset_loads()
+        return shifts
+
+    def _finish_online(self, op: Op, top: Op, acc: str, top_acc: str) -> None:
         """The row's sum of exp(x - max): each lane's sum rescaled from its own running max to the row's."""
         kw = self.kw
-        top = self.emitter.env[self._online_top(op).out]
+        row_top = self.emitter.env[top.out]
         base = kw.local("base")
-        kw.line(f"{base} = tl.where({top} == -float(\"inf\"), 0.0, {top})")
+        kw.line(f"{base} = tl.where({row_top} == -float(\"inf\"), 0.0, {row_top})")
         var = kw.local(op.out.name)
         kw.line(f"{var} = tl.sum({acc} * tl.exp({top_acc} - {base}), axis=1, keep_dims=True)")
         # a row of -inf: exp(-inf - -inf) is nan in the reference, so its sum is nan too
-        kw.line(f"{var} = tl.where({top} == -float(\"inf\"), float(\"nan\"), {var})")
+        kw.line(f"{var} = tl.where({row_top} == -float(\"inf\"), float(\"nan\"), {var})")
         self.emitter.bind(op.out, var, {"row"})
 
-    def _online_top(self, op: Op) -> Op:
-        return op.args[0].producer.args[0].producer.args[1].producer
+    def _finish_shifted(self, step: Pass, mean: Op, shift: str, blocks: dict[Op, str]) -> None:
+        """A mean and the variances riding with it, from blocks (accumulators or partials) of the sums of
+        x - shift (the mean's) and of its squares (each variance's): with t the row's sum of x - shift,
+        mean = shift + t / n and variance = (sum of squares - t^2 / n) / (n - correction)."""
+        kw = self.kw
+        sums = {}
+        for op, block in blocks.items():
+            sums[op] = kw.local(f"sum_{op.out.name}")
+            kw.line(f"{sums[op]} = {self._fold(op, block)}")
+        total = sums[mean]
+        var = kw.local(mean.out.name)
+        kw.line(f"{var} = {shift} + {total} / {self._divisor(mean)}")
+        self.emitter.bind(mean.out, var, {"row"})
+        for op in [d for d, m in step.deviations.items() if m is mean]:
+            out = kw.local(op.out.name)
+            kw.line(f"{out} = tl.maximum({sums[op]} - {total} * {total} / {self.n_cols}, 0.0) / {self._divisor(op)}")
+            self.emitter.bind(op.out, out, {"row"})
 
     # -- gathers: sum(where(index == t, v, 0)) along the row is v at column t ------------------------
     def _gather(self, op: Op) -> tuple[int, Value] | None:
-        """(position of t in the eq, v) when op sums where(iota == t, v, 0) along the row's one reduced dim,
-        with t an integer row value (not varying along the row) and v a float; else None."""
-        if op.name != "sum" or len(self.red_entries) != 1 or len(self.red_entries[0]) != 1:
-            return None
-        w = op.args[0]
-        if w not in self.group.vmap or w.producer.name != "where" or not w.is_float:
-            return None
-        hit, v, zero = w.producer.args
-        if not _is_zero(zero) or not isinstance(v, Value) or not v.is_tensor or not v.is_float:
-            return None
-        if not isinstance(hit, Value) or hit not in self.group.vmap or hit.producer.name != "eq":
-            return None
-        eq = hit.producer
-        for k in (0, 1):
-            index, t = eq.args[k], eq.args[1 - k]
-            if not (isinstance(index, Value) and index in self.group.vmap and index.producer.name == "iota"):
-                continue
-            if self.group.vmap[index][index.producer.attrs["dim"]] != self.red_entries[0][0]:
-                continue
-            if isinstance(t, Value) and t.is_tensor and not t.is_float and not self._along_row(eq, 1 - k):
-                return 1 - k, v
-        return None
+        column = self.red_entries[0][0] if len(self.red_entries) == 1 and len(self.red_entries[0]) == 1 else None
+        return gather_of(op, self.group.vmap, column, self._along_row)
 
     def _along_row(self, op: Op, position: int) -> bool:
         arg = op.args[position]
@@ -405,28 +413,24 @@ class RowKernel:
     def _looped(self, bc: str) -> None:
         group = self.group
         self._row_values(0)
-        passes = self._passes()
-        level = 1
-        while level <= passes:
-            scanned = [op for op in self._level(level) if not self._gather(op)]
-            following = [op for op in self._level(level + 1) if not self._gather(op)]
-            partners = {op: self._online_partner(op, scanned) for op in following}
-            online = partners if following and all(partners.values()) else {}
-            if scanned:
-                accs = self._accumulators(scanned + list(online), bc)
-                self._loop(bc, lambda scanned=scanned, accs=accs, online=online:
-                           self._accumulate(scanned, accs, online))
-                for op in scanned:
-                    self._finish(op, accs[op])
-                for op, top in online.items():
-                    self._finish_online(op, accs[op][0], accs[top][0])
-            levels = [level, level + 1] if online else [level]
-            for done in levels:
+        for step in self._schedule(online=True):
+            if step.scanned:
+                accs = self._accumulators(step.scanned + step.carried, bc)
+                shifts = self._shifts(step, bc)
+                self._loop(bc, lambda step=step, accs=accs, shifts=shifts:
+                           self._accumulate(step.scanned, accs, step, shifts))
+                for op in step.scanned:
+                    if op in shifts:
+                        self._finish_shifted(step, op, shifts[op], {o: accs[o][0] for o in [op, *step.deviations]})
+                    else:
+                        self._finish(op, accs[op])
+                for op, top in step.online.items():
+                    self._finish_online(op, top, accs[op][0], accs[top][0])
+            for done in step.levels:
                 for op in self._level(done):
                     if self._gather(op):
                         self._emit_gather(op)
                 self._row_values(done)
-            level = levels[-1] + 1
         full_exports = [v for v in group.exports if v in self.full]
         if full_exports:
             self._loop(bc, lambda: self._write_full(full_exports))
@@ -458,30 +462,40 @@ class RowKernel:
             first = "rows" if k == 0 else f"({self.n_rows} + rows)" if k == 1 else f"({k} * {self.n_rows} + rows)"
             return f"{first} * {split}"
 
+        def load_partials(op: Op) -> str:
+            loaded = kw.local(f"part_{op.out.name}")
+            kw.line(f"{loaded} = tl.load({part} + {row_base(op)} + tl.arange(0, {split})[None, :], mask=row_ok, "
+                    f"other={self._neutral(op, op.args[0])})")
+            return loaded
+
         self._row_values(0)
-        passes = self._passes()
-        for level in range(1, passes + 1):
-            level_ops = self._level(level)
-            kw.line(f"if STAGE == {level}:  # this chunk's part of the level-{level} reductions")
+        steps = self._schedule(online=False)
+        for stage, step in enumerate(steps, start=1):
+            shifts = self._shifts(step, bc)  # in every launch: the later ones need them for the mean
+            named = " and ".join(str(level) for level in step.levels)
+            kw.line(f"if STAGE == {stage}:  # this chunk's part of the level-{named} reductions")
             kw.indent += 1
-            accs = self._accumulators(level_ops, bc)
-            self._loop(bc, lambda ops=level_ops, accs=accs: self._accumulate(ops, accs), lo, hi)
-            for op in level_ops:
+            accs = self._accumulators(step.scanned + step.carried, bc)
+            self._loop(bc, lambda step=step, accs=accs, shifts=shifts:
+                       self._accumulate(step.scanned, accs, step, shifts), lo, hi)
+            for op in step.scanned + step.carried:
                 kw.line(f"tl.store({part} + {row_base(op)} + {pid_s}, {self._fold(op, accs[op][0])}, mask=row_ok)")
             kw.indent -= 1
-            # the row values from the partials of every chunk: valid from stage level + 1 on, where they are used
-            for op in level_ops:
-                loaded = kw.local(f"part_{op.out.name}")
-                kw.line(f"{loaded} = tl.load({part} + {row_base(op)} + tl.arange(0, {split})[None, :], mask=row_ok, "
-                        f"other={self._neutral(op, op.args[0])})")
-                text = self._fold(op, loaded)
+            # the row values from the partials of every chunk: valid from the next stage on, where they are used
+            for op in step.scanned:
+                if op in shifts:
+                    self._finish_shifted(step, op, shifts[op], {o: load_partials(o) for o in [op, *step.deviations]})
+                    continue
+                text = self._fold(op, load_partials(op))
                 if op.name == "mean":
                     text = f"{text} / {self._divisor(op)}"
                 var = kw.local(op.out.name)
                 kw.line(f"{var} = {text}")
                 self.emitter.bind(op.out, var, {"row"})
                 self.emitter.exprs[text] = var
-            self._row_values(level)
+            for done in step.levels:
+                self._row_values(done)
+        passes = len(steps)
         kw.line(f"if STAGE == {passes + 1}:  # the outputs")
         kw.indent += 1
         body_start = len(kw.lines)
@@ -500,16 +514,10 @@ class RowKernel:
         self.lines.append(wrap_call(f"{indent}{partials} = torch.empty(({len(reductions)}, {rows_expr}, "
                                     f"{self.config['SPLIT']}), device={self.host.device()}, dtype=torch.float32)"))
         self.lines.extend(indent + line for line in kw.prelude)  # once, before the loop over stages
-        self.lines.append(f"{indent}for {stage_var} in range(1, {passes + 2}):  # a launch per level, then the outputs")
+        self.lines.append(f"{indent}for {stage_var} in range(1, {passes + 2}):  # a launch per pass, then the outputs")
         grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}), {self.config['SPLIT']})"
         self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}, indent=indent + "    ",
                                     with_prelude=False))
-
-
-def _is_zero(arg) -> bool:
-    if isinstance(arg, Value):
-        return arg.kind == CONST and arg.concrete == 0
-    return isinstance(arg, (int, float)) and not isinstance(arg, bool) and arg == 0
 
 
 def row_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
