@@ -4,6 +4,7 @@ pointwise ops of a group as Triton statements."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -253,6 +254,14 @@ class Emitter:
 
     def reset_loads(self) -> None:
         self.loaded = {}
+
+    @contextmanager
+    def scope(self):
+        """Values computed inside (one block of a row, one gathered column) do not outlive it."""
+        env, exprs = dict(self.env), dict(self.exprs)
+        yield
+        self.env, self.exprs = env, exprs
+        self.reset_loads()
 
     def bind(self, value: Value, var: str, span) -> None:
         self.env[value] = var

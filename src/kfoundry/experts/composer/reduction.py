@@ -6,15 +6,16 @@ Each program owns BR rows of the outer (kept) dims and walks the reduced dims in
 
 * ``single``: BC covers the whole reduced extent; everything is loaded once and stays in registers.
 * ``looped``: one pass over the row per level of dependent reductions, then a last pass that writes the
-  outputs; inputs are re-read in each pass instead of being held. Two patterns need no pass of their own:
-  the sum of exp(x - max(x)) (softmax, log-softmax, logsumexp) joins the pass of its max, with the running
-  sum rescaled whenever the running max grows (online softmax); a sum of where(index == t, v, 0) along
-  the row (cross-entropy's pick of the target) is v read at column t of each row (a gather).
+  outputs; inputs are re-read in each pass instead of being held. Some reductions need no pass of their own
+  (`row_passes`): the sum of exp(x - max(x)) and the mean of squared deviations from mean(x) ride in the
+  pass of their max / mean (online softmax, shifted sums); a sum of where(index == t, v, 0) along the row
+  (cross-entropy's pick of the target) is v read at column t of each row (a gather).
 * ``split``: for few, very long rows (a BatchNorm's channels over N x H x W): each row's columns are cut into
-  SPLIT chunks, one program each (grid: row blocks x SPLIT). The host launches the kernel once per level of
-  reductions and once more (constexpr STAGE = 1 .. levels + 1): at stage L each program reduces its chunk for
-  the level-L reductions and stores one partial per row into a float32 buffer; every later stage combines the
-  partials of the levels before it into the row values, and the last stage writes the outputs.
+  SPLIT chunks, one program each (grid: row blocks x SPLIT). The host launches the kernel once per pass and
+  once more (constexpr STAGE = 1 .. passes + 1): at stage P each program reduces its chunk for the
+  reductions of pass P and stores one partial per row into a float32 buffer; every later stage combines the
+  partials of the passes before it into the row values, and the last stage writes the outputs (no gathers
+  and no online softmax here: variances still ride with their mean).
 """
 
 from __future__ import annotations
@@ -226,11 +227,9 @@ class RowKernel:
         kw.line(f"for c0 in range({start}, {end or self.n_cols}, {bc}):")
         kw.indent += 1
         self._columns("c0", bc, end)
-        before, exprs = dict(self.emitter.env), dict(self.emitter.exprs)
-        body()
+        with self.emitter.scope():
+            body()
         kw.indent -= 1
-        self.emitter.env, self.emitter.exprs = before, exprs  # values of one block do not outlive the loop
-        self.emitter.reset_loads()
 
     def _level(self, level: int) -> list[Op]:
         return [op for op in self.group.ops if category(op.name) == "reduction" and self.stage[op.out] == level]
@@ -254,19 +253,18 @@ class RowKernel:
                 accs[op] = (acc, None)
         return accs
 
-    def _accumulate(self, reductions: list[Op], accs: dict[Op, tuple[str, str | None]], step: Pass | None = None,
-                    shifts: dict[Op, str] | None = None) -> None:
-        """The body of a pass: one block of columns folded into the accumulators, with the reductions `step`
-        carries updated beside their partners."""
+    def _accumulate(self, step: Pass, accs: dict[Op, tuple[str, str | None]], shifts: dict[Op, str]) -> None:
+        """The body of a pass: one block of columns folded into the accumulators of the reductions `step`
+        scans, with those it carries updated beside their partners."""
         kw = self.kw
-        for op in self._full_closure([r.args[0] for r in reductions]):
+        for op in self._full_closure([r.args[0] for r in step.scanned]):
             self.emitter.pointwise(op)
-        for op in reductions:
+        for op in step.scanned:
             acc, at = accs[op]
             x = self._input(op)
             masked = f"tl.where(col_ok, {x}, {self._neutral(op, op.args[0])})"
-            sums = [s for s, top in step.online.items() if top is op] if step else []
-            deviations = [d for d, mean in step.deviations.items() if mean is op] if step else []
+            sums = [s for s, top in step.online.items() if top is op]
+            deviations = [d for d, mean in step.deviations.items() if mean is op]
             if sums:
                 grown, base, scale, term = (kw.local(n) for n in ("grown", "base", "scale", "term"))
                 kw.line(f"{grown} = tl.maximum({acc}, {masked})")
@@ -330,15 +328,13 @@ class RowKernel:
         of raw sums of squares. Every program of a row computes the same shift."""
         kw, shifts = self.kw, {}
         for mean in dict.fromkeys(step.deviations.values()):
-            before, exprs = dict(self.emitter.env), dict(self.emitter.exprs)
-            self._columns(None, bc)
-            for op in self._full_closure([mean.args[0]]):
-                self.emitter.pointwise(op)
-            shifts[mean] = kw.local(f"shift_{mean.out.name}")
-            kw.line(f"{shifts[mean]} = tl.sum(tl.where(col_ok, {self._input(mean)}, 0.0), axis=1, keep_dims=True) / "
-                    f"tl.minimum({self.n_cols}, {bc})")
-            self.emitter.env, self.emitter.exprs = before, exprs
-            self.emitter.reset_loads()
+            with self.emitter.scope():
+                self._columns(None, bc)
+                for op in self._full_closure([mean.args[0]]):
+                    self.emitter.pointwise(op)
+                shifts[mean] = kw.local(f"shift_{mean.out.name}")
+                kw.line(f"{shifts[mean]} = tl.sum(tl.where(col_ok, {self._input(mean)}, 0.0), axis=1, "
+                        f"keep_dims=True) / tl.minimum({self.n_cols}, {bc})")
         return shifts
 
     def _finish_online(self, op: Op, top: Op, acc: str, top_acc: str) -> None:
@@ -386,20 +382,18 @@ class RowKernel:
         kw = self.kw
         position, v = self._gather(op)
         eq = op.args[0].producer.args[0].producer
-        before, exprs = dict(self.emitter.env), dict(self.emitter.exprs)
         kw.line(f"# {op.out.name}: the sum of where({eq.args[0].name} == {eq.args[1].name}, ...) along the row "
                 f"is one column's value")
-        target, _, _ = self.emitter.operand(eq, position, want_float=False)
-        kw.line(f"cols = {target}")
-        kw.line(f"col_ok = (cols >= 0) & (cols < {self.n_cols})")
-        self.space.coords[len(self.outer_entries):] = ["cols"]
-        for producer in self._full_closure([v]):
-            self.emitter.pointwise(producer)
-        picked = self.emitter.env[v] if v in self.emitter.env else self.emitter.operand(op.args[0].producer, 1,
-                                                                                         want_float=True)[0]
-        text = f"tl.where(row_ok & col_ok, {picked}, 0.0)"
-        self.emitter.env, self.emitter.exprs = before, exprs
-        self.emitter.reset_loads()
+        with self.emitter.scope():
+            target, _, _ = self.emitter.operand(eq, position, want_float=False)
+            kw.line(f"cols = {target}")
+            kw.line(f"col_ok = (cols >= 0) & (cols < {self.n_cols})")
+            self.space.coords[len(self.outer_entries):] = ["cols"]
+            for producer in self._full_closure([v]):
+                self.emitter.pointwise(producer)
+            picked = self.emitter.env[v] if v in self.emitter.env else \
+                self.emitter.operand(op.args[0].producer, 1, want_float=True)[0]
+            text = f"tl.where(row_ok & col_ok, {picked}, 0.0)"
         var = kw.local(op.out.name)
         kw.line(f"{var} = {text}")
         self.emitter.bind(op.out, var, {"row"})
@@ -417,8 +411,7 @@ class RowKernel:
             if step.scanned:
                 accs = self._accumulators(step.scanned + step.carried, bc)
                 shifts = self._shifts(step, bc)
-                self._loop(bc, lambda step=step, accs=accs, shifts=shifts:
-                           self._accumulate(step.scanned, accs, step, shifts))
+                self._loop(bc, lambda step=step, accs=accs, shifts=shifts: self._accumulate(step, accs, shifts))
                 for op in step.scanned:
                     if op in shifts:
                         self._finish_shifted(step, op, shifts[op], {o: accs[o][0] for o in [op, *step.deviations]})
@@ -438,7 +431,7 @@ class RowKernel:
             if value not in self.full:
                 self.emitter.store(value, group.vmap[value], extra_mask="row_ok", extra_span={"row"})
 
-    # -- each row split over several programs, one launch per level -----------------------------------
+    # -- each row split over several programs, one launch per pass ------------------------------------
     def _split(self, bc: str, rows_expr: str) -> None:
         kw = self.kw
         group = self.group
@@ -476,8 +469,7 @@ class RowKernel:
             kw.line(f"if STAGE == {stage}:  # this chunk's part of the level-{named} reductions")
             kw.indent += 1
             accs = self._accumulators(step.scanned + step.carried, bc)
-            self._loop(bc, lambda step=step, accs=accs, shifts=shifts:
-                       self._accumulate(step.scanned, accs, step, shifts), lo, hi)
+            self._loop(bc, lambda step=step, accs=accs, shifts=shifts: self._accumulate(step, accs, shifts), lo, hi)
             for op in step.scanned + step.carried:
                 kw.line(f"tl.store({part} + {row_base(op)} + {pid_s}, {self._fold(op, accs[op][0])}, mask=row_ok)")
             kw.indent -= 1
