@@ -279,12 +279,8 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
     attrs = op.attrs
     nd = len(attrs["stride"])
     kernel = [int(s) for s in w.shape[2:]]
-    kw.helpers.add("_channels_last")
-    tf32 = config.get("precision") == "tf32"
-    w_cl = host.fresh(f"{host.name(w)}_cl")
     if copy_input:
-        x_cl = host.fresh(f"{host.name(x)}_cl")
-        lines.append(f"        {x_cl} = _channels_last({host.name(x)}{', tf32=True' if tf32 else ''})")
+        x_cl = _channels_last_copy(kw, host, lines, config, x)
         xc_ptr = kw.arg("xc_ptr", x_cl)
         sxc = [kw.arg(f"stride_xc{i}", f"{x_cl}.stride({i})") for i in range(nd + 1)]  # sample, then spatial
         channel_stride = ""
@@ -293,7 +289,7 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
         xc_ptr = kw.arg("x_ptr", xn)
         sxc = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in [0] + list(range(2, nd + 2))]
         channel_stride = f" * {kw.arg('stride_x1', f'{xn}.stride(1)')}"
-    lines.append(f"        {w_cl} = _channels_last({host.name(w)}{', tf32=True' if tf32 else ''})")
+    w_cl = _channels_last_copy(kw, host, lines, config, w)
     wc_ptr = kw.arg("wc_ptr", w_cl)
     swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]  # out channel, then kernel
     kc, koffs = _tap_loop(kw, cin_group, kernel, "kd")
@@ -311,6 +307,17 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
               f"{xc_ptr} + {row_off}[:, None] + {{channel}}[None, :]{channel_stride}",
               f"{wc_ptr} + oc[None, :] * {swc[0]} + {tap_terms} + {kc}[:, None]")
     kw.indent -= 1
+
+
+def _channels_last_copy(kw: KernelWriter, host: HostContext, lines: list[str], config: dict, value,
+                        view: str = "") -> str:
+    """The host line making a channels-last copy of a tensor (seen through `view`), rounded to TF32 when the
+    dot runs in TF32; returns the copy's name."""
+    kw.helpers.add("_channels_last")
+    name = host.fresh(f"{host.name(value)}_cl")
+    tf32 = ", tf32=True" if config.get("precision") == "tf32" else ""
+    lines.append(f"        {name} = _channels_last({host.name(value)}{view}{tf32})")
+    return name
 
 
 def _tap_step(kw: KernelWriter, config: dict, group: Group, row_ok: str, row_off: str, ok_terms: list[str],
@@ -373,11 +380,8 @@ def _phases_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: G
     pads = [int(v) for v in attrs["padding"]]
     kernel = [int(k) for k in w.shape[2:]]
     taps = [-(-kernel[d] // strides[d]) for d in range(nd)]  # kernel positions of one phase, at most
-    kw.helpers.add("_channels_last")
-    tf32 = config.get("precision") == "tf32"
-    x_cl, w_cl = host.fresh(f"{host.name(x)}_cl"), host.fresh(f"{host.name(w)}_cl")
-    lines.append(f"        {x_cl} = _channels_last({host.name(x)}{', tf32=True' if tf32 else ''})")
-    lines.append(f"        {w_cl} = _channels_last({host.name(w)}.transpose(0, 1){', tf32=True' if tf32 else ''})")
+    x_cl = _channels_last_copy(kw, host, lines, config, x)
+    w_cl = _channels_last_copy(kw, host, lines, config, w, ".transpose(0, 1)")
     xc_ptr, wc_ptr = kw.arg("xc_ptr", x_cl), kw.arg("wc_ptr", w_cl)
     sxc = [kw.arg(f"stride_xc{i}", f"{x_cl}.stride({i})") for i in range(nd + 1)]
     swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]
