@@ -18,7 +18,7 @@ def _cuda_available() -> bool:
 # loads a candidate here). Not on a GPU machine: workers inherit it, and `gpu` tests must compile.
 if not _cuda_available():
     os.environ["TRITON_INTERPRET"] = "1"
-_CACHE_DIR = tempfile.mkdtemp(prefix="kfoundry-test-cache-")
+_CACHE_DIR = tempfile.mkdtemp(prefix="kf-test-cache-")
 os.environ["KFOUNDRY_CACHE_DIR"] = _CACHE_DIR
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CACHE_DIR, "inductor"))
 # retrieval as without the optional embedding model, installed or not (its tests ask for it by name)
