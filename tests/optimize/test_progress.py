@@ -1,36 +1,80 @@
 import io
+import time
 
 from rich.console import Console
 
 from kfoundry.optimize.progress import ProgressView
 
 
-def _view(quiet, timed=True):
+def _view(quiet, timed=True, terminal=True, heartbeat_s=30.0):
     out = io.StringIO()
-    return ProgressView(quiet=quiet, timed=timed, max_evals=10, max_time_s=60, max_cost=1.0,
-                        console=Console(file=out, width=120, force_terminal=False)), out
+    console = Console(file=out, width=120, force_terminal=terminal, color_system=None)
+    return ProgressView(quiet=quiet, timed=timed, max_evals=10, max_time_s=60, max_cost=1.0, console=console,
+                        heartbeat_s=heartbeat_s), out
+
+
+def _two_evaluations(view):
+    view.event({"event": "proposed", "id": "3", "expert": "tuner", "generation": 1}, 0.0)
+    view.event({"event": "evaluated", "id": "3", "expert": "tuner", "status": "ok", "fitness": 1.8,
+                "generation": 1}, 0.01)
+    view.event({"event": "best", "id": "3", "fitness": 1.8, "generation": 1}, 0.01)
+    view.event({"event": "evaluated", "id": "4", "expert": "memory", "status": "wrong_output",
+                "generation": 1}, 0.02)
 
 
 def test_the_panel_shows_the_figures_and_notable_events_get_a_line():
     view, out = _view(quiet=False)
     with view:
-        view.event({"event": "proposed", "id": "3", "expert": "tuner", "generation": 1}, 0.0)
-        view.event({"event": "evaluated", "id": "3", "expert": "tuner", "status": "ok", "generation": 1}, 0.01)
-        view.event({"event": "best", "id": "3", "fitness": 1.8, "generation": 1}, 0.01)
-        view.event({"event": "evaluated", "id": "4", "expert": "memory", "status": "wrong_output",
-                    "generation": 1}, 0.02)
+        _two_evaluations(view)
     text = out.getvalue()
     assert "new best, candidate 3 (1.8x over eager)" in text
     assert "2 / 10" in text and "50%" in text and "1.8x vs eager" in text and "$0.0200" in text
+    assert "8 evals, " in text  # budget left: evaluations, then seconds and dollars
+    assert "[" not in text.replace("\x1b[", "")  # no timestamped log lines on a terminal
+
+
+def test_the_panel_is_recomputed_between_events():
+    view, out = _view(quiet=False)
+    with view:
+        time.sleep(0.3)
+        view.elapsed_base = 1000.0  # time passing, with no event to announce it
+        time.sleep(0.6)
+        during = out.getvalue()
+    assert "1000 s" in during or "1001 s" in during
+
+
+def test_without_a_terminal_phases_and_candidates_are_log_lines_with_a_heartbeat():
+    view, out = _view(quiet=False, terminal=False, heartbeat_s=0.2)
+    with view:
+        view.status("reference: expected outputs")
+        view.status("reference: expected outputs")
+        view.note("a note")
+        _two_evaluations(view)
+        time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    assert "\x1b" not in out.getvalue()
+    said = [line.split("] ", 1)[1] for line in lines]
+    assert said[:5] == ["reference: expected outputs", "a note", "candidate 3 (tuner): ok, 1.8x",
+                        "generation 1: new best, candidate 3 (1.8x over eager)", "candidate 4 (memory): wrong_output"]
+    beat = next(line for line in said if line.startswith("still working: "))
+    assert beat.startswith("still working: generation 1; evaluations 2 / 10; correct 50%; best 1.8x vs eager; ")
+    assert "budget left 8 evals, " in beat and beat.endswith("now: candidate 4 (memory): wrong_output")
+    assert said[-1].startswith("summary: generation 1; evaluations 2 / 10")
 
 
 def test_untimed_runs_say_correct_and_quiet_prints_nothing():
     view, out = _view(quiet=False, timed=False)
     with view:
+        view.event({"event": "evaluated", "id": "1", "expert": "seed", "status": "ok", "fitness": 1.0,
+                    "generation": 0}, 0.0)
         view.event({"event": "best", "id": "1", "fitness": 1.0, "generation": 0}, 0.0)
     assert "candidate 1 (correct)" in out.getvalue() and "CPU: not timed" in out.getvalue()
-    quiet, out = _view(quiet=True)
-    with quiet:
-        quiet.event({"event": "best", "id": "1", "fitness": 2.0, "generation": 0}, 0.0)
-        quiet.note("hello")
-    assert out.getvalue() == ""
+    assert "1x" not in out.getvalue()
+    for terminal in (True, False):
+        quiet, out = _view(quiet=True, terminal=terminal, heartbeat_s=0.1)
+        with quiet:
+            quiet.status("reference")
+            quiet.event({"event": "best", "id": "1", "fitness": 2.0, "generation": 0}, 0.0)
+            quiet.note("hello")
+            time.sleep(0.25)
+        assert out.getvalue() == ""
