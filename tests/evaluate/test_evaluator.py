@@ -400,9 +400,9 @@ def test_evaluator_prepares_the_reference_once_and_gives_each_candidate_a_fresh_
     runs = []
     real_run = process_module.Worker.run
 
-    def spy(self, job, timeout_s):
+    def spy(self, job, timeout_s, **kwargs):
         runs.append((job.get("kind"), self.process.pid))
-        return real_run(self, job, timeout_s)
+        return real_run(self, job, timeout_s, **kwargs)
 
     monkeypatch.setattr(process_module.Worker, "run", spy)
     progress = []
@@ -410,17 +410,21 @@ def test_evaluator_prepares_the_reference_once_and_gives_each_candidate_a_fresh_
     with Evaluator(problems_dir / "affine.py", options, progress=progress.append) as evaluator:
         first = evaluator.evaluate(candidates_dir / "affine_ok.py")
         prepared = evaluator.prepared
+        judge_pid = evaluator.judge.worker.process.pid
         second = evaluator.evaluate(candidates_dir / "wrong_constant.py")
         third = evaluator.evaluate(candidates_dir / "affine_ok.py")
         assert evaluator.prepare() is prepared
+        assert evaluator.judge.worker.process.pid == judge_pid  # one judge serves every candidate
     assert [s.status for s in (first, second, third)] == ["ok", "wrong_output", "ok"]
     kinds = [kind for kind, _ in runs]
-    assert kinds == ["reference", "candidate", "candidate", "candidate"]
+    assert kinds == ["candidate", "candidate", "candidate"]
     candidate_pids = [pid for kind, pid in runs if kind == "candidate"]
-    assert len(set(candidate_pids)) == 3  # one fresh process per candidate
+    assert len(set(candidate_pids)) == 3 and judge_pid not in candidate_pids  # one fresh process per candidate
     assert first.durations_s["reference_s"] == third.durations_s["reference_s"]
-    assert sum("reference" in message for message in progress) == 1
-    assert sum(message.startswith("candidate: ") for message in progress) == 3
+    assert sum(message.startswith("reference: ready") for message in progress) == 1
+    assert sum(message.endswith(": starting") for message in progress) == 3
+    # the wrong candidate was stopped at its first wrong trial: no guard runs
+    assert not any(message == "candidate wrong_constant: guard" for message in progress)
 
 
 def test_evaluation_is_json_serializable(affine_eval):
@@ -462,3 +466,27 @@ def test_examples_are_ok_on_gpu_at_full_size(examples_dir, example):
                                    device="cuda", trials=2, timing_trials=20, baselines=("eager",))
     assert evaluation.status == "ok", evaluation.message
     assert evaluation.timing.eager_ms > 0.1  # GPU-sized by default: at least 100 us in eager
+
+
+@pytest.mark.parametrize("guard", ["cgroup", "watchdog"])
+def test_a_worker_over_its_memory_budget_is_ended_and_the_next_candidate_runs(guard, monkeypatch, tmp_path,
+                                                                            problems_dir, candidates_dir):
+    from kfoundry.evaluate.memory_guard import MemoryGuard
+
+    if guard == "watchdog":
+        monkeypatch.setenv("KFOUNDRY_MEMORY_GUARD", "watchdog")
+    else:
+        probe = MemoryGuard.create(1 << 30, tmp_path, "probe")
+        kind = probe.kind
+        probe.close()
+        if kind == "watchdog":
+            pytest.skip(f"no memory cgroup can be made here: {probe.reason}")
+    options = EvalOptions(device="cpu", trials=1, memory_limit_bytes=int(3e9), guard=False)  # a plain hog
+    with Evaluator(problems_dir / "affine.py", options) as evaluator:
+        hog = evaluator.evaluate(candidates_dir / "memory_hog.py")
+        after = evaluator.evaluate(candidates_dir / "affine_ok.py")
+    assert hog.status == "crash", hog.message
+    assert hog.message.startswith("out of host memory (") and "budget of 2.2 GB" in hog.message, hog.message
+    assert guard in hog.error["memory_guard"]
+    assert hog.error["out_of_memory_bytes"] >= 2e9
+    assert after.status == "ok", after.message  # the run goes on

@@ -1,13 +1,9 @@
 """kfoundry.evaluate.timing: statistics on CPU; timing an example on a CUDA GPU (gpu marker)."""
 
-import os
-import subprocess
-import sys
-import time
 
 import pytest
 
-from kfoundry.evaluate.timing import device_setup_lock, quantile, summarize, wait_for_device_setups
+from kfoundry.evaluate.timing import quantile, summarize
 
 
 def test_quantile_interpolates_linearly():
@@ -159,49 +155,3 @@ def test_a_spin_that_fails_leaves_trials_without_a_lead(monkeypatch):
     assert timer._calibrate_lead() == 0
     monkeypatch.setattr(timing, "_sleep", lambda cycles: None)
     assert timer._calibrate_lead() == 200_000  # 1e6 cycles took 1.0 ms: 0.2 ms is 2e5 cycles
-
-
-def _hold_setup_lock(lock, seconds: float) -> subprocess.Popen:
-    """Another process in a spare worker's set-up: holds the device lock for `seconds`."""
-    script = ("import sys, time\n"
-              "from kfoundry.evaluate.timing import device_setup_lock\n"
-              "with device_setup_lock():\n"
-              "    print('held', flush=True)\n"
-              f"    time.sleep({seconds})\n")
-    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "KFOUNDRY_DEVICE_LOCK": str(lock)})
-    assert holder.stdout.readline().strip() == "held"
-    return holder
-
-
-def test_timing_waits_for_a_worker_setting_up_on_the_same_device(tmp_path, monkeypatch):
-    lock = tmp_path / "cuda-0.lock"
-    monkeypatch.setenv("KFOUNDRY_DEVICE_LOCK", str(lock))
-    holder = _hold_setup_lock(lock, 1.5)
-    start = time.monotonic()
-    wait_for_device_setups()
-    waited = time.monotonic() - start
-    assert holder.wait(timeout=30) == 0
-    assert waited >= 1.0  # it waited for the set-up to end ...
-    start = time.monotonic()
-    wait_for_device_setups()
-    assert time.monotonic() - start < 0.5  # ... and nothing holds it now
-
-
-def test_timing_waits_for_a_setup_only_so_long(tmp_path, monkeypatch):
-    lock = tmp_path / "cuda-0.lock"
-    monkeypatch.setenv("KFOUNDRY_DEVICE_LOCK", str(lock))
-    holder = _hold_setup_lock(lock, 20)
-    try:
-        start = time.monotonic()
-        wait_for_device_setups(limit_s=0.3)
-        assert time.monotonic() - start < 3
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_without_a_lock_file_timing_does_not_wait(monkeypatch):
-    monkeypatch.delenv("KFOUNDRY_DEVICE_LOCK", raising=False)
-    with device_setup_lock():
-        wait_for_device_setups()

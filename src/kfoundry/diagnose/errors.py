@@ -606,6 +606,15 @@ BOILERPLATE = ("Extension modules:", "Current thread", "Thread 0x", "Stack (most
 
 def _crash(case: _Case) -> list[DiagnosticFinding]:
     e, evaluation = case.error, case.evaluation
+    if e.get("out_of_memory_bytes"):  # ended by its memory guard: no traceback, the figure is the evidence
+        used = e["out_of_memory_bytes"] / 1e9
+        return [case.finding(
+            "out-of-memory", f"out of host memory in phase {evaluation.phase}: {used:.1f} GB",
+            [evaluation.message, f"memory guard: {e.get('memory_guard') or 'unknown'}"],
+            "the worker's memory (the process, what it started, and its files) grew past its budget: allocate only "
+            "the output the reference returns, keep nothing per call, fuse instead of materialising large "
+            "intermediates, and check the size arithmetic (a product of the wrong dimensions, numel squared)",
+            location=None, data={"used_bytes": e["out_of_memory_bytes"], "device": "host"})]
     signal, code, phase = e.get("signal"), e.get("returncode"), e.get("phase") or evaluation.phase
     tail = str(e.get("stderr_tail") or "")
     useful = [line.strip() for line in tail.splitlines()

@@ -10,7 +10,9 @@ from typing import Any
 from kfoundry.evaluate.timing import TIMING_METHOD_VERSION
 
 
-def baseline_key(job: dict[str, Any], facts) -> str:
+def baseline_key(problem_hash: str, precision: str, eval_mode: bool, timing_trials: int, facts) -> str:
+    """Everything that moves a baseline's timing: the problem (content and --set values), the GPU (name
+    and UUID), the software, the precision and the timing method."""
     import torch
 
     try:
@@ -20,15 +22,15 @@ def baseline_key(job: dict[str, Any], facts) -> str:
     except ImportError:
         triton_version = None
     parts = {
-        "problem": job["problem_hash"],  # content hash of the file and its --set values
+        "problem": problem_hash,  # content hash of the file and its --set values
         "device": facts.name,
         "uuid": facts.uuid,
         "torch": torch.__version__,
         "triton": triton_version,
-        "precision": job["precision"],
-        "eval_mode": job["eval_mode"],
+        "precision": precision,
+        "eval_mode": eval_mode,
         "timing_method": TIMING_METHOD_VERSION,
-        "trials": job["timing"]["trials"],
+        "trials": timing_trials,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 

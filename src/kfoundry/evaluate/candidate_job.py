@@ -1,13 +1,17 @@
 """The candidate side of an evaluation, run in a fresh worker process of its own.
 
-Loads the candidate, builds ModelNew with the reference's seed, runs it on each trial's inputs
-(given as files: it never sees the expected outputs) and, on a GPU, times it. Outputs go back as
-files; judging them is the parent's job.
+Loads the candidate, builds ModelNew with the reference's seed, runs it on each set's inputs (which
+the judge puts in this worker's own memory or folder: it never sees the expected outputs) and, on a
+GPU, times it. Each output goes to the judge as soon as it exists (kfoundry.evaluate.transport) and
+is freed once judged, so a worker holds one set's inputs and outputs at a time; the parent stops it
+at the first wrong trial. GPU work runs under the GPU lock's shared side, timing under its exclusive
+side, and the lock is never held while waiting for the judge (who may need it).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,9 @@ import torch
 
 from kfoundry import problem as problems
 import kfoundry.evaluate.timing  # noqa: F401  (takes the timing functions before any candidate runs)
+from kfoundry.evaluate import transport
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
+from kfoundry.evaluate.gpu_lock import from_environment
 from kfoundry.evaluate.reference_job import plain, synchronize
 from kfoundry.guard.dynamic import (LaunchTracker, OpRecorder, cuda_kernel_names, global_state, library_kernels,
                                     profile_kernels, state_changes)
@@ -73,9 +79,80 @@ def load_model_class(path: str, source: str) -> tuple[type | None, dict[str, Any
     return model_class, None
 
 
+class Stopped(Exception):
+    """The parent ended the evaluation early (a wrong trial: the verdict is known)."""
+
+
+class Exchange:
+    """This worker's side of the transport: inputs from the judge, outputs to it."""
+
+    def __init__(self, channel, device: str, mode: str, workdir: Path) -> None:
+        self.channel, self.device, self.mode, self.workdir = channel, device, mode, workdir
+
+    def _ask(self, kind: str, **data: Any) -> dict[str, Any]:
+        reply = self.channel.request(kind, **data)
+        if reply.get("stop"):
+            raise Stopped(reply.get("reason", "stopped by the parent"))
+        if "error" in reply:
+            raise RuntimeError(f"the judge could not serve {kind}: {reply['error']}")
+        return reply
+
+    def inputs(self, name: str) -> list:
+        reply = self._ask("inputs", set=name, mode=self.mode)
+        if "file" in reply:
+            path = transport.file_in(self.workdir, reply["file"])
+            loaded = torch.load(path, weights_only=True)
+            path.unlink()
+            return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in loaded]
+        meta = reply["tree"]
+
+        def buffer(desc: dict[str, Any]) -> torch.Tensor:
+            dtype = transport.DTYPES[desc["dtype"]]
+            return torch.empty_strided(desc["shape"], desc["stride"], dtype=dtype, device=self.device)
+
+        values = transport.build_tree(meta, buffer)
+        self._ask("fill", set=name, buffers=transport.describe_tree(values, transport.share))
+        torch.cuda.ipc_collect()
+        return list(values)
+
+    def _describe(self, value: Any, stem: str, files: list[Path]) -> Any:
+        if self.mode == "ipc" and transport.carriable(value):
+            def leaf(x: torch.Tensor) -> dict[str, Any]:
+                x = x.detach().as_subclass(torch.Tensor)
+                return transport.share(x if x.device.type == "cuda" else x.to(self.device))
+
+            return transport.describe_tree(value, leaf)
+        name = f"{stem}.pt"
+        torch.save(plain(value), self.workdir / name)
+        files.append(self.workdir / name)
+        return {"file": name}
+
+    def check(self, label: str, name: str, out: Any, inputs: list | None = None, repeat: Any = None) -> None:
+        """Send one output (and the inputs after the run, and a repeat run's output) to be judged."""
+        files: list[Path] = []
+        stem = "".join(c if c.isalnum() else "-" for c in label)
+        try:
+            data = {"outputs": self._describe(out, f"out-{stem}", files)}
+            if inputs is not None:
+                data["inputs"] = self._describe(list(inputs), f"in-{stem}", files)
+            if repeat is not None:
+                data["repeat"] = self._describe(repeat, f"repeat-{stem}", files)
+            self._ask("check", label=label, set=name, **data)
+        finally:
+            for path in files:
+                path.unlink(missing_ok=True)
+            if self.device.startswith("cuda"):
+                torch.cuda.ipc_collect()
+
+
 def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     path, device = job["candidate_path"], job["device"]
     workdir = Path.cwd()
+    lock = from_environment("candidate")
+
+    def gpu(phase: str):
+        return lock.shared(phase) if lock is not None else contextlib.nullcontext()
+
     channel.phase("load")
     source = Path(path).read_text(encoding="utf-8")
     if not device.startswith("cuda") and uses_cuda_extension(source):
@@ -95,30 +172,27 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     dtype = problems.torch_dtype(job["precision"])
     try:
         init_inputs = torch.load(workdir / "init_inputs.pt", weights_only=False)
-        model = problems.build_model(model_class, init_inputs, job["init_seed"], dtype, device, job["eval_mode"])
+        with gpu("init"):
+            model = problems.build_model(model_class, init_inputs, job["init_seed"], dtype, device, job["eval_mode"])
     except BaseException as exc:
         return describe_exception(exc, path, "init")
+    exchange = Exchange(channel, device, job.get("transport", "file"), workdir)
 
-    def load_inputs(name: str) -> list:
-        return [x.to(device) if isinstance(x, torch.Tensor) else x
-                for x in torch.load(workdir / f"inputs_{name}.pt", weights_only=False, mmap=True)]
-
-    def run(inputs: list, seed: int, recorder: OpRecorder | None = None, poisoned: bool = True) -> Any:
-        if poisoned:
-            poison(job.get("output_meta"), device)
-        problems.seed_everything(seed)  # the reference's random state for this input set
-        tracker.protected = {id(x) for x in inputs}
-        with torch.no_grad():
-            if recorder is None:
-                out = model(*inputs)
-            else:
-                with recorder:
+    def run(inputs: list, seed: int, recorder: OpRecorder | None = None, poisoned: bool = True,
+            phase: str = "run") -> Any:
+        with gpu(phase):
+            if poisoned:
+                poison(job.get("output_meta"), device)
+            problems.seed_everything(seed)  # the reference's random state for this input set
+            tracker.protected = {id(x) for x in inputs}
+            with torch.no_grad():
+                if recorder is None:
                     out = model(*inputs)
-        synchronize(device)
+                else:
+                    with recorder:
+                        out = model(*inputs)
+            synchronize(device)
         return out
-
-    def save(name: str, out: Any, inputs: list) -> None:
-        torch.save({"output": plain(out), "inputs_after": plain(inputs)}, workdir / f"{name}.pt")
 
     # Triton and load_inline compile on the first call: give that its own phase (and time)
     channel.phase("compile")
@@ -126,27 +200,30 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     seeds = job["trial_seeds"]
     guard: dict[str, Any] = {}
     try:
-        run(load_inputs("0"), seeds[0])
+        run(exchange.inputs("0"), seeds[0], phase="compile")
         channel.phase("correctness")
         phase = "correctness"
         recorder = OpRecorder(tracker)
         launches = []
         for k, seed in enumerate(seeds):
-            inputs = load_inputs(str(k))
+            inputs = exchange.inputs(str(k))
             before = tracker.launches
-            out = run(inputs, seed, recorder)
+            out = run(inputs, seed, recorder, phase="correctness")
             launches.append(tracker.launches - before)
-            save(f"outputs_{k}", out, inputs)
-            del out
-        inputs = load_inputs("0")  # trial 0 again, same seed: a race shows as a different result
-        save("repeat_0", run(inputs, seeds[0], recorder), inputs)
+            repeat = None
+            if k == 0:  # trial 0 again, same seed: a race shows as a different result
+                again = exchange.inputs("0")
+                repeat = run(again, seeds[0], recorder, phase="correctness")
+                del again
+            exchange.check(f"trial {k}", str(k), out, inputs, repeat)
+            del out, inputs, repeat
         guard.update(launches_per_trial=launches, extension_calls=tracker.extension_calls,
                      ops=recorder.ops, compute_ops=recorder.compute_ops(), kernel_names=sorted(tracker.kernel_names))
 
         channel.phase("guard")
         phase = "guard"
         profile: dict[str, Any] = {}
-        guard_runs(job, tracker, run, save, load_inputs, guard, device, source, profile)
+        guard_runs(job, tracker, run, exchange, guard, device, source, profile, gpu)
         guard["state_changes"] = state_changes(state_before, global_state())
         if tracker.compiled:
             from kfoundry.evaluate.kernel_metadata import triton_metadata
@@ -157,7 +234,14 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             phase = "timing"
             channel.phase("timing")
             tracker.uninstall()  # timed as a user would run it: no launch hooks
-            result["timing"] = time_candidate(job, model, load_inputs("0"), workdir, device)  # the baselines' inputs
+            inputs = exchange.inputs("0")  # the baselines' inputs
+            with lock.exclusive("timing") if lock is not None else contextlib.nullcontext():
+                result["timing"], last = time_candidate(job, model, inputs, device)
+            channel.phase("timing check")
+            exchange.check("the last timed run", "0", last, inputs)
+            del last
+    except Stopped as stop:
+        return {"status": "stopped", "reason": str(stop)}
     except BaseException as exc:
         return describe_exception(exc, path, phase)
     finally:
@@ -165,38 +249,45 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     return result
 
 
-def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[str, Any], device: str,
-               source: str, profile: dict[str, Any]) -> None:
+def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict[str, Any], device: str,
+               source: str, profile: dict[str, Any], gpu) -> None:
     """The extra runs the guard judges: kernels off (ghost), new data in the same tensors and the
     same data in new tensors (caching), sparse outliers (shortcuts), and on a GPU the kernel list
     (which also goes to `profile`, with each launch's duration, for the diagnosis)."""
     seeds, probe_seed = job["trial_seeds"], job["probe_seed"]
     # On inputs no run has seen yet: memory freed by the trials holds their right answers, and an
     # output buffer that reuses it (CPU allocators do, whatever the poison) would pass a ghost run on them.
-    inputs = load_inputs("probe")
+    inputs = exchange.inputs("probe")
     tracker.ghost = True
     try:
-        save("ghost_output", run(inputs, probe_seed), inputs)
+        out = run(inputs, probe_seed, phase="guard")
     finally:
         tracker.ghost = False
+    exchange.check("ghost", "probe", out)
+    del out
     # same addresses, new data: a result cached by address would come back
-    inputs = load_inputs("0")
-    run(inputs, seeds[0])
-    for target, fresh in zip(inputs, load_inputs("probe")):
-        if isinstance(target, torch.Tensor) and isinstance(fresh, torch.Tensor) and target.shape == fresh.shape:
-            target.copy_(fresh)
-    save("cache_refill", run(inputs, probe_seed), inputs)
+    inputs = exchange.inputs("0")
+    run(inputs, seeds[0], phase="guard")
+    fresh = exchange.inputs("probe")
+    with gpu("guard"):
+        for target, new in zip(inputs, fresh):
+            if isinstance(target, torch.Tensor) and isinstance(new, torch.Tensor) and target.shape == new.shape:
+                target.copy_(new)
+    del fresh
+    exchange.check("cache refill", "probe", run(inputs, probe_seed, phase="guard"))
     # the same data at new addresses, the old tensors still alive
-    moved = load_inputs("probe")
-    save("cache_moved", run(moved, probe_seed), moved)
+    moved = exchange.inputs("probe")
+    exchange.check("cache moved", "probe", run(moved, probe_seed, phase="guard"))
     del inputs, moved
-    outliers = load_inputs("outlier")
-    save("outlier_output", run(outliers, probe_seed + 1), outliers)
+    outliers = exchange.inputs("outlier")
+    exchange.check("outliers", "outlier", run(outliers, probe_seed + 1, phase="guard"))
+    del outliers
     if device.startswith("cuda"):
-        inputs = load_inputs("0")
+        inputs = exchange.inputs("0")
         try:
-            poison(job.get("output_meta"), device)  # before, not inside, the profile: it is the harness's kernel
-            trace = profile_kernels(lambda: run(inputs, seeds[0], poisoned=False))
+            with gpu("poison"):
+                poison(job.get("output_meta"), device)  # before, not inside, the profile: it is the harness's kernel
+            trace = profile_kernels(lambda: run(inputs, seeds[0], poisoned=False, phase="profile"))
             own = set(tracker.kernel_names) | cuda_kernel_names(source)
             guard.update(kernels=[k["name"] for k in trace["kernels"]], streams=trace["streams"],
                          library_kernels=library_kernels(trace["kernels"], own))
@@ -205,7 +296,7 @@ def guard_runs(job, tracker: LaunchTracker, run, save, load_inputs, guard: dict[
             guard["profile_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def time_candidate(job: dict[str, Any], model, run_inputs: list, workdir: Path, device: str) -> dict[str, Any]:
+def time_candidate(job: dict[str, Any], model, run_inputs: list, device: str) -> tuple[dict[str, Any], Any]:
     from kfoundry.evaluate.timing import GpuTimer, peak_memory
 
     timing = job["timing"]
@@ -216,7 +307,5 @@ def time_candidate(job: dict[str, Any], model, run_inputs: list, workdir: Path, 
 
     timer = GpuTimer(device)
     stats, last = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"])
-    torch.save({"output": plain(last), "inputs_after": plain(run_inputs)}, workdir / "timing_output.pt")
-    del last
     return {"stats": to_jsonable(stats), "peak_memory_bytes": peak_memory(device, call),
-            "host_overhead_ms": timer.host_overhead_ms}
+            "host_overhead_ms": timer.host_overhead_ms}, last

@@ -1,43 +1,63 @@
-"""The evaluation cascade, driven from the parent process (which never imports a candidate).
+"""The evaluation cascade, driven from the parent process (which never imports a candidate and never
+holds a problem's tensors).
 
-An Evaluator prepares a problem once (reference process: inputs, expected outputs, baselines)
-and then judges any number of candidates, each in a fresh worker process.
+An Evaluator prepares a problem once — the judge process computes every input set's expected outputs
+and keeps them (kfoundry.evaluate.judge_job), the baseline process times eager and torch.compile
+beside the candidates — and then judges candidates, several at once: each in a fresh worker taken
+from a pool of warm ones (torch imported, CUDA context made). Compiling and checking correctness
+overlap; timing runs alone on its GPU (the GPU lock, kfoundry.evaluate.gpu_lock). Memory is
+predicted before anything starts (kfoundry.evaluate.memory_plan): a problem too large for the machine
+is refused with the figures, and a worker over its budget is ended (kfoundry.evaluate.memory_guard).
 """
 
 from __future__ import annotations
 
 import platform
-import re
 import random
+import re
 import secrets
-import shutil
-import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 from kfoundry import paths
-from kfoundry.errors import CandidateFileError, ProblemError
 from kfoundry.diagnose import diagnose
-from kfoundry.diagnose.numeric import error_pattern, nondeterminism
-from kfoundry.evaluate.compare import Comparison, IndexSource, compare_outputs, flatten_outputs
-from kfoundry.evaluate.options import EvalOptions, resolve_device
-from kfoundry.evaluate.process import Worker, WorkerOutcome, WorkerPool, default_memory_limit, work_root
+from kfoundry.errors import CandidateFileError
+from kfoundry.evaluate.baselines import baseline_key, load_baselines
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
+from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone
+from kfoundry.evaluate.memory_guard import reap_cgroups
+from kfoundry.evaluate.memory_plan import MemoryPlan, plan, problem_sizes
+from kfoundry.evaluate.options import EvalOptions, resolve_device
+from kfoundry.evaluate.process import WorkerOutcome, WorkerPool, work_root
 from kfoundry.evaluate.timing import TIMING_METHOD
+from kfoundry.evaluate.workdirs import WorkDir, reap
 from kfoundry.guard.findings import Finding
 from kfoundry.problem import ProblemSource, read_problem, read_source
 from kfoundry.types import (CorrectnessReport, DeviceFacts, Evaluation, ProblemCost, TimingReport,
                             TimingStats)
 
 HIDDEN_SETS = ("probe", "outlier")  # input sets the guard uses, never the trials
+GUARD_CHECKS = ("ghost", "cache refill", "cache moved", "outliers")
+TIMED_CHECK = "the last timed run"
 CPU_TIMING_REASON = "no GPU: the interpreter is not a performance measurement"
 Progress = Callable[[str], None]
+_reaped = False
+
+
+def _reap_once() -> None:
+    """Leftovers of evaluators that were killed (their folders' locks are free) go, once per process."""
+    global _reaped
+    if not _reaped:
+        _reaped = True
+        reap()
+        reap_cgroups()
 
 
 def _versions() -> tuple[str, str | None]:
+    import torch
+
     try:
         import triton
 
@@ -50,46 +70,11 @@ def _stats(data: dict[str, Any] | None) -> TimingStats | None:
     return TimingStats(**data) if data else None
 
 
-def _load(path: Path) -> Any:
-    # mapped, not read: a worker's file of outputs can be hundreds of MB, and is mostly read once
-    return torch.load(path, weights_only=True, mmap=True)
-
-
-def _inputs_changed(before: list, after: list) -> int | None:
-    """Index of the first input tensor the forward changed, if any."""
-    for i, (a, b) in enumerate(zip(before, after)):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            if a.shape != b.shape or a.dtype != b.dtype:
-                return i
-            same = a == b
-            if a.is_floating_point():
-                same |= torch.isnan(a) & torch.isnan(b)
-            if not bool(same.all()):
-                return i
-    return None
-
-
-def _garbage_only(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether every element that differs between the two runs holds, in one run or the other, what
-    unwritten memory holds (NaN poison, Inf, denormals, absurd magnitudes) rather than a value."""
-    if not a.is_floating_point():
-        return False
-    a, b = a.double(), b.double()
-    differ = (a != b) & ~(torch.isnan(a) & torch.isnan(b))
-    finite = torch.cat([a[torch.isfinite(a)].flatten(), b[torch.isfinite(b)].flatten()])
-    scale = float(finite.abs().median()) if finite.numel() else 1.0
-
-    def garbage(x: torch.Tensor) -> torch.Tensor:
-        size = x.abs()
-        return ~torch.isfinite(x) | (size > 1e6 * (scale + 1.0)) | ((size < 1e-30) & (size > 0))
-
-    return bool((garbage(a) | garbage(b))[differ].all())
-
-
 class PreparedProblem:
-    """What the reference process produced: held in the parent's memory only."""
+    """What the judge reported of the problem (never its tensors: those stay in the judge)."""
 
-    def __init__(self, source: ProblemSource, result: dict[str, Any], exchange: Path, trials: int) -> None:
+    def __init__(self, source: ProblemSource, result: dict[str, Any], exchange: Path, trials: int,
+                 baselines: Baselines | dict[str, Any] | None, plan: MemoryPlan, judge: Judge) -> None:
         self.source = source
         self.exchange = exchange
         self.warnings: list[str] = result["warnings"]
@@ -98,24 +83,67 @@ class PreparedProblem:
         self.output_meta = result["output_meta"]
         self.cost = ProblemCost(**result["cost"])
         self.device_facts = DeviceFacts(**result["device_facts"])
-        self.baselines: dict[str, Any] | None = result.get("baselines")
         self.names = [str(k) for k in range(trials)] + list(HIDDEN_SETS)
-        self.inputs = {name: _load(exchange / f"inputs_{name}.pt") for name in self.names}
-        self.expected = {}
-        for name in self.names:
-            path = exchange / f"expected_{name}.pt"
-            data = torch.load(path, weights_only=True)
-            path.unlink()  # gone from disk before any candidate runs
-            data["index_sources"] = {int(i): IndexSource(**s) for i, s in data["index_sources"].items()}
-            self.expected[name] = data
+        self.reference_seconds = result.get("seconds")
+        self.gpu_memory = result.get("gpu_memory")
+        self.plan = plan
+        self.workers = plan.workers
+        self._baselines = baselines
+        self._judge = judge
+
+    @property
+    def baselines(self) -> dict[str, Any] | None:
+        """Eager and torch.compile timings (GPU): waits for the baseline process if it still runs."""
+        if isinstance(self._baselines, Baselines):
+            return self._baselines.result()
+        return self._baselines
+
+    def write_inputs(self, name: str, folder: Path) -> Path:
+        """Set `name`'s inputs as a file in `folder` (for a replay under a tool)."""
+        answer = self._judge.ask("inputs", set=name, folder=str(folder), mode="file")
+        if "error" in answer:
+            raise RuntimeError(f"the judge could not write the inputs: {answer['error']}")
+        return folder / answer["file"]
+
+
+class CandidateChecks:
+    """What the judge said of one candidate's outputs, check by check, as they came in."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+        self.failed: str | None = None  # the check that ended the evaluation early
+        self.notes: dict[str, tuple[str, list[str]]] = {}  # kinds of passing notes -> (first message, checks)
+        self.judge_seconds = {"judge_lock_wait_s": 0.0, "judge_serve_s": 0.0}  # summed over its orders
+
+    def timed(self, answer: dict[str, Any]) -> dict[str, Any]:
+        self.judge_seconds["judge_lock_wait_s"] += float(answer.pop("lock_wait_s", 0.0) or 0.0)
+        self.judge_seconds["judge_serve_s"] += float(answer.pop("serve_s", 0.0) or 0.0)
+        return answer
+
+    def record(self, label: str, answer: dict[str, Any]) -> dict[str, Any]:
+        self.answers[label] = answer
+        self.order.append(label)
+        wrong = "error" in answer or answer.get("changed_input") is not None or not answer.get("passed")
+        if wrong and (label.startswith("trial ") or label == TIMED_CHECK):
+            self.failed = label
+            return {"stop": True, "reason": f"{label} failed"}
+        return {"ok": True}
+
+    def passed(self, label: str) -> bool | None:
+        answer = self.answers.get(label)
+        if answer is None or "error" in answer:
+            return None
+        return bool(answer.get("passed"))
 
 
 class Evaluator:
-    """Evaluates candidates for one problem; the reference runs once, in its own process."""
+    """Evaluates candidates for one problem; `evaluate` may be called from several threads at once
+    (up to `slots` candidates run together)."""
 
     def __init__(self, problem: str | Path, options: EvalOptions | None = None, progress: Progress | None = None,
                  spare: bool = True):
-        self.spare = spare  # keep a worker started ahead for the next candidate
+        self.spare = spare  # keep workers started ahead for the next candidates
         self.options = options or EvalOptions()
         self.options.validate()
         self.device = resolve_device(self.options.device, self.options.precision)
@@ -128,22 +156,64 @@ class Evaluator:
         self.trial_seeds = [rng.randrange(2**31) for _ in range(self.options.trials)]
         self.probe_seed = rng.randrange(2**30)
         self.cache_dir = self.options.cache_dir or paths.cache_dir()
-        self.memory_limit = self.options.memory_limit_bytes or default_memory_limit()
-        self.pool = WorkerPool(self.device, wrapper=self.options.wrapper, memory_limit_bytes=self.memory_limit)
         self.prepared: PreparedProblem | None = None
+        self.plan: MemoryPlan | None = None
         self.reference_seconds = 0.0
-        self._exchange: Path | None = None
+        self.transport = "file" if self.device == "cpu" else self.options.transport
+        self.memory_limit: int | None = None  # each candidate worker's budget, once planned
+        self.pool: WorkerPool | None = None
+        self.judge: Judge | None = None
+        self._baselines: Baselines | None = None
+        self._exchange: WorkDir | None = None
+        self._slots: threading.Semaphore | None = None
+        self._prepare_lock = threading.Lock()
+        _reap_once()
+
+    @property
+    def slots(self) -> int:
+        """How many candidates this evaluator runs at once (known once the memory is planned)."""
+        return self.plan.workers if self.plan else 1
 
     # -- the reference side ---------------------------------------------------------------
+    def _plan(self) -> MemoryPlan:
+        from kfoundry.evaluate.host_memory import host_available
+
+        if self.options.memory_limit_bytes:
+            available, source = self.options.memory_limit_bytes, "--memory-limit"
+        else:
+            available, source = host_available()
+        try:
+            sizes = problem_sizes(self.source, self.options.precision, self.options.eval_mode)
+        except Exception as exc:  # noqa: BLE001 -- a problem that cannot be sized is still evaluated
+            from kfoundry.evaluate.memory_plan import ProblemSizes
+
+            self.progress(f"memory: the problem could not be sized on the meta device ({type(exc).__name__})")
+            sizes = ProblemSizes(0, 0, 0, 0, 0)
+        self.host_available = (available, source)
+        return plan(sizes, self.device, len(self.trial_seeds) + len(HIDDEN_SETS), available, source,
+                    workers=self.options.workers, transport=self.transport if self.device != "cpu" else "file")
+
     def prepare(self) -> PreparedProblem:
-        if self.prepared is not None:
+        with self._prepare_lock:
+            if self.prepared is None:
+                self.prepared = self._prepare()
             return self.prepared
-        if self.device == "cpu":
-            self.pool.prestart()  # the candidate's worker starts while the reference runs
-        self._exchange = Path(tempfile.mkdtemp(prefix="kfoundry-exchange-", dir=work_root(self.device)))
+
+    def _prepare(self) -> PreparedProblem:
         opts = self.options
+        started = time.monotonic()
+        self.progress("reference: sizing the problem's memory")
+        memory = self._plan()
+        available = self.host_available[0]
+        # a budget per process: generous, so only a runaway meets it, and never the whole machine
+        others = memory.host_terms.get("judge", 0)
+        self.memory_limit = int(max(2 << 30, min(0.75 * available, (0.85 * available - others) / memory.workers)))
+        judge_limit = int(0.85 * available)
+        self._exchange = WorkDir.create("exchange", work_root(self.device))
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor")}
+        self.judge = Judge(self.device, judge_limit, env)
         job = {
-            "kind": "reference",
+            "kind": "judge",
             "problem_path": str(self.source.path),
             "problem_text": self.source.text,
             "problem_hash": self.source.content_hash,
@@ -155,29 +225,54 @@ class Evaluator:
             "trial_seeds": self.trial_seeds,
             "probe_seed": self.probe_seed,
             "tolerance": opts.atol,
-            "exchange_dir": str(self._exchange),
+            "exchange_dir": str(self._exchange.path),
             "cache_dir": str(self.cache_dir),
             "measure_device": opts.measure_device,
-            "timing": {"trials": opts.timing_trials, "budget_s": opts.timing_budget_s,
-                       "baselines": list(opts.baselines), "no_cache": opts.no_cache},
+            "resident": memory.resident,
         }
-        self.progress("reference: computing expected outputs" + (" and baselines" if self.device != "cpu" else ""))
-        started = time.monotonic()
-        with Worker(self.device, label="reference", memory_limit_bytes=self.memory_limit,
-                    extra_env={"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor")}) as worker:
-            outcome = worker.run(job, opts.reference_timeout_s)
+        # the spares warm up (imports, CUDA context) while the reference is computed
+        self.pool = WorkerPool(self.device, spares=memory.spares if self.spare else 1, refill=self.spare,
+                               wrapper=opts.wrapper, memory_limit_bytes=self.memory_limit)
+        self.pool.fill()
+        self.progress("reference: starting the judge")
+        result = self.judge.prepare(job, opts.reference_timeout_s, self.progress)
         self.reference_seconds = time.monotonic() - started
-        result = outcome.result or {}
-        if "problem_error" in result:
-            raise ProblemError(result["problem_error"])
-        if outcome.timed_out:
-            raise ProblemError(f"the reference did not finish within {opts.reference_timeout_s:.0f} s (phase {outcome.phase})")
-        if "internal_error" in result or outcome.result is None:
-            detail = result.get("internal_error") or outcome.stderr_tail[-1500:] or f"exit code {outcome.returncode}"
-            raise ProblemError(f"the reference process failed in phase {outcome.phase}: {detail}")
-        self.prepared = PreparedProblem(self.source, result, self._exchange, len(self.trial_seeds))
-        self.pool.prestart()
-        return self.prepared
+        if self.device.startswith("cuda") and result.get("gpu_memory"):
+            memory = self._fit_gpu(memory, result["gpu_memory"]["free"])
+        self.plan = memory
+        self._slots = threading.Semaphore(memory.workers)
+        facts = DeviceFacts(**result["device_facts"])
+        baselines = self._start_baselines(facts, judge_limit) if self.device.startswith("cuda") else None
+        self.progress(f"reference: ready in {self.reference_seconds:.1f} s; {memory.describe()}")
+        return PreparedProblem(self.source, result, self._exchange.path, len(self.trial_seeds), baselines,
+                               memory, self.judge)
+
+    def _fit_gpu(self, memory: MemoryPlan, free: int) -> MemoryPlan:
+        """Fewer workers where the GPU memory left after the judge's sets is short."""
+        judge = memory.gpu_terms.get("judge", 0)
+        fitted = plan(memory.sizes, self.device, memory.sets, *self.host_available, gpu_free=free + judge,
+                      workers=memory.workers, transport=memory.transport)
+        fitted.resident = memory.resident
+        return fitted
+
+    def _start_baselines(self, facts: DeviceFacts, limit: int) -> Baselines | dict[str, Any] | None:
+        opts = self.options
+        if not opts.baselines:
+            return None
+        key = baseline_key(self.source.content_hash, opts.precision, opts.eval_mode, opts.timing_trials, facts)
+        if not opts.no_cache:
+            cached = load_baselines(self.cache_dir, key)
+            if cached is not None and all(n in cached["stats"] or n in cached["errors"] for n in opts.baselines):
+                cached["cached"] = True
+                return cached
+        job = {"kind": "baselines", "key": key, "problem_path": str(self.source.path),
+               "problem_text": self.source.text, "overrides": self.source.overrides, "device": self.device,
+               "precision": opts.precision, "eval_mode": opts.eval_mode, "init_seed": self.init_seed,
+               "trial_seeds": self.trial_seeds, "cache_dir": str(self.cache_dir),
+               "timing": {"trials": opts.timing_trials, "budget_s": opts.timing_budget_s,
+                          "baselines": list(opts.baselines), "no_cache": opts.no_cache}}
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor")}
+        return Baselines(self.device, job, opts.reference_timeout_s, limit, env, self.progress)
 
     # -- the candidate side ---------------------------------------------------------------
     def evaluate(self, candidate: str | Path) -> Evaluation:
@@ -188,48 +283,95 @@ class Evaluator:
         if self.options.guard and not static_guard(evaluation, text, self.options.policy):
             evaluation.diagnosis = diagnose(evaluation, text)
             return evaluation  # cheating by its source: it never runs
-        # On a GPU no worker starts while another is timed (its start-up would disturb the
-        # timing): the next spare starts once this candidate's worker is done.
         marks = [("", time.perf_counter())]
-        worker = self.pool.take(keep_spare=self.spare and self.device == "cpu")
-        marks.append(("wait_worker_s", time.perf_counter()))
-        try:
-            for name in prepared.names:
-                shutil.copy(prepared.exchange / f"inputs_{name}.pt", worker.workdir / f"inputs_{name}.pt")
-            shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
-            marks.append(("copy_inputs_s", time.perf_counter()))
-            job = {
-                "kind": "candidate",
-                "candidate_path": str(path.resolve()),
-                "device": self.device,
-                "precision": self.options.precision,
-                "eval_mode": self.options.eval_mode,
-                "init_seed": self.init_seed,
-                "trial_seeds": self.trial_seeds,
-                "probe_seed": self.probe_seed,
-                "output_meta": prepared.output_meta,
-                "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
-                if self.device != "cpu" else None,
-            }
-            self.progress(f"candidate: {path.name} in a fresh worker")
-            outcome = worker.run(job, self.options.timeout_s)
-            marks.append(("worker_s", time.perf_counter()))
-            if self.spare and self.device != "cpu":
-                self.pool.prestart()
-            self._judge(evaluation, outcome, worker.workdir)
-            if self.device.startswith("cuda"):
-                torch.cuda.empty_cache()  # the comparisons' memory goes back before the next candidate runs
-            marks.append(("judge_s", time.perf_counter()))
-        finally:
-            worker.close()
+        with self._slots:
+            marks.append(("wait_slot_s", time.perf_counter()))
+            worker = self.pool.take()
+            marks.append(("wait_worker_s", time.perf_counter()))
+            checks = CandidateChecks()
+            judge_time = [0.0]
+            try:
+                import shutil
+
+                shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
+                job = {
+                    "kind": "candidate",
+                    "candidate_path": str(path.resolve()),
+                    "device": self.device,
+                    "precision": self.options.precision,
+                    "eval_mode": self.options.eval_mode,
+                    "init_seed": self.init_seed,
+                    "trial_seeds": self.trial_seeds,
+                    "probe_seed": self.probe_seed,
+                    "output_meta": prepared.output_meta,
+                    "transport": self.transport,
+                    "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
+                    if self.device != "cpu" else None,
+                }
+                name = path.stem
+                self.progress(f"candidate {name}: starting")
+
+                def on_phase(phase: str) -> None:
+                    if phase in ("compile", "correctness", "guard", "timing"):
+                        self.progress(f"candidate {name}: {phase}")
+
+                def on_request(message: dict[str, Any]) -> dict[str, Any]:
+                    t0 = time.perf_counter()
+                    try:
+                        return self._serve(message, worker.workdir, checks)
+                    finally:
+                        judge_time[0] += time.perf_counter() - t0
+
+                outcome = worker.run(job, self.options.timeout_s, on_request=on_request, on_phase=on_phase)
+                marks.append(("worker_s", time.perf_counter()))
+            finally:
+                worker.close()
+        self._judge(evaluation, outcome, checks)
+        # judge_s: this candidate's wait on the judge (queued behind other candidates' orders too)
+        evaluation.durations_s["judge_s"] = round(judge_time[0], 3)
+        evaluation.durations_s.update({k: round(v, 3) for k, v in checks.judge_seconds.items()})
+        marks.append(("judge_s", time.perf_counter()))
         self._run_tools(evaluation, path)
         marks.append(("tools_s", time.perf_counter()))
         evaluation.diagnosis = diagnose(evaluation, text)
         marks.append(("diagnose_s", time.perf_counter()))
-        # where the evaluation's time went on this side of the worker (the worker's own phases are above)
-        evaluation.durations_s.update({f"parent_{name}": round(t1 - t0, 3)
-                                       for (_, t0), (name, t1) in zip(marks, marks[1:])})
+        evaluation.durations_s.update({f"parent_{label}": round(t1 - t0, 3)
+                                       for (_, t0), (label, t1) in zip(marks, marks[1:])})
+        evaluation.settings["memory"] = {"plan": self.plan.describe(), "worker_budget_bytes": self.memory_limit,
+                                         "guard": outcome.memory_guard}
+        self.progress(f"candidate {path.stem}: {evaluation.status}")
         return evaluation
+
+    def _serve(self, message: dict[str, Any], folder: Path, checks: CandidateChecks) -> dict[str, Any]:
+        """One request of a candidate's worker, passed on to the judge (checked fields only)."""
+        kind = message.get("request")
+        names = set(self.prepared.names)
+        name = message.get("set")
+        if name not in names:
+            return {"error": f"unknown input set {name!r}"}
+        try:
+            if kind == "inputs":
+                return checks.timed(self.judge.ask("inputs", set=name, folder=str(folder),
+                                                   mode="file" if self.transport == "file" else "ipc"))
+            if kind == "fill":
+                return checks.timed(self.judge.ask("fill", set=name, buffers=message.get("buffers")))
+            if kind == "check":
+                label = str(message.get("label", ""))[:60]
+                if checks.failed:
+                    return {"stop": True, "reason": f"{checks.failed} failed"}
+                answer = self.judge.ask("compare", set=name, folder=str(folder), outputs=message.get("outputs"),
+                                        inputs=message.get("inputs"), repeat=message.get("repeat"),
+                                        pattern=label.startswith("trial ") or label == TIMED_CHECK)
+                answer.pop("answer", None)
+                checks.timed(answer)
+                if answer.get("transport") and self.transport == "ipc" and "could not be opened" in answer["error"]:
+                    self.transport = "file"  # CUDA IPC does not work here: later candidates use files
+                    self.progress("CUDA IPC is unavailable here: outputs cross as files from now on")
+                return checks.record(label, answer)
+        except JudgeGone as exc:
+            checks.record(str(message.get("label", kind)), {"error": str(exc)})
+            return {"stop": True, "reason": str(exc)}
+        return {"error": f"unknown request {kind!r}"}
 
     def _run_tools(self, evaluation: Evaluation, path: Path) -> None:
         """--ncu: Nsight Compute on a working candidate; --sanitize: compute-sanitizer on a crashing
@@ -284,12 +426,26 @@ class Evaluator:
         }
         return evaluation
 
-    def _judge(self, evaluation: Evaluation, outcome: WorkerOutcome, workdir: Path) -> None:
+    def _judge(self, evaluation: Evaluation, outcome: WorkerOutcome, checks: CandidateChecks) -> None:
         times = outcome.phase_times
         evaluation.phase = outcome.phase if outcome.phase not in ("ready", "start") else "load"
         evaluation.durations_s = _durations(times, outcome.elapsed_s, self.reference_seconds,
                                             wait_s=outcome.wait_s, exit_s=outcome.exit_s)
         result = outcome.result
+        if checks.failed is not None:  # judged wrong (or unjudgeable) before the worker finished
+            self._check_trials(evaluation, checks)
+            if evaluation.status == "ok":  # the timed run's output
+                self._check_trial(evaluation, checks, TIMED_CHECK, 0)
+            self._note_warnings(evaluation, checks)
+            return
+        if outcome.out_of_memory_bytes:
+            evaluation.status = "crash"
+            evaluation.message = (f"out of host memory ({outcome.out_of_memory_bytes / 1e9:.1f} GB, over the "
+                                  f"worker's budget of {(self.memory_limit or 0) / 1e9:.1f} GB; {outcome.memory_guard}) "
+                                  f"in phase {evaluation.phase}")
+            evaluation.error = {"phase": evaluation.phase, "out_of_memory_bytes": outcome.out_of_memory_bytes,
+                                "memory_guard": outcome.memory_guard}
+            return
         if outcome.timed_out:
             evaluation.status = "timeout"
             evaluation.message = (f"the candidate did not finish within {self.options.timeout_s:g} s "
@@ -312,48 +468,42 @@ class Evaluator:
             evaluation.message = result["message"]
             evaluation.error = result.get("error")
             return
-        self._notes: dict[str, tuple[str, list[str]]] = {}
         evaluation.profile = result.get("profile") or {}
         evaluation.guard.setdefault("kernel_names", (result.get("guard") or {}).get("kernel_names", []))
-        self._check_outputs(evaluation, workdir)
-        self._check_repeat(evaluation, workdir)
+        self._check_trials(evaluation, checks)
         if evaluation.status == "ok" and self.options.guard:
-            dynamic_guard(self, evaluation, result.get("guard") or {}, workdir)
+            dynamic_guard(self, evaluation, result.get("guard") or {}, checks)
         if evaluation.status == "ok" and "timing" in result:
-            self._check_timing(evaluation, result["timing"], workdir)
+            self._check_timing(evaluation, result["timing"], checks)
             if evaluation.status == "ok" and self.options.guard:
                 timing_guard(self, evaluation)
-        self._note_warnings(evaluation)
+        self._note_warnings(evaluation, checks)
         if evaluation.status == "ok":
             evaluation.message = self._ok_message(evaluation)
 
-    def changed_input(self, name: str, data: dict[str, Any]) -> int | None:
-        """The first input the candidate changed in place where the reference does not change it."""
-        after = data.get("inputs_after") or []
-        changed = _inputs_changed(self.prepared.inputs[name], after)
-        if changed is None:
-            return None
-        reference_after = self.prepared.expected[name].get("inputs_after") or []
-        return None if _inputs_changed(reference_after, after) is None else changed
-
-    def compare(self, name: str, data: dict[str, Any]) -> Comparison:
-        """The candidate's output on input set `name` against the expected one."""
-        expected = self.prepared.expected[name]
-        args = (data["output"], expected["reference"], expected["truth"], self.options.atol, self.options.atol,
-                expected["index_sources"])
-        if self.device.startswith("cuda"):
-            # on this evaluator's GPU: nothing else runs there while a verdict is judged
-            try:
-                return compare_outputs(*args, device=self.device)
-            except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
-        return compare_outputs(*args)
-
-    def _compare_trial(self, evaluation: Evaluation, k: int, data: Any, label: str) -> bool:
+    def _check_trials(self, evaluation: Evaluation, checks: CandidateChecks) -> None:
         report = evaluation.correctness
-        if not isinstance(data, dict) or "output" not in data:
-            return self._fail(evaluation, f"{label}: the worker returned no output", k)
-        changed = self.changed_input(str(k), data)
+        for k in range(len(self.trial_seeds)):
+            label = f"trial {k}"
+            if label not in checks.answers:
+                if checks.failed is None:
+                    self._fail(evaluation, f"{label}: the worker returned no output", k)
+                return
+            report.trials += 1
+            if not self._check_trial(evaluation, checks, label, k):
+                return
+            report.trials_passed += 1
+
+    def _check_trial(self, evaluation: Evaluation, checks: CandidateChecks, label: str, k: int) -> bool:
+        answer = checks.answers.get(label)
+        if answer is None:
+            return True
+        report = evaluation.correctness
+        if k == 0 and answer.get("repeat"):
+            evaluation.repeat = answer["repeat"]
+        if "error" in answer:
+            return self._fail(evaluation, f"{label}: the output could not be judged ({answer['error']})", k)
+        changed = answer.get("changed_input")
         if changed is not None:
             message = f"{label}: forward changed its input {changed} in place, which the reference does not do"
             if not self.options.guard:
@@ -361,71 +511,32 @@ class Evaluator:
             fail_with(evaluation, [Finding("input-mutation", message)])
             evaluation.correctness.failed_trial = k
             return False
-        comparison = self.compare(str(k), data)
+        outputs = answer.get("outputs") or []
         for attr in ("max_abs_error", "max_rel_error", "mismatch_fraction", "error_ratio_candidate",
                      "error_ratio_reference"):
-            value = comparison.worst(attr)
-            if value is not None:
-                setattr(report, attr, max(value, getattr(report, attr) or 0.0))
-        if not comparison.passed:
-            report.failed_output = comparison.failed_output
-            failed = comparison.outputs[-1] if comparison.outputs else None
-            report.first_bad_index = failed.first_bad_index if failed else None
-            evaluation.error_pattern = self._error_pattern(str(k), data, comparison.failed_output)
-            return self._fail(evaluation, f"{label}: {comparison.message}", k)
-        if comparison.message:
-            kind = re.sub(r"\d[\d.e+-]*", "#", comparison.message)
-            self._notes.setdefault(kind, (comparison.message, []))[1].append(label)
+            values = [o.get(attr) for o in outputs if o.get(attr) is not None]
+            if values:
+                setattr(report, attr, max(max(values), getattr(report, attr) or 0.0))
+        if not answer.get("passed"):
+            report.failed_output = answer.get("failed_output")
+            failed = outputs[-1] if outputs else {}
+            report.first_bad_index = failed.get("first_bad_index")
+            evaluation.error_pattern = answer.get("error_pattern")
+            return self._fail(evaluation, f"{label}: {answer.get('message', '')}", k)
+        if answer.get("message"):
+            kind = re.sub(r"\d[\d.e+-]*", "#", answer["message"])
+            checks.notes.setdefault(kind, (answer["message"], []))[1].append(label)
         return True
 
-    def _error_pattern(self, name: str, data: dict[str, Any], index: int | None) -> dict[str, Any] | None:
-        """What the wrong output looks like (kfoundry.diagnose.numeric), for the diagnosis."""
-        if index is None:
-            return None
-        expected = self.prepared.expected[name]
-        candidate, reference = flatten_outputs(data["output"]), flatten_outputs(expected["reference"])
-        truth = flatten_outputs(expected["truth"]) if expected.get("truth") is not None else None
-        if index >= min(len(candidate), len(reference)):
-            return None
-        c, r = candidate[index], reference[index]
-        t = truth[index] if truth is not None and len(truth) == len(reference) else None
-        if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)):
-            return None
-        try:
-            pattern = error_pattern(c, r, self.options.atol, self.options.atol,
-                                    t if isinstance(t, torch.Tensor) else None)
-        except Exception as exc:  # evidence for the diagnosis, never a reason to lose the verdict
-            return {"error": f"{type(exc).__name__}: {exc}"}
-        pattern["output"], pattern["input_set"] = index, name
-        return pattern
-
-    def _check_repeat(self, evaluation: Evaluation, workdir: Path) -> None:
-        """Trial 0 ran twice with the same inputs and seed: different results mean a race."""
-        try:
-            first, second = _load(workdir / "outputs_0.pt"), _load(workdir / "repeat_0.pt")
-        except Exception:
-            return
-        pairs = zip(flatten_outputs(first.get("output")), flatten_outputs(second.get("output")))
-        for index, (a, b) in enumerate(pairs):
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
-                found = nondeterminism(a, b)
-                if found:
-                    found["output"] = index
-                    found["tolerance"] = self.options.atol
-                    found["garbage_only"] = _garbage_only(a, b)
-                    evaluation.repeat = found
-                    return
-
-    def _note_warnings(self, evaluation: Evaluation) -> None:
+    def _note_warnings(self, evaluation: Evaluation, checks: CandidateChecks) -> None:
         """One warning per kind of note (e.g. passed by the float64 arbiter), naming the checks."""
-        for first_message, labels in self._notes.values():
+        for first_message, labels in checks.notes.values():
             text = f"{labels[0]}: {first_message}"
             if len(labels) > 1:
                 text += f" (likewise in {', '.join(labels[1:])})"
             if "float64 truth" in first_message:
                 text += "; the PyTorch reference itself is imprecise here (TF32 convolutions?)"
             evaluation.warnings.append(text)
-        self._notes = {}
 
     def _fail(self, evaluation: Evaluation, message: str, trial: int) -> bool:
         evaluation.status = "wrong_output"
@@ -433,27 +544,8 @@ class Evaluator:
         evaluation.message = message + f" [reproduce with --seed {self.base_seed}]"
         return False
 
-    def _check_outputs(self, evaluation: Evaluation, workdir: Path) -> None:
-        report = evaluation.correctness
-        for k in range(len(self.trial_seeds)):
-            try:
-                data = _load(workdir / f"outputs_{k}.pt")
-            except Exception as exc:
-                self._fail(evaluation, f"trial {k}: its output could not be read back as plain tensors "
-                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", k)
-                return
-            report.trials += 1
-            if not self._compare_trial(evaluation, k, data, f"trial {k}"):
-                return
-            report.trials_passed += 1
-
-    def _check_timing(self, evaluation: Evaluation, timing: dict[str, Any], workdir: Path) -> None:
-        try:
-            data = _load(workdir / "timing_output.pt")
-        except Exception as exc:
-            self._fail(evaluation, f"timing: the last timed output could not be read back ({exc})", 0)
-            return
-        if not self._compare_trial(evaluation, 0, data, "the last timed run"):
+    def _check_timing(self, evaluation: Evaluation, timing: dict[str, Any], checks: CandidateChecks) -> None:
+        if not self._check_trial(evaluation, checks, TIMED_CHECK, 0):
             return
         report = evaluation.timing
         stats = _stats(timing["stats"])
@@ -494,10 +586,19 @@ class Evaluator:
         return text
 
     def close(self) -> None:
-        self.pool.close()
+        if self.pool is not None:
+            self.pool.close()
+        if self._baselines_running():
+            self.prepared._baselines.close()
+        if self.judge is not None:
+            self.judge.close()
+            self.judge = None
         if self._exchange is not None:
-            shutil.rmtree(self._exchange, ignore_errors=True)
+            self._exchange.remove()
             self._exchange = None
+
+    def _baselines_running(self) -> bool:
+        return self.prepared is not None and isinstance(self.prepared._baselines, Baselines)
 
     def __enter__(self) -> "Evaluator":
         return self

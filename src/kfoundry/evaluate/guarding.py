@@ -3,10 +3,7 @@ its correctness trials (what ran, and the guard's extra runs), and after timing.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import torch
 
 from kfoundry.guard.findings import Finding
 from kfoundry.guard.policy import cheating_message, dynamic_findings, physical_floor_ms, split
@@ -43,16 +40,7 @@ def static_guard(evaluation: Evaluation, source: str, policy: str) -> bool:
     return fail_with(evaluation, failures, warnings)
 
 
-def _passes(evaluator: "Evaluator", workdir: Path, file: str, name: str) -> bool | None:
-    """Whether the candidate's saved output `file` matches the expected output of input set `name`."""
-    try:
-        data = torch.load(workdir / f"{file}.pt", weights_only=True, mmap=True)
-    except Exception:
-        return None
-    return evaluator.compare(name, data).passed
-
-
-def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[str, Any], workdir: Path) -> bool:
+def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[str, Any], checks) -> bool:
     """What ran, and the guard's extra runs: kernels off, new data, moved data, outliers."""
     policy = evaluator.options.policy
     weak = evaluator.prepared.weak
@@ -61,16 +49,16 @@ def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[s
         "library_kernels", "profile_error") if key in report})
     findings = dynamic_findings(report)
     if not weak.get("random"):
-        if not weak.get("near_zero") and _passes(evaluator, workdir, "ghost_output", "probe"):
+        if not weak.get("near_zero") and checks.passed("ghost"):
             findings.append(Finding("ghost-replay", "with its kernels turned off (Triton launches skipped, extension "
                                     "results poisoned) the candidate still returned the right output"))
-        for file, what in (("cache_refill", "new data written into the same input tensors"),
-                           ("cache_moved", "the new data in new tensors")):
-            if _passes(evaluator, workdir, file, "probe") is False:
+        for label, what in (("cache refill", "new data written into the same input tensors"),
+                            ("cache moved", "the new data in new tensors")):
+            if checks.passed(label) is False:
                 findings.append(Finding("output-caching", f"wrong on {what}, right on the trials: the output does "
                                         "not follow its inputs"))
                 break
-        if _passes(evaluator, workdir, "outlier_output", "outlier") is False:
+        if checks.passed("outliers") is False:
             findings.append(Finding("outliers", "right on the trials, wrong once sparse large values are placed in "
                                     "the inputs"))
     failures, warnings = split(findings, policy)

@@ -195,6 +195,7 @@ class MemorySampler:
         self.peak = 0
         self.samples = 0
         self._pids: list[int] = []
+        self._parents: list[int] = []  # processes whose descendants count, not themselves
         self._folders: list[Path] = []
         self._prefixes: list[tuple[Path, str]] = []
         self._lock = threading.Lock()
@@ -205,6 +206,12 @@ class MemorySampler:
         """Count this process and all its descendants (found afresh at every sample)."""
         with self._lock:
             self._pids.append(pid)
+
+    def watch_children(self, pid: int) -> None:
+        """Count every descendant of this process (not the process itself): what an evaluator in
+        this process started."""
+        with self._lock:
+            self._parents.append(pid)
 
     def watch_folder(self, path: Path) -> None:
         """Count the files under this folder."""
@@ -221,6 +228,7 @@ class MemorySampler:
         """Take one sample now; returns its bytes (and updates the peak)."""
         with self._lock:
             pids, folders, prefixes = list(self._pids), list(self._folders), list(self._prefixes)
+            pids += [child for parent in self._parents for child in process_tree(parent)[1:]]
         for root, prefix in prefixes:
             try:
                 with os.scandir(root) as entries:

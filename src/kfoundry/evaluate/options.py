@@ -30,7 +30,9 @@ class EvalOptions:
     cache_dir: Path | None = None  # None: kfoundry.paths.cache_dir()
     reference_timeout_s: float = 1800.0
     measure_device: bool = True
-    memory_limit_bytes: int | None = None  # CPU workers; None: kfoundry.evaluate.process default
+    memory_limit_bytes: int | None = None  # host memory the evaluator may plan for; None: what is free
+    workers: int | None = None  # candidates evaluated at once; None: sized by CPU cores and free memory
+    transport: str = "ipc"  # GPU: how outputs reach the judge ("ipc": CUDA IPC, no copy; "file")
     policy: str = "strict"  # strict: all computation in the candidate's kernels; permissive: PyTorch compute warns
     ncu: bool = False  # GPU: re-run a working candidate under Nsight Compute for the diagnosis
     sanitize: bool = False  # GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck
@@ -49,6 +51,12 @@ class EvalOptions:
             raise UsageError("timing trials must be at least 1")
         if self.tolerance is not None and not self.tolerance > 0:
             raise UsageError("--tolerance must be a positive number")
+        if self.workers is not None and self.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        if self.memory_limit_bytes is not None and self.memory_limit_bytes < (256 << 20):
+            raise UsageError("--memory-limit must be at least 0.25 GB")
+        if self.transport not in ("ipc", "file"):
+            raise UsageError(f"unknown transport {self.transport!r}: use ipc or file")
         if self.timeout_s <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
         from kfoundry.guard.policy import check_policy

@@ -136,26 +136,38 @@ class EvaluatorPool:
             raise
         self.source: ProblemSource = self.evaluators[0].source
         self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for index in range(len(self.evaluators)):
-            self._free.put(index)
+        self._filled = False
 
     @property
     def prepared(self) -> PreparedProblem | None:
         return self.evaluators[0].prepared
 
+    @property
+    def slots(self) -> int:
+        """Candidates evaluated at once over all devices (each device's evaluator sizes its own)."""
+        return sum(e.slots for e in self.evaluators)
+
     def prepare(self) -> PreparedProblem:
         """The reference on every device at once; the first device's PreparedProblem (each evaluator keeps
         its own for its candidates)."""
         if len(self.evaluators) == 1:
-            return self.evaluators[0].prepare()
-        with ThreadPoolExecutor(len(self.evaluators), thread_name_prefix="kfoundry-prepare") as executor:
-            futures = [executor.submit(e.prepare) for e in self.evaluators]
-        errors = [f.exception() for f in futures if f.exception() is not None]
-        if errors:
-            raise errors[0]
-        return futures[0].result()
+            prepared = self.evaluators[0].prepare()
+        else:
+            with ThreadPoolExecutor(len(self.evaluators), thread_name_prefix="kfoundry-prepare") as executor:
+                futures = [executor.submit(e.prepare) for e in self.evaluators]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+            if errors:
+                raise errors[0]
+            prepared = futures[0].result()
+        if not self._filled:  # one entry per slot: a device takes as many candidates as it has workers
+            self._filled = True
+            for index, evaluator in enumerate(self.evaluators):
+                for _ in range(evaluator.slots):
+                    self._free.put(index)
+        return prepared
 
     def evaluate(self, candidate: str | Path) -> Evaluation:
+        self.prepare()
         index = self._free.get()
         try:
             evaluation = self.evaluators[index].evaluate(candidate)

@@ -1,31 +1,41 @@
-"""Worker processes: one fresh process per job, started ahead of need, in a private directory,
-with a scrubbed environment, a timeout and (on CPU) a memory cap.
+"""Worker processes: one fresh process per job, started ahead of need, in a private folder, with a
+scrubbed environment, a timeout, a memory budget and (on a GPU) the device's GPU lock.
 
-Protocol: the worker imports torch, reports `ready` and waits for one JSON job on stdin. It
-appends JSON lines to `messages.jsonl` in its directory ({"phase": ...} as it goes, then
-{"result": ...}); a file, not a pipe, so a wrapper such as compute-sanitizer may print freely and
-the last phase survives a kill.
+Protocol: the worker imports torch, reports `ready` and waits for one JSON job on stdin. It writes
+JSON lines to a pipe of its own ({"phase": ...} as it goes, {"request": ..., "id": n} when it needs
+the judge, then {"result": ...}); the parent answers requests on stdin ({"reply": n, ...}). The
+parent keeps every line it read, so the last phase survives a kill, and a wrapper such as
+compute-sanitizer may print freely (stdout and stderr go to a log file).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import queue
 import signal
 import subprocess
 import sys
-import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kfoundry
+from kfoundry.evaluate import gpu_lock
+from kfoundry.evaluate.memory_guard import MemoryGuard
+from kfoundry.evaluate.workdirs import WorkDir
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
-MESSAGES = "messages.jsonl"
 STDERR = "stderr.log"
+CHANNEL_FD_ENV = "KFOUNDRY_CHANNEL_FD"
+MAX_LINE = 1 << 20  # a longer line from a worker is dropped, not parsed
+READY_TIMEOUT_S = 300.0  # a worker's start-up (imports, CUDA context) before its job's own time counts
+SHARED_MEMORY = Path("/dev/shm")
+SHARED_MEMORY_MIN_FREE = 32 << 30
+_ENDED = object()  # the worker's pipe closed
 
 
 def scrubbed_environment(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -34,24 +44,10 @@ def scrubbed_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in env.items() if not any(marker in k.upper() for marker in SECRET_MARKERS)}
 
 
-SHARED_MEMORY = Path("/dev/shm")
-SHARED_MEMORY_MIN_FREE = 32 << 30
-
-
-DEVICE_LOCK_ENV = "KFOUNDRY_DEVICE_LOCK"  # see kfoundry.evaluate.timing.device_setup_lock
-
-
-def device_lock_path(device: str) -> str:
-    """One file per device name, shared by every worker on it (of this user, in this temp directory)."""
-    name = "".join(c if c.isalnum() else "-" for c in device)
-    return os.path.join(tempfile.gettempdir(), f"kfoundry-{os.getuid()}-{name}.lock")
-
-
 def work_root(device: str) -> str | None:
-    """The directory that workers' and the reference's files go under: KFOUNDRY_WORK_DIR if set;
-    for a GPU, /dev/shm (memory) where it has 32 GiB free, since an evaluation writes and reads some
-    GB there (every trial's outputs and inputs) and the timing phase first waits for dirty file
-    pages to reach the disk; else the system's temporary directory (None)."""
+    """The folder that workers' and the judge's files go under: KFOUNDRY_WORK_DIR if set; for a GPU,
+    /dev/shm (memory) where it has 32 GiB free; else the system's temporary directory (None). Only
+    small files go there now (a GPU's outputs cross by CUDA IPC), but a fallback to files may not."""
     chosen = os.environ.get("KFOUNDRY_WORK_DIR")
     if chosen:
         Path(chosen).mkdir(parents=True, exist_ok=True)
@@ -88,6 +84,8 @@ class WorkerOutcome:
     phase_times: dict[str, float] = field(default_factory=dict)
     wait_s: float | None = None  # from the job's sending until the worker began it (a spare still setting up)
     exit_s: float | None = None  # from the worker's result until its process ended
+    out_of_memory_bytes: int | None = None  # ended by its memory guard, with this much in use
+    memory_guard: str = ""  # how its memory was bounded
 
     @property
     def signal_name(self) -> str | None:
@@ -97,6 +95,10 @@ class WorkerOutcome:
             except ValueError:
                 return f"signal {-self.returncode}"
         return None
+
+
+Requests = Callable[[dict[str, Any]], dict[str, Any]]
+Phases = Callable[[str], None]
 
 
 class Worker:
@@ -112,7 +114,11 @@ class Worker:
         label: str = "worker",
     ) -> None:
         self.device = device
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"kfoundry-{label}-", dir=work_root(device)))
+        self.label = label
+        self._dir = WorkDir.create(label, work_root(device))
+        self.workdir = self._dir.path
+        self.guard = MemoryGuard.create(memory_limit_bytes, self.workdir, label) if memory_limit_bytes else None
+        read_end, write_end = os.pipe()
         env = scrubbed_environment()
         env.update(
             {
@@ -124,88 +130,161 @@ class Worker:
                 "TMPDIR": str(self.workdir / "tmp"),
                 "KFOUNDRY_WORKER_DEVICE": device,
                 "KFOUNDRY_WORKER_LABEL": label,
-                DEVICE_LOCK_ENV: device_lock_path(device),
+                CHANNEL_FD_ENV: str(write_end),
             }
         )
+        env.pop(gpu_lock.ENV_LOCK, None)
         (self.workdir / "tmp").mkdir()
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         else:
             env.pop("TRITON_INTERPRET", None)  # a GPU worker must compile, not interpret
-            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
+            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 4)))
+            env[gpu_lock.ENV_LOCK] = gpu_lock.lock_path(device)
         env.update(extra_env or {})
         self._stderr = open(self.workdir / STDERR, "wb")
-        limit = memory_limit_bytes if device == "cpu" else None
-        command = [*(wrapper or []), sys.executable, "-m", "kfoundry.evaluate.worker"]
+        prefix = self.guard.command_prefix() if self.guard else []
+        command = [*prefix, *(wrapper or []), sys.executable, "-m", "kfoundry.evaluate.worker"]
         self.started = time.monotonic()
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=self._stderr,
-            stderr=self._stderr,
-            cwd=self.workdir,
-            env=env,
-            start_new_session=True,
-            preexec_fn=(lambda: _limit_memory(limit)) if limit else None,
-        )
+        try:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=self._stderr, stderr=self._stderr, cwd=self.workdir,
+                env=env, start_new_session=True, pass_fds=(write_end, self._dir.lock_fd),
+            )
+        finally:
+            os.close(write_end)
+        if self.guard:
+            self.guard.attach(self.process.pid)
+        self.messages: list[dict[str, Any]] = []
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, args=(read_end,), daemon=True,
+                                        name=f"kfoundry-{label}-reader")
+        self._reader.start()
+        self._closed = False
 
-    def messages(self) -> list[dict[str, Any]]:
-        path = self.workdir / MESSAGES
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text(errors="replace").splitlines():
+    # -- the pipe ------------------------------------------------------------------------------
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as pipe:
+            for line in pipe:
+                if len(line) > MAX_LINE:
+                    continue
+                try:
+                    message = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if isinstance(message, dict):
+                    message["_received"] = time.time()
+                    self._inbox.put(message)
+        self._inbox.put(_ENDED)
+
+    def send(self, message: dict[str, Any]) -> bool:
+        try:
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False  # the worker died: reported from its exit code
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Block until the worker said `ready` (True) or died or the time ran out (False)."""
+        deadline = time.monotonic() + timeout_s
+        while not any(m.get("phase") == "ready" for m in self.messages):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut short by a kill
-        return out
+                message = self._inbox.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                if self.process.poll() is not None:
+                    return False
+                continue
+            if message is _ENDED:
+                self._inbox.put(_ENDED)
+                return False
+            self.messages.append(message)
+        return True
 
-    def run(self, job: dict[str, Any], timeout_s: float) -> WorkerOutcome:
-        """Send the job, wait up to timeout_s for the process to finish, read what it said."""
+    def run(self, job: dict[str, Any], timeout_s: float, on_request: Requests | None = None,
+            on_phase: Phases | None = None, ready_timeout_s: float = READY_TIMEOUT_S) -> WorkerOutcome:
+        """Send the job, answer its requests, wait up to timeout_s for its result and its exit. The time
+        counts from the worker's `ready` (a spare still importing torch is not the job's fault)."""
+        self.wait_ready(ready_timeout_s)
         start, sent = time.monotonic(), time.time()
-        try:
-            self.process.stdin.write((json.dumps(job) + "\n").encode())
-            self.process.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # the worker died before its job: reported below from its exit code
-        timed_out = False
-        try:
-            self.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        deadline = start + timeout_s
+        self.send(job)
+        result_seen, timed_out, ended = False, False, False
+        for message in list(self.messages):
+            if "phase" in message and on_phase:
+                on_phase(message["phase"])
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            try:
+                message = self._inbox.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                if result_seen or self.process.poll() is not None:
+                    # the result is in, or the process ended while something it started keeps the pipe open
+                    ended = self.process.poll() is not None
+                    break
+                continue
+            if message is _ENDED:
+                ended = True
+                break
+            self.messages.append(message)
+            if "phase" in message and on_phase:
+                on_phase(message["phase"])
+            if "request" in message:
+                reply = on_request(message) if on_request else {"error": "no requests are served"}
+                self.send({"reply": message.get("id"), **reply})
+            if "result" in message:
+                result_seen = True
+        if timed_out:
             self.kill()
+        else:
+            try:
+                self.process.wait(timeout=2.0 if result_seen or ended else max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = not result_seen
+                self.kill()
+        return self._outcome(start, sent, timed_out)
+
+    def _outcome(self, start: float, sent: float, timed_out: bool) -> WorkerOutcome:
         elapsed, ended = time.monotonic() - start, time.time()
-        messages = self.messages()
         phase, result, phase_times, walls = "start", None, {}, {}
-        for message in messages:
+        for message in self.messages:
             if "phase" in message:
+                if message["phase"] == "ready" and "start" in phase_times:
+                    continue
                 phase = message["phase"]
                 phase_times[phase] = message.get("t", 0.0)
                 walls[phase] = message.get("wall")
             if "result" in message:
-                result = message["result"]
+                result = message["result"] if isinstance(message["result"], dict) else None
                 phase_times["end"] = message.get("t", 0.0)
                 walls["end"] = message.get("wall")
+        if phase == "ready":
+            phase = "start"
         self._stderr.flush()
+        oom = self.guard.exceeded() if self.guard else None
         return WorkerOutcome(
-            result=result,
-            phase=phase,
-            returncode=self.process.returncode,
-            timed_out=timed_out,
-            stderr_tail=self.stderr_tail(),
-            elapsed_s=elapsed,
-            phase_times=phase_times,
-            wait_s=_seconds_between(sent, walls.get("start")),
-            exit_s=_seconds_between(walls.get("end"), ended),
+            result=result, phase=phase, returncode=self.process.returncode, timed_out=timed_out,
+            stderr_tail=self.stderr_tail(), elapsed_s=elapsed, phase_times=phase_times,
+            wait_s=_seconds_between(sent, walls.get("start")), exit_s=_seconds_between(walls.get("end"), ended),
+            out_of_memory_bytes=oom, memory_guard=self.guard.describe() if self.guard else "",
         )
 
     def stderr_tail(self, limit: int = 4000) -> str:
         try:
-            data = (self.workdir / STDERR).read_bytes()
+            with open(self.workdir / STDERR, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - limit))
+                data = f.read()
         except OSError:
             return ""
-        return data[-limit:].decode(errors="replace").strip()
+        return data.decode(errors="replace").strip()
 
     def kill(self) -> None:
         """Kill the worker's whole process group, also what it left running after it exited."""
@@ -217,9 +296,20 @@ class Worker:
         self.process.wait()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.kill()
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
         self._stderr.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.guard:
+            self.guard.close()
+        self._dir.remove()
+        if self.device != "cpu":
+            _remove_ipc_leftovers(self.process.pid)
 
     def __enter__(self) -> "Worker":
         return self
@@ -228,41 +318,51 @@ class Worker:
         self.close()
 
 
-def _limit_memory(limit: int) -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def default_memory_limit() -> int:
-    """Per-worker address-space cap on CPU: half the machine, at most 8 GiB."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        total = 16 << 30
-    return max(2 << 30, min(8 << 30, total // 2))
+def _remove_ipc_leftovers(pid: int) -> None:
+    """What CUDA IPC leaves in /dev/shm for a process that was killed or skipped its teardown: torch's
+    reference-count files (torch_<pid>_*) and the driver's event segments (cuda.shm.<dev>.<pid hex>.*)."""
+    for pattern in (f"torch_{pid}_*", f"cuda.shm.*.{pid:x}.*"):
+        for path in SHARED_MEMORY.glob(pattern):
+            try:
+                if path.stat().st_uid == os.getuid():
+                    path.unlink()
+            except OSError:
+                pass
 
 
 class WorkerPool:
-    """Hands out fresh workers, keeping one spare started in advance to hide start-up."""
+    """Hands out fresh workers, keeping `spares` started in advance (imports done, CUDA context made)."""
 
-    def __init__(self, device: str, **worker_options: Any) -> None:
+    def __init__(self, device: str, spares: int = 1, refill: bool = True, **worker_options: Any) -> None:
         self.device = device
+        self.spares = spares
+        self.refill = refill  # False: only the first spares are started ahead (a single evaluation)
         self.options = worker_options
-        self._spare: Worker | None = None
+        self._ready: list[Worker] = []
+        self._lock = threading.Lock()
+        self._closed = False
 
-    def prestart(self) -> None:
-        if self._spare is None:
-            self._spare = Worker(self.device, label="candidate", **self.options)
+    def _start(self) -> Worker:
+        return Worker(self.device, label="candidate", **self.options)
 
-    def take(self, keep_spare: bool = True) -> Worker:
-        worker = self._spare or Worker(self.device, label="candidate", **self.options)
-        self._spare = None
-        if keep_spare:
-            self.prestart()
+    def fill(self) -> None:
+        """Start spares until there are `spares` of them."""
+        with self._lock:
+            while not self._closed and len(self._ready) < self.spares:
+                self._ready.append(self._start())
+
+    def take(self) -> Worker:
+        with self._lock:
+            worker = self._ready.pop(0) if self._ready else None
+        if worker is None:
+            worker = self._start()
+        if self.refill:
+            self.fill()
         return worker
 
     def close(self) -> None:
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None
+        with self._lock:
+            self._closed = True
+            workers, self._ready = self._ready, []
+        for worker in workers:
+            worker.close()

@@ -13,7 +13,6 @@ is far above their event time are flagged.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 import time
@@ -21,13 +20,7 @@ from typing import Any, Callable
 
 import torch
 
-from kfoundry.evaluate.process import DEVICE_LOCK_ENV
 from kfoundry.types import TimingStats
-
-try:
-    import fcntl
-except ImportError:  # not on Linux: no lock, as before
-    fcntl = None
 
 # Taken when this module is imported, before any candidate's code runs in the worker: a candidate
 # that replaces these (the guard reports it) cannot bend the timer.
@@ -54,44 +47,6 @@ DEFAULT_BUDGET_S = 10.0
 MIN_TRIALS = 10
 FLAG_RATIO = 1.5
 FLAG_MARGIN_MS = 0.02
-
-
-DEVICE_LOCK_WAIT_S = 30.0
-
-
-@contextlib.contextmanager
-def device_setup_lock():
-    """Held by a spare worker while it creates its GPU context, which it does while another worker
-    may be timing on the same GPU: the timed phases wait for it (wait_for_device_setups)."""
-    path = os.environ.get(DEVICE_LOCK_ENV)
-    if not path or fcntl is None:
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def wait_for_device_setups(limit_s: float = DEVICE_LOCK_WAIT_S) -> None:
-    """Before timing: let a spare worker that is setting up on this GPU finish (at most limit_s)."""
-    path = os.environ.get(DEVICE_LOCK_ENV)
-    if not path or fcntl is None or not os.path.exists(path):
-        return
-    deadline = time.monotonic() + limit_s
-    with open(path, "a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.05)
-                continue
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -237,7 +192,6 @@ class GpuTimer:
         the statistics and the output of the last timed run."""
         out = fn()  # the first call may compile or autotune: not part of any estimate
         self._sync()
-        wait_for_device_setups()
         flush_page_cache()
         warm_runs, warm_s = self.warm_up(fn, budget_s)
         per_run = warm_s / warm_runs

@@ -75,8 +75,9 @@ def run_replay(evaluator, candidate: Path, *, wrapper: list[str] | None = None, 
     prepared = evaluator.prepare()
     with Worker(evaluator.device, wrapper=wrapper, memory_limit_bytes=evaluator.memory_limit,
                 extra_env=extra_env, label=label) as worker:
-        for name in ("inputs_0.pt", "init_inputs.pt"):
-            shutil.copy(prepared.exchange / name, worker.workdir / name)
+        shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
+        written = prepared.write_inputs("0", worker.workdir)
+        written.rename(worker.workdir / "inputs_0.pt")
         outcome = worker.run(replay_job(evaluator, candidate), timeout_s)
     return _outcome(outcome, timeout_s)
 

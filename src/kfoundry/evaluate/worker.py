@@ -5,39 +5,69 @@ Imports torch (and Triton) first, says `ready`, then reads one job from stdin, r
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
-from kfoundry.evaluate.process import MESSAGES
+from kfoundry.evaluate.process import CHANNEL_FD_ENV
 
 
-FAST_EXIT_LABELS = ("candidate", "reference")
+FAST_EXIT_LABELS = ("candidate", "reference", "judge", "baselines")
 
 
 class Channel:
-    """Appends JSON lines to the messages file, flushed at once so they survive a kill."""
+    """JSON lines to the parent on the pipe it gave (flushed at once), replies from it on stdin."""
 
-    def __init__(self, path: Path) -> None:
-        self._file = open(path, "a", encoding="utf-8")
+    def __init__(self, fd: int | None) -> None:
+        self._file = os.fdopen(fd, "w", encoding="utf-8", buffering=1) if fd is not None else None
         self._t0 = time.monotonic()
+        self._next = 0
 
     def send(self, **message: Any) -> None:
         message["t"] = round(time.monotonic() - self._t0, 4)
         message["wall"] = round(time.time(), 4)  # the parent's clock too: how long the job waited, and the exit
-        self._file.write(json.dumps(message, default=str) + "\n")
-        self._file.flush()
+        if self._file is not None:
+            self._file.write(json.dumps(message, default=str) + "\n")
+            self._file.flush()
 
     def phase(self, name: str) -> None:
         self.send(phase=name)
 
     def result(self, result: dict[str, Any]) -> None:
         self.send(result=result)
+
+    def request(self, kind: str, **data: Any) -> dict[str, Any]:
+        """Ask the parent (which asks the judge) and wait for its reply."""
+        self._next += 1
+        self.send(request=kind, id=self._next, **data)
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                raise RuntimeError("the parent closed the channel")
+            try:
+                reply = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(reply, dict) and reply.get("reply") == self._next:
+                return reply
+
+    def receive(self) -> dict[str, Any] | None:
+        """The next message from the parent (a long-lived worker's next order), None at its end."""
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                return None
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(message, dict):
+                return message
 
 
 def _fast_saves() -> None:
@@ -58,11 +88,13 @@ def _warm_up(device: str, label: str) -> None:
     context: nothing a job could see. A failure here is left for the job to meet and report."""
     import torch
 
-    from kfoundry.evaluate.timing import device_setup_lock
+    from kfoundry.evaluate.gpu_lock import from_environment
 
     try:
+        lock = from_environment(label)
         if device.startswith("cuda"):
-            with device_setup_lock():  # another worker may be timing on this GPU: it waits for this
+            # another worker may be timing on this GPU: making a context waits for it
+            with lock.shared("context") if lock is not None else contextlib.nullcontext():
                 if ":" in device:
                     torch.cuda.set_device(device)
                 torch.empty(1, device=device)
@@ -80,7 +112,8 @@ def _warm_up(device: str, label: str) -> None:
 
 def main() -> int:
     faulthandler.enable()  # a segfault leaves the Python stack (with the candidate's line) in stderr
-    channel = Channel(Path.cwd() / MESSAGES)
+    fd = os.environ.get(CHANNEL_FD_ENV)
+    channel = Channel(int(fd) if fd and fd.isdigit() else None)
     import torch  # the expensive import, done before the job arrives
 
     _fast_saves()
@@ -108,6 +141,14 @@ def main() -> int:
             from kfoundry.evaluate.candidate_job import run_candidate_job
 
             result = run_candidate_job(job, channel)
+        elif job["kind"] == "judge":
+            from kfoundry.evaluate.judge_job import run_judge
+
+            result = run_judge(job, channel)
+        elif job["kind"] == "baselines":
+            from kfoundry.evaluate.baseline_job import run_baseline_job
+
+            result = run_baseline_job(job, channel)
         elif job["kind"] == "replay":
             from kfoundry.evaluate.replay_job import run_replay_job
 

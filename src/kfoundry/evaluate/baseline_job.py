@@ -1,0 +1,98 @@
+"""The baselines: eager and torch.compile timings of the reference, in a process of their own.
+
+It never imports a candidate. It builds the model and the first trial's inputs exactly as the judge
+does (same seeds, same code), so the baselines time the very computation the candidates are timed
+on, and it runs beside the candidates' pipeline instead of before it: torch.compile's compilation
+takes tens of seconds on the CPU, and only its timed trials need the GPU to themselves (the GPU
+lock's exclusive side, like a candidate's timing).
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kfoundry import problem as problems
+from kfoundry.errors import ProblemError
+from kfoundry.evaluate.baselines import load_baselines, save_baselines
+from kfoundry.evaluate.gpu_lock import from_environment
+from kfoundry.evaluate.reference_job import clone_inputs
+from kfoundry.types import to_jsonable
+
+
+def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
+    from kfoundry.evaluate.timing import GpuTimer, peak_memory
+
+    timing, device, key = job["timing"], job["device"], job["key"]
+    cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
+    if cache_dir is not None and not timing.get("no_cache"):
+        cached = load_baselines(cache_dir, key)
+        if cached is not None and all(name in cached["stats"] or name in cached["errors"]
+                                      for name in timing["baselines"]):
+            cached["cached"] = True
+            return cached
+    channel.phase("load")
+    lock = from_environment("baselines")
+    source = problems.ProblemSource(path=Path(job["problem_path"]), text=job["problem_text"],
+                                    overrides=job["overrides"])
+    try:
+        module = problems.load_problem_module(source)
+        dtype = problems.torch_dtype(job["precision"])
+        init_inputs = problems.init_inputs_of(module)
+        with lock.shared("baseline set-up") if lock else _Nothing():
+            model = problems.build_model(module.Model, init_inputs, job["init_seed"], dtype, device, job["eval_mode"])
+            with torch.device(device):
+                inputs = problems.make_inputs(module, job["trial_seeds"][0], dtype, device)
+    except ProblemError as exc:
+        return {"problem_error": str(exc)}
+    except Exception as exc:
+        return {"problem_error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    stats: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    peak = None
+    timer = None
+    for name in timing["baselines"]:
+        channel.phase(f"baseline {name}")
+        try:
+            if name == "eager":
+                fn_model = model
+            else:
+                mode = None if name == "compile" else name.removeprefix("compile-")
+                fn_model = torch.compile(model, mode=mode)
+            run_inputs = clone_inputs(inputs)
+
+            def call(m=fn_model, args=run_inputs):
+                with torch.no_grad():
+                    return m(*args)
+
+            with lock.shared(f"{name} compile") if lock else _Nothing():
+                call()  # compiles (torch.compile) and warms up: GPU work, but not timed
+                torch.cuda.synchronize(device)
+            with lock.exclusive(f"{name} timing") if lock else _Nothing():
+                if timer is None:
+                    timer = GpuTimer(device)
+                result, _ = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"])
+                if name == "eager":
+                    peak = peak_memory(device, call)
+            stats[name] = to_jsonable(result)
+        except Exception as exc:
+            errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    record = {"key": key, "stats": stats, "errors": errors, "peak_memory_bytes": peak,
+              "flush_bytes": timer.flush_buffer.numel() * 4 if timer else None,
+              "host_overhead_ms": timer.host_overhead_ms if timer else None}
+    if cache_dir is not None and stats:
+        save_baselines(cache_dir, key, record)
+    record["cached"] = False
+    return json.loads(json.dumps(record))
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

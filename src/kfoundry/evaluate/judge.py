@@ -1,0 +1,156 @@
+"""The parent's handles on the two processes of the reference side: the judge (expected outputs,
+comparisons; kfoundry.evaluate.judge_job) and the baseline process (eager and torch.compile timings;
+kfoundry.evaluate.baseline_job). Neither ever imports a candidate."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kfoundry.errors import ProblemError
+from kfoundry.evaluate.process import Worker, WorkerOutcome, _ENDED
+
+Progress = Callable[[str], None]
+ANSWER_TIMEOUT_S = 900.0  # one order: a recomputed set of a large problem on the CPU can take minutes
+
+
+class JudgeGone(RuntimeError):
+    """The judge process ended or stopped answering: no verdict can be given."""
+
+
+class Judge:
+    """One judge process; `ask` may be called from several threads (orders are served one at a time)."""
+
+    def __init__(self, device: str, memory_limit_bytes: int | None, extra_env: dict[str, str]) -> None:
+        self.worker = Worker(device, label="judge", memory_limit_bytes=memory_limit_bytes, extra_env=extra_env)
+        self._lock = threading.Lock()
+        self._next = 0
+        self.phases: dict[str, float] = {}
+
+    def _receive(self, timeout_s: float) -> dict[str, Any] | None:
+        try:
+            message = self.worker._inbox.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+        if message is _ENDED:
+            self.worker._inbox.put(_ENDED)
+            raise JudgeGone(self._death())
+        self.worker.messages.append(message)
+        return message
+
+    def _death(self) -> str:
+        self.worker.process.poll()
+        oom = self.worker.guard.exceeded() if self.worker.guard else None
+        if oom:
+            return f"the judge ran out of host memory ({oom / 1e9:.1f} GB)"
+        tail = self.worker.stderr_tail()[-1500:]
+        return f"the judge process ended (exit code {self.worker.process.returncode})" + (f": {tail}" if tail else "")
+
+    def prepare(self, job: dict[str, Any], timeout_s: float, progress: Progress) -> dict[str, Any]:
+        """Send the problem; wait for the judge's prepared record (or a ProblemError)."""
+        self.worker.send(job)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ProblemError(f"the reference did not finish within {timeout_s:.0f} s "
+                                   f"(phase {next(reversed(self.phases), 'start')})")
+            try:
+                message = self._receive(left)
+            except JudgeGone as exc:
+                raise ProblemError(f"the reference process failed: {exc}") from None
+            if message is None:
+                continue
+            if "phase" in message:
+                self.phases[message["phase"]] = message.get("t", 0.0)
+                label = {"inputs": "inputs", "expected": "expected outputs and their float64 truth"}.get(
+                    message["phase"])
+                if label:
+                    progress(f"reference: {label}")
+            if "prepared" in message:
+                return message["prepared"]
+            if "result" in message:
+                result = message["result"] or {}
+                if "problem_error" in result:
+                    raise ProblemError(result["problem_error"])
+                raise ProblemError(f"the reference process failed: {result.get('internal_error') or result}")
+
+    def ask(self, op: str, **data: Any) -> dict[str, Any]:
+        with self._lock:
+            self._next += 1
+            ident = self._next
+            if not self.worker.send({"op": op, "id": ident, **data}):
+                raise JudgeGone(self._death())
+            deadline = time.monotonic() + ANSWER_TIMEOUT_S
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.worker.kill()
+                    raise JudgeGone(f"the judge did not answer {op} within {ANSWER_TIMEOUT_S:.0f} s")
+                message = self._receive(left)
+                if message is not None and message.get("answer") == ident:
+                    return message
+
+    def close(self) -> None:
+        if self.worker.process.poll() is None:
+            self.worker.send({"op": "close"})
+        self.worker.close()
+
+
+class Baselines:
+    """The baseline process, run beside the candidates' pipeline; `result()` waits for its record."""
+
+    def __init__(self, device: str, job: dict[str, Any], timeout_s: float, memory_limit_bytes: int | None,
+                 extra_env: dict[str, str], progress: Progress) -> None:
+        self.progress = progress
+        self._done = threading.Event()
+        self._record: dict[str, Any] | None = None
+        self.seconds: float | None = None
+        self._worker = Worker(device, label="baselines", memory_limit_bytes=memory_limit_bytes, extra_env=extra_env)
+        self._thread = threading.Thread(target=self._run, args=(job, timeout_s), daemon=True,
+                                        name="kfoundry-baselines")
+        self._thread.start()
+
+    def _run(self, job: dict[str, Any], timeout_s: float) -> None:
+        started = time.monotonic()
+        try:
+            outcome = self._worker.run(job, timeout_s, on_phase=self._phase)
+            self._record = _baseline_record(outcome, timeout_s)
+        except Exception as exc:  # noqa: BLE001 -- a failed baseline leaves candidates unscored, not unjudged
+            self._record = {"stats": {}, "errors": {"baselines": f"{type(exc).__name__}: {exc}"}}
+        finally:
+            self.seconds = round(time.monotonic() - started, 3)
+            self._worker.close()
+            self._done.set()
+
+    def _phase(self, phase: str) -> None:
+        if phase.startswith("baseline "):
+            self.progress(f"reference: baselines ({phase.removeprefix('baseline ')})")
+
+    def result(self) -> dict[str, Any]:
+        self._done.wait()
+        return self._record or {"stats": {}, "errors": {}}
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def close(self) -> None:
+        if not self._done.is_set():
+            self._worker.kill()
+        self._thread.join(timeout=10)
+
+
+def _baseline_record(outcome: WorkerOutcome, timeout_s: float) -> dict[str, Any]:
+    result = outcome.result or {}
+    if outcome.timed_out:
+        return {"stats": {}, "errors": {"baselines": f"not finished within {timeout_s:.0f} s"}}
+    if outcome.out_of_memory_bytes:
+        return {"stats": {}, "errors": {"baselines": f"out of host memory ({outcome.out_of_memory_bytes / 1e9:.1f} GB)"}}
+    if "problem_error" in result or "internal_error" in result or not result:
+        detail = result.get("problem_error") or result.get("internal_error") or outcome.stderr_tail[-800:]
+        return {"stats": {}, "errors": {"baselines": f"the baseline process failed: {detail}"}}
+    return result
