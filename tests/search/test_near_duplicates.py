@@ -150,7 +150,7 @@ class AllCorrect:
 def _loop(experts, proposer, nd, events, generations=3):
     arch = Archipelago(k=1, migrate_every=10, capacity=6, elites=2)
     return SearchLoop(arch, proposer, AllCorrect(), Router(experts, seed=0), StopRules(max_generations=generations),
-                      seed=0, on_event=events.append, near_duplicates=nd)
+                      seed=0, on_event=events.append, near_duplicates=nd, concurrency=1)
 
 
 def test_the_loop_drops_a_near_duplicate_without_evaluating_it(embedder):

@@ -1,6 +1,11 @@
-"""The asynchronous search loop: per generation, each island picks a parent, the router names an
-expert from the parent's diagnosis, proposals run concurrently, duplicates are dropped, evaluations
-go through a queue, children are inserted; islands migrate every M generations; rules stop it.
+"""The asynchronous search loop: an island picks a parent, the router names an expert from the
+parent's diagnosis, the expert proposes, duplicates are dropped, the evaluation goes through a queue
+and the child is inserted. It is a pipeline, not lockstep generations: up to `concurrency` children
+are in flight (proposed or being evaluated) at once, and each time one is judged another is planned
+from the populations as they are then, so the evaluators never wait for a generation's slowest
+child. A generation is a count: it ends each time as many children as there are island slots
+(islands x children per island) have come back; islands migrate every M generations; rules stop it
+(no new child is planned once one applies, and the children in flight are judged and kept).
 
 Resumable: `state()` is a JSON-serializable snapshot and `restore()` rebuilds the loop from it, so
 a restored loop with the same proposer and evaluator continues exactly as the original would have."""
@@ -87,6 +92,7 @@ class SearchLoop:
         self._elapsed_base = 0.0
         self._started: float | None = None
         self._improved = False  # the overall best improved during the current generation
+        self._turn = 0  # the island that plans the next child
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -146,28 +152,15 @@ class SearchLoop:
         self._next_id += 1
         return plan
 
-    def _plans(self) -> list[Plan]:
-        plans = []
-        left = self.stop_rules.evals_left(self.search)
-        for _ in range(self.children_per_island):
-            for island in self.archipelago.islands:
-                if left is not None and len(plans) >= left:
-                    return plans
-                plan = self._plan(island)
-                if plan is not None:
-                    plans.append(plan)
-        return plans
-
     # -- one child ----------------------------------------------------------------------------
 
-    async def _child(self, plan: Plan, semaphore: asyncio.Semaphore, claimed: set[str]) -> Individual | None:
-        async with semaphore:
-            try:
-                source = await self.propose(plan.parent, plan.others, plan.expert)
-            except Exception as exc:  # noqa: BLE001 -- one expert's fault never ends the run
-                self._emit("propose_error", id=plan.id, expert=plan.expert,
-                           error=f"{type(exc).__name__}: {exc}")
-                return None
+    async def _child(self, plan: Plan, claimed: set[str]) -> Individual | None:
+        try:
+            source = await self.propose(plan.parent, plan.others, plan.expert)
+        except Exception as exc:  # noqa: BLE001 -- one expert's fault never ends the run
+            self._emit("propose_error", id=plan.id, expert=plan.expert,
+                       error=f"{type(exc).__name__}: {exc}")
+            return None
         if not source:
             self._emit("no_proposal", id=plan.id, expert=plan.expert)
             if plan.expert in getattr(self.router, "experts", ()):
@@ -232,18 +225,52 @@ class SearchLoop:
 
     # -- generations --------------------------------------------------------------------------
 
-    async def step(self) -> int:
-        """One generation; returns how many children were planned."""
-        plans = self._plans()
-        semaphore = asyncio.Semaphore(self.concurrency)
+    def _next_plan(self) -> Plan | None:
+        """A child for the next island in turn that has something to work on."""
+        islands = self.archipelago.islands
+        for _ in range(len(islands)):
+            island = islands[self._turn % len(islands)]
+            self._turn += 1
+            plan = self._plan(island)
+            if plan is not None:
+                return plan
+        return None
+
+    async def _pipeline(self) -> str:
+        """Keep `concurrency` children in flight until a stop rule applies; returns the reason."""
+        generation_size = max(1, len(self.archipelago.islands) * self.children_per_island)
+        flying: dict[asyncio.Task, Plan] = {}
         claimed: set[str] = set()
-        children = await asyncio.gather(*(self._child(plan, semaphore, claimed) for plan in plans))
+        came_back = recorded = 0
+        reason: str | None = None
         self._improved = False
-        for plan, ind in zip(plans, children):  # in plan order, so a run is reproducible
-            if ind is not None:
-                self._record(plan, ind)
-        self._end_generation(evaluated=sum(ind is not None for ind in children))
-        return len(plans)
+        while True:
+            while reason is None and len(flying) < self.concurrency:
+                reason = self.stop_rules.should_stop(self._refresh())
+                left = self.stop_rules.evals_left(self.search)
+                if reason is not None or (left is not None and left <= len(flying)):
+                    break
+                plan = self._next_plan()
+                if plan is None:
+                    if not flying:
+                        reason = ("nothing to evolve: no working candidate, and no expert here writes a first "
+                                  "kernel (an LLM's initializer)")
+                    break
+                flying[asyncio.ensure_future(self._child(plan, claimed))] = plan
+            if not flying:
+                return reason or self.stop_rules.should_stop(self._refresh()) or "budget spent"
+            done, _ = await asyncio.wait(list(flying), return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: int(flying[t].id[1:]) if flying[t].id[1:].isdigit() else 0):
+                plan = flying.pop(task)
+                ind = task.result()
+                came_back += 1
+                if ind is not None:
+                    self._record(plan, ind)
+                    recorded += 1
+                if came_back >= generation_size:
+                    self._end_generation(evaluated=recorded)
+                    self._improved = False
+                    came_back = recorded = 0
 
     async def seed(self, children: list[Individual]) -> None:
         """A generation of given candidates (the user's seeds, composed kernels, a stopped run's
@@ -288,14 +315,7 @@ class SearchLoop:
         self._started = self.clock()
         self._elapsed_base = self.search.elapsed_s
         try:
-            while True:
-                reason = self.stop_rules.should_stop(self._refresh())
-                if reason is not None:
-                    break
-                if await self.step() == 0:
-                    reason = ("nothing to evolve: no working candidate, and no expert here writes a first "
-                              "kernel (an LLM's initializer)")
-                    break
+            reason = await self._pipeline()
         finally:
             self._refresh()
             self._elapsed_base, self._started = self.search.elapsed_s, None
@@ -309,7 +329,7 @@ class SearchLoop:
         self._refresh()
         return {"version": SNAPSHOT_VERSION, "search": asdict(self.search), "best_id": self.best_id,
                 "recorded": list(self.individuals),  # in the order recorded
-                "eval_cost": self._eval_cost, "next_id": self._next_id,
+                "eval_cost": self._eval_cost, "next_id": self._next_id, "turn": self._turn,
                 "archipelago": self.archipelago.state(), "rng": _rng_to_json(self._rng.getstate()),
                 "router": self._router_state()}
 
@@ -326,6 +346,7 @@ class SearchLoop:
         self.best_id = snapshot["best_id"]
         self._eval_cost = snapshot["eval_cost"]
         self._next_id = snapshot["next_id"]
+        self._turn = snapshot.get("turn", 0)
         self.archipelago.restore(snapshot["archipelago"], self.individuals)
         if self.near_duplicates is not None:
             self.near_duplicates.rebuild((i.id, i.source) for i in self.individuals.values())
