@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,16 @@ def test_eval_ok_human_output(problems_dir, candidates_dir):
     assert "trials passed" in result.stdout and "2 of 2 (seed 3)" in result.stdout
     assert "timing: no GPU" in result.stdout
     assert "problem cost:" in result.stdout
+
+
+def test_eval_without_a_terminal_prints_a_line_per_phase(problems_dir, candidates_dir):
+    # stderr is a pipe here, as in a log: a spinner would print nothing there
+    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    phases = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if re.match(r"\[ *\d+\.\d s\] ", line)]
+    assert phases[0] == "evaluating", result.stderr
+    assert any(p.startswith("reference") for p in phases) and any(p.startswith("candidate") for p in phases)
+    assert result.stdout.startswith("ok  correct on 1 trials")  # the report itself stays on stdout
 
 
 def test_eval_json_wrong_output(problems_dir, candidates_dir):

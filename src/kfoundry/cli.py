@@ -103,12 +103,18 @@ def render_diagnosis(evaluation, console: Console) -> None:
 
 
 def _run_evaluation(problem: Path, candidate: Path, options, as_json: bool):
-    """Evaluate with a progress line (not with --json); bad input exits 2 with a message."""
+    """Evaluate with progress on stderr (not with --json): a spinner on a terminal, else a line per
+    phase and a heartbeat (a spinner prints nothing to a file or pipe); bad input exits 2 with a message."""
     from kfoundry.evaluate import evaluate
+    from kfoundry.phase_log import PhaseLog, is_terminal
 
     try:
         if as_json:
             return evaluate(problem, candidate, options)
+        if not is_terminal(sys.stderr):
+            with PhaseLog(sys.stderr, heartbeat_s=30.0) as log:
+                log.phase("evaluating")
+                return evaluate(problem, candidate, options, progress=log.phase)
         with err.status("evaluating") as status:
             return evaluate(problem, candidate, options, progress=lambda m: status.update(m))
     except KFoundryError as exc:
@@ -141,6 +147,12 @@ TIMEOUT_OPT = typer.Option(300.0, help="Seconds allowed for the candidate's whol
 SEED_OPT = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported).")
 EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode).")
 SET_OPT = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
+MEMORY_LIMIT_OPT = typer.Option(None, "--memory-limit", help="GB of host memory the evaluation may plan for (default: what is free: MemAvailable or the cgroup's limit less its usage).")
+WORKERS_OPT = typer.Option(None, "--workers", help="Candidates evaluated at once (default: by CPU cores and free memory; 1 on CPU).")
+
+
+def memory_bytes(gigabytes: float | None) -> int | None:
+    return None if gigabytes is None else int(gigabytes * 1e9)
 
 
 @app.command("eval")
@@ -160,6 +172,7 @@ def eval_command(
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-measure the baselines instead of using the cache."),
     policy: str = typer.Option("strict", help="strict: all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
+    memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM: verdict, correctness, timing and the diagnosis.
@@ -170,7 +183,7 @@ def eval_command(
         device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout, seed=seed,
         eval_mode=eval_mode, set_=set_, timing_trials=timing_trials,
         baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()), no_cache=no_cache,
-        wrapper=wrapper.split() if wrapper else None, policy=policy,
+        wrapper=wrapper.split() if wrapper else None, policy=policy, memory_limit_bytes=memory_bytes(memory_limit),
     )
     evaluation = _run_evaluation(problem, candidate, options, as_json)
     if as_json:
@@ -342,6 +355,8 @@ def optimize_command(
     eval_mode: bool = EVAL_MODE_OPT,
     policy: Optional[str] = typer.Option(None, help="strict (default) or permissive."),
     set_: Optional[list[str]] = SET_OPT,
+    memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
+    workers: Optional[int] = WORKERS_OPT,
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout."),
 ) -> None:
@@ -381,7 +396,8 @@ def optimize_command(
                     setattr(search, key, value)
             options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],
                                tolerance=settings["tolerance"], timeout_s=settings["timeout"], set_=set_,
-                               policy=settings["policy"], eval_mode=eval_mode)
+                               policy=settings["policy"], eval_mode=eval_mode,
+                               memory_limit_bytes=memory_bytes(memory_limit), workers=workers)
             result = optimize(problem, out=out, options=options, settings=search, seeds=seed_files or [],
                               quiet=quiet or as_json, llm_client=llm_client, budget=budget, **overrides)
     except KFoundryError as exc:

@@ -215,3 +215,24 @@ def test_an_interrupt_with_devices_stops_the_running_searches_and_keeps_the_rest
     assert set(finished) | set(report.pending) == {"1_a", "2_b", "3_c"}
     again = run_bench(suite, one_device, tmp_path / "out", resume=True, optimize_fn=FakeOptimize())
     assert sorted(r.name for r in again.results) == ["1_a", "2_b", "3_c"] and not again.pending
+
+
+def test_a_too_large_problem_is_reported_and_the_bench_goes_on(tmp_path):
+    """A real bench (the reference method: real evaluations, no search) over two small problems and one
+    whose inputs alone (160 GB) exceed the machine: it is refused before anything runs, recorded as
+    too large with the figures, and the others are judged."""
+    directory = write_suite(tmp_path / "suite", ["1_a.py", "3_c.py"])
+    (directory / "2_huge.py").write_text(TINY.replace("n = 8", "n = 40_000_000_000"))
+    lines = []
+    report = run_bench(discover(directory), BenchSettings(method="reference", options=EvalOptions(device="cpu",
+                                                                                                 trials=1)),
+                       tmp_path / "out", progress=lines.append, write_html=False)
+    statuses = {r.name: r.status for r in report.results}
+    assert statuses == {"1_a": "ok", "2_huge": "too_large", "3_c": "ok"}
+    huge = next(r for r in report.results if r.name == "2_huge")
+    assert "too large for this machine" in huge.message and "--set" in huge.message
+    assert report.complete
+    saved = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert [p["status"] for p in saved["problems"]].count("too_large") == 1
+    assert report.metrics()["problems"] == 3 or "too_large" in json.dumps(saved)
+    assert any("2_huge: too_large" in line for line in lines)

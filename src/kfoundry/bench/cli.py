@@ -74,6 +74,9 @@ def bench_command(
     target_speedup: float | None = TARGET_SPEEDUP_OPT,
     devices: str | None = typer.Option(None, help="Run several problems at once, one per device: cuda:0,cuda:1 or all "
                                                   "(cpu:N on CPU)."),
+    memory_limit: float | None = typer.Option(None, "--memory-limit", help="GB of host memory each problem's "
+                                              "evaluation may plan for (default: what is free)."),
+    workers: int | None = typer.Option(None, "--workers", help="Candidates evaluated at once per device."),
 ) -> None:
     """Score a method on a suite: correctness rate, fast_p (p = 0, 1, 1.2, 1.5, 2) and geometric-mean
     speedups vs eager and vs torch.compile. Writes bench.json (after every problem), bench.csv,
@@ -99,7 +102,9 @@ def bench_command(
                               timeout_s=timeout, seed=seed, eval_mode=eval_mode, set_values=parse_set_values(set_),
                               timing_trials=timing_trials,
                               baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
-                              no_cache=no_cache, policy=policy)
+                              no_cache=no_cache, policy=policy,
+                              memory_limit_bytes=None if memory_limit is None else int(memory_limit * 1e9),
+                              workers=workers)
         settings = BenchSettings(method=method, options=options, solutions=solutions, llm=llm, max_evals=max_evals,
                                  max_cost=max_cost, target_speedup=target_speedup,
                                  time_per_problem=time_per_problem, devices=devices)

@@ -68,11 +68,14 @@ def run_problem(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, r
     started = time.monotonic()
     try:
         if settings.method == "optimize":
-            _optimize(problem, settings, run_dir, set_values, result, optimize_fn)
+            _optimize(problem, settings, run_dir, set_values, result, optimize_fn, progress)
         else:
             _evaluate(problem, settings, run_dir, set_values, result, progress)
     except ProblemError as exc:
-        result.status, result.message = R.PROBLEM_ERROR, str(exc)
+        from kfoundry.evaluate.memory_plan import is_too_large
+
+        result.status = R.TOO_LARGE if is_too_large(exc) else R.PROBLEM_ERROR
+        result.message = str(exc)
     except UsageError:
         raise  # bad settings are the same for every problem: stop with the message
     except Exception as exc:  # noqa: BLE001 -- one problem's fault never ends the bench
@@ -164,11 +167,12 @@ def default_optimize() -> OptimizeFn:
 
 
 def _optimize(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set_values: dict[str, Any],
-              result: ProblemResult, optimize_fn: OptimizeFn | None) -> None:
+              result: ProblemResult, optimize_fn: OptimizeFn | None, progress: Progress | None = None) -> None:
     optimize = optimize_fn or default_optimize()  # the runner resolves it first: this is for direct calls
+    extra = {"progress": progress} if progress is not None and optimize_fn is None else {}
     record = optimize(problem.path, out=run_dir, options=problem_options(settings, set_values), llm=settings.llm,
                       max_evals=settings.max_evals, max_time_s=settings.time_per_problem,
-                      max_cost=settings.max_cost, target_speedup=settings.target_speedup, quiet=True)
+                      max_cost=settings.max_cost, target_speedup=settings.target_speedup, quiet=True, **extra)
     apply_run_result(result, record)
     if not (run_dir / "report.html").exists():
         write_report_quietly(run_dir)

@@ -20,7 +20,7 @@ from typing import Any
 
 FAST_P = (0.0, 1.0, 1.2, 1.5, 2.0)
 BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
-UNJUDGED = ("problem_error",)  # the reference failed: nothing to judge the method by
+UNJUDGED = ("problem_error", "too_large")  # the reference failed or did not fit: nothing to judge the method by
 
 Outcome = Mapping[str, Any]
 

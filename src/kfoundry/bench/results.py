@@ -10,6 +10,7 @@ from typing import Any
 NO_SOLUTION = "no_solution"  # --method solutions: no candidate file for the problem
 NO_CORRECT = "no_correct"  # --method optimize: the search found no correct candidate
 PROBLEM_ERROR = "problem_error"  # the reference itself failed: the problem cannot be judged
+TOO_LARGE = "too_large"  # the problem needs more memory than the machine has (at its --set sizes)
 ERROR = "error"  # the harness failed on this problem (the bench goes on)
 
 LABEL_KEYS = ("device", "torch", "triton", "precision", "tolerance", "trials", "timing_trials", "statistic",

@@ -53,12 +53,14 @@ class Optimization:
     """One optimize run (new or resumed); `run()` returns the result record."""
 
     def __init__(self, problem: Path, store: RunStore, settings: OptimizeSettings, options: EvalOptions,
-                 seeds: list[Path], llm: Any, budget: Any, quiet: bool, resumed: bool):
+                 seeds: list[Path], llm: Any, budget: Any, quiet: bool, resumed: bool,
+                 progress: Any = None):
         self.problem, self.store, self.settings, self.options = problem, store, settings, options
         self.seeds, self.llm, self.budget, self.resumed = seeds, llm, budget, resumed
         self.run_dir = store.run_dir
         self.name = problem_name(Path(store.meta()["problem_path"]))
         self.quiet = quiet
+        self.external_progress = progress  # a caller's line per phase (bench), beside the panel
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}
         self.individuals: dict[str, Individual] = {}
         self.notes: list[str] = []
@@ -198,9 +200,17 @@ class Optimization:
         if s.devices:
             from kfoundry.evaluate.pool import EvaluatorPool, parse_devices
 
-            evaluator = EvaluatorPool(self.problem, self.options, parse_devices(s.devices))
+            evaluator = EvaluatorPool(self.problem, self.options, parse_devices(s.devices), progress=self._progress)
             return evaluator, len(evaluator.devices)
-        return Evaluator(self.problem, self.options), 1
+        return Evaluator(self.problem, self.options, progress=self._progress), 1
+
+    def _progress(self, message: str) -> None:
+        """The evaluator's phases (reference: inputs, ...; candidate N: compile, ...) on the panel or the log."""
+        view = getattr(self, "view", None)
+        if view is not None:
+            view.status(message)
+        if self.external_progress is not None:
+            self.external_progress(message)
 
     # -- the run --------------------------------------------------------------------------------------
 
@@ -217,6 +227,7 @@ class Optimization:
                 self.view.status("reference: expected outputs" +
                                  (" and baselines" if self.evaluator.device != "cpu" else ""))
                 prepared = self.evaluator.prepare()
+                workers = getattr(self.evaluator, "slots", workers)  # known once its memory is planned
                 if self.evaluator.device == "cpu":
                     self.view.note(CPU_NOTE)
                     self.notes.append(CPU_NOTE)
@@ -251,7 +262,8 @@ class Optimization:
                 near = self._near_duplicates()
                 with LocalQueue(self._evaluate, workers=workers) as queue:  # one evaluation per worker at once
                     self.loop = SearchLoop(archipelago, self.proposer, queue, router, stop,
-                                           concurrency=max(s.concurrency, workers), on_event=self._on_event,
+                                           # the pipeline: every worker busy, a couple of proposals ready
+                                           concurrency=max(s.concurrency, workers + 2), on_event=self._on_event,
                                            seed=s.seed,
                                            cost_fn=self._cost, identify=self._identify, near_duplicates=near)
                     reason = asyncio.run(self._search())
@@ -320,7 +332,7 @@ class Optimization:
 def optimize(problem: str | Path | None = None, *, out: str | Path | None = None, resume: str | Path | None = None,
              options: EvalOptions | None = None, settings: OptimizeSettings | None = None,
              llm: list[str] | None = None, seeds: list[str | Path] = (), quiet: bool = True,
-             llm_client: Any = None, budget: Any = None, **overrides: Any) -> dict[str, Any]:
+             llm_client: Any = None, budget: Any = None, progress: Any = None, **overrides: Any) -> dict[str, Any]:
     """Run (or, with `resume=RUN_DIR`, continue) a search on `problem`; returns the result record
     (what result.json holds). `overrides` are OptimizeSettings fields (max_evals=..., islands=...)."""
     if resume is not None:
@@ -363,7 +375,7 @@ def optimize(problem: str | Path | None = None, *, out: str | Path | None = None
     settings.validate()
     try:
         return Optimization(problem_path, store, settings, options, seed_paths, llm_client, budget, quiet,
-                            resumed=resume is not None).run()
+                            resumed=resume is not None, progress=progress).run()
     except KeyboardInterrupt as exc:
         exc.run_dir = str(store.run_dir)  # for the caller's "continue with --resume" message
         raise
