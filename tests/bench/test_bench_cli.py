@@ -55,6 +55,9 @@ def test_reference_method_and_resume(app, suite, tmp_path):
     assert result.exit_code == 0, result.output
     assert "4_notes.py" in result.output and "missing Model" in result.output  # skipped, with its reason
     assert "n/a (no GPU timing)" in result.output and "100.0% (3 of 3 problems)" in result.output
+    # not a terminal: every step of every problem is a plain timestamped line
+    assert "s] 1_pointwise_chain: reference: ready in" in result.output
+    assert "s] 2_row_softmax: candidate 2_row_softmax_reference: correctness" in result.output
     document = json.loads((out / "bench.json").read_text())
     assert [p["status"] for p in document["problems"]] == ["ok", "ok", "ok"]
     assert document["metrics"]["eager"]["geomean_all"] is None  # not timed: never a made-up 0 or 1

@@ -113,9 +113,17 @@ def bench_command(
         for path, reason in found.skipped:
             err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}", highlight=False)
         target = out or Path(f"bench-{suite.resolve().name}-{method}")
-        with err.status("bench") as status:
-            report = run_bench(found, settings, target, resume=resume,
-                               progress=lambda message: _progress(err, status, message))
+        if err.is_terminal:
+            with err.status("bench") as status:
+                report = run_bench(found, settings, target, resume=resume,
+                                   progress=lambda message: _progress(err, status, message))
+        else:  # a log: a line for every step too, and a heartbeat while one step runs long
+            from kfoundry.phase_log import PhaseLog
+
+            with PhaseLog(stream=err.file) as log:
+                report = run_bench(found, settings, target, resume=resume,
+                                   progress=lambda message: log.phase(message.strip()) if message.startswith("  ")
+                                   else log.note(message))
     except KFoundryError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
