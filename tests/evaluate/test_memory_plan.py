@@ -1,8 +1,10 @@
 """kfoundry.evaluate.memory_plan: sizes from the meta device, the plan and its refusal, and the plan's
 prediction against the peak an evaluator really reaches (its processes' private memory and files)."""
 
+import json
 import os
-import tempfile
+import subprocess
+import sys
 
 import pytest
 
@@ -81,20 +83,35 @@ def test_a_short_gpu_gets_fewer_workers_and_then_sets_computed_when_needed():
     assert cpu[0] == cpu[1] == cpu[2]
 
 
+RUN = """
+import json, sys
+from kfoundry.evaluate import EvalOptions, Evaluator
+with Evaluator(sys.argv[1], EvalOptions(device="cpu", trials=2, guard=False)) as evaluator:
+    evaluation = evaluator.evaluate(sys.argv[2])
+    print(json.dumps({"status": evaluation.status, "message": evaluation.message,
+                      "predicted": evaluator.plan.host_bytes, "terms": evaluator.plan.host_terms}))
+"""
+
+
 def test_the_prediction_is_within_a_quarter_of_the_measured_peak(tmp_path):
     """A problem whose data outweigh the processes (40 MB in, 40 MB out, 80 MB of float64 truth),
-    judged against itself (no guard, no Triton: the memory of the harness, not of a kernel)."""
+    judged against itself (no guard, no Triton: the memory of the harness, not of a kernel). The
+    evaluator runs in a process of its own, so that only its judge and workers (and their folders,
+    under a work dir of their own) are measured, not the suite's other evaluators."""
     problem = tmp_path / "pointwise.py"
     problem.write_text(POINTWISE)
     candidate = tmp_path / "same.py"
     candidate.write_text(POINTWISE + "\nModelNew = Model\n")
+    work = tmp_path / "work"
+    env = {**os.environ, "KFOUNDRY_WORK_DIR": str(work)}
     peak = MemorySampler(interval_s=0.02)
-    peak.watch_children(os.getpid())
-    for root in (tempfile.gettempdir(), "/dev/shm"):
-        peak.watch_prefix(root, "kfoundry-")
+    peak.watch_prefix(work, "kfoundry-")
     with peak:
-        with Evaluator(problem, EvalOptions(device="cpu", trials=2, guard=False)) as evaluator:
-            evaluation = evaluator.evaluate(candidate)
-            predicted = evaluator.plan.host_bytes
-    assert evaluation.status == "ok", evaluation.message
-    assert 0.75 <= peak.peak / predicted <= 1.25, (peak.peak / GB, predicted / GB, evaluator.plan.host_terms)
+        runner = subprocess.Popen([sys.executable, "-c", RUN, str(problem), str(candidate)], env=env,
+                                  stdout=subprocess.PIPE, text=True)
+        peak.watch_children(runner.pid)
+        out, _ = runner.communicate(timeout=300)
+    record = json.loads(out.strip().splitlines()[-1])
+    assert record["status"] == "ok", record["message"]
+    ratio = peak.peak / record["predicted"]
+    assert 0.75 <= ratio <= 1.25, (peak.peak / GB, record["predicted"] / GB, record["terms"])
