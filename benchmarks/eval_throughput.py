@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -153,6 +154,8 @@ def run_problem(problem: Path, count: int, out_dir: Path, options: EvalOptions) 
     row["evals_per_min"] = round(len(evaluations) / ((last - first) / 60), 2)
     row["span_s"] = round(last - first, 2)
     row["peak_host_gb"] = round(host.peak / 1e9, 2)
+    # the process that drives the evaluator (the main process of a kfoundry run): its high-water mark so far
+    row["main_process_max_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, 2)
     row["predicted_host_gb"] = round(row["plan"]["host_bytes"] / 1e9, 2)
     row["peak_gpu_gb"] = round(gpu.peak_mib * 2**20 / 1e9, 2) if gpu.peak_mib else None
     row["verdicts"] = {}
