@@ -114,4 +114,5 @@ def test_the_prediction_is_within_a_quarter_of_the_measured_peak(tmp_path):
     record = json.loads(out.strip().splitlines()[-1])
     assert record["status"] == "ok", record["message"]
     ratio = peak.peak / record["predicted"]
+    print(f"measured {peak.peak / GB:.3f} GB, predicted {record['predicted'] / GB:.3f} GB")
     assert 0.75 <= ratio <= 1.25, (peak.peak / GB, record["predicted"] / GB, record["terms"])
