@@ -26,11 +26,13 @@ from kfoundry.evaluate.gpu_lock import (
     ENV_LOCK,
     ENV_TIMELINE,
     GpuLock,
+    NoLock,
     Span,
     concurrency,
     exclusive_overlaps,
     from_environment,
     lock_path,
+    process_lock,
     read_timeline,
     render_timeline,
 )
@@ -322,6 +324,22 @@ def test_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     with lock.shared("context"):
         pass
     assert [s.phase for s in read_timeline(tmp_path / "timeline.jsonl")] == ["context"]
+
+
+def test_process_lock_is_the_assigned_lock_or_one_that_holds_nothing(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_LOCK, raising=False)
+    none = process_lock("cpu-worker")
+    assert isinstance(none, NoLock)
+    with none.shared("compile"), none.exclusive("timing"):  # the same phases, nothing held
+        pass
+    monkeypatch.setenv(ENV_LOCK, str(tmp_path / "gpu.lock"))
+    monkeypatch.setenv(ENV_TIMELINE, str(tmp_path / "timeline.jsonl"))
+    lock = process_lock("candidate")
+    assert isinstance(lock, GpuLock) and lock.label == "candidate"
+    with lock.exclusive("timing"):
+        pass
+    assert [(s.phase, s.mode) for s in read_timeline(tmp_path / "timeline.jsonl")] == [("timing", "exclusive")]
 
 
 def test_lock_path_is_per_device_and_user() -> None:

@@ -19,8 +19,8 @@ import torch
 from kfoundry import problem as problems
 from kfoundry.errors import ProblemError
 from kfoundry.evaluate.baselines import load_baselines, save_baselines
-from kfoundry.evaluate.gpu_lock import from_environment
-from kfoundry.evaluate.reference_job import clone_inputs
+from kfoundry.evaluate.gpu_lock import process_lock
+from kfoundry.evaluate.reference_job import clone_inputs, draw_inputs
 from kfoundry.types import to_jsonable
 
 
@@ -36,17 +36,16 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
             cached["cached"] = True
             return cached
     channel.phase("load")
-    lock = from_environment("baselines")
+    lock = process_lock("baselines")
     source = problems.ProblemSource(path=Path(job["problem_path"]), text=job["problem_text"],
                                     overrides=job["overrides"])
     try:
         module = problems.load_problem_module(source)
         dtype = problems.torch_dtype(job["precision"])
         init_inputs = problems.init_inputs_of(module)
-        with lock.shared("baseline set-up") if lock else _Nothing():
+        with lock.shared("baseline set-up"):
             model = problems.build_model(module.Model, init_inputs, job["init_seed"], dtype, device, job["eval_mode"])
-            with torch.device(device):
-                inputs = problems.make_inputs(module, job["trial_seeds"][0], dtype, device)
+            inputs = draw_inputs(module, job["trial_seeds"][0], dtype, device)  # the judge's trial 0
     except ProblemError as exc:
         return {"problem_error": str(exc)}
     except Exception as exc:
@@ -69,10 +68,10 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
                 with torch.no_grad():
                     return m(*args)
 
-            with lock.shared(f"{name} compile") if lock else _Nothing():
+            with lock.shared(f"{name} compile"):
                 call()  # compiles (torch.compile) and warms up: GPU work, but not timed
                 torch.cuda.synchronize(device)
-            with lock.exclusive(f"{name} timing") if lock else _Nothing():
+            with lock.exclusive(f"{name} timing"):
                 if timer is None:
                     timer = GpuTimer(device)
                 result, _ = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"])
@@ -88,11 +87,3 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
         save_baselines(cache_dir, key, record)
     record["cached"] = False
     return json.loads(json.dumps(record))
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

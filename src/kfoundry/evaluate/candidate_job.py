@@ -11,7 +11,6 @@ side, and the lock is never held while waiting for the judge (who may need it).
 from __future__ import annotations
 
 import ast
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from kfoundry import problem as problems
 import kfoundry.evaluate.timing  # noqa: F401  (takes the timing functions before any candidate runs)
 from kfoundry.evaluate import transport
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
-from kfoundry.evaluate.gpu_lock import from_environment
+from kfoundry.evaluate.gpu_lock import process_lock
 from kfoundry.evaluate.reference_job import plain, synchronize
 from kfoundry.guard.dynamic import (LaunchTracker, OpRecorder, cuda_kernel_names, global_state, library_kernels,
                                     profile_kernels, state_changes)
@@ -148,10 +147,8 @@ class Exchange:
 def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     path, device = job["candidate_path"], job["device"]
     workdir = Path.cwd()
-    lock = from_environment("candidate")
-
-    def gpu(phase: str):
-        return lock.shared(phase) if lock is not None else contextlib.nullcontext()
+    lock = process_lock("candidate")
+    gpu = lock.shared
 
     channel.phase("load")
     source = Path(path).read_text(encoding="utf-8")
@@ -235,7 +232,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             channel.phase("timing")
             tracker.uninstall()  # timed as a user would run it: no launch hooks
             inputs = exchange.inputs("0")  # the baselines' inputs
-            with lock.exclusive("timing") if lock is not None else contextlib.nullcontext():
+            with lock.exclusive("timing"):
                 result["timing"], last = time_candidate(job, model, inputs, device)
             channel.phase("timing check")
             exchange.check("the last timed run", "0", last, inputs)

@@ -39,7 +39,6 @@ from kfoundry.types import (CorrectnessReport, DeviceFacts, Evaluation, ProblemC
                             TimingStats)
 
 HIDDEN_SETS = ("probe", "outlier")  # input sets the guard uses, never the trials
-GUARD_CHECKS = ("ghost", "cache refill", "cache moved", "outliers")
 TIMED_CHECK = "the last timed run"
 CPU_TIMING_REASON = "no GPU: the interpreter is not a performance measurement"
 Progress = Callable[[str], None]
@@ -85,7 +84,6 @@ class PreparedProblem:
         self.device_facts = DeviceFacts(**result["device_facts"])
         self.names = [str(k) for k in range(trials)] + list(HIDDEN_SETS)
         self.reference_seconds = result.get("seconds")
-        self.gpu_memory = result.get("gpu_memory")
         self.plan = plan
         self.workers = plan.workers
         self._baselines = baselines
@@ -111,7 +109,6 @@ class CandidateChecks:
 
     def __init__(self) -> None:
         self.answers: dict[str, dict[str, Any]] = {}
-        self.order: list[str] = []
         self.failed: str | None = None  # the check that ended the evaluation early
         self.notes: dict[str, tuple[str, list[str]]] = {}  # kinds of passing notes -> (first message, checks)
         self.judge_seconds = {"judge_lock_wait_s": 0.0, "judge_serve_s": 0.0}  # summed over its orders
@@ -123,7 +120,6 @@ class CandidateChecks:
 
     def record(self, label: str, answer: dict[str, Any]) -> dict[str, Any]:
         self.answers[label] = answer
-        self.order.append(label)
         wrong = "error" in answer or answer.get("changed_input") is not None or not answer.get("passed")
         if wrong and (label.startswith("trial ") or label == TIMED_CHECK):
             self.failed = label
@@ -163,7 +159,6 @@ class Evaluator:
         self.memory_limit: int | None = None  # each candidate worker's budget, once planned
         self.pool: WorkerPool | None = None
         self.judge: Judge | None = None
-        self._baselines: Baselines | None = None
         self._exchange: WorkDir | None = None
         self._slots: threading.Semaphore | None = None
         self._prepare_lock = threading.Lock()
@@ -191,7 +186,7 @@ class Evaluator:
             sizes = ProblemSizes(0, 0, 0, 0, 0)
         self.host_available = (available, source)
         return plan(sizes, self.device, len(self.trial_seeds) + len(HIDDEN_SETS), available, source,
-                    workers=self.options.workers, transport=self.transport if self.device != "cpu" else "file")
+                    workers=self.options.workers, transport=self.transport)
 
     def prepare(self) -> PreparedProblem:
         with self._prepare_lock:
@@ -210,8 +205,7 @@ class Evaluator:
         self.memory_limit = int(max(2 << 30, min(0.75 * available, (0.85 * available - others) / memory.workers)))
         judge_limit = int(0.85 * available)
         self._exchange = WorkDir.create("exchange", work_root(self.device))
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor")}
-        self.judge = Judge(self.device, judge_limit, env)
+        self.judge = Judge(self.device, judge_limit, self._reference_env())
         job = {
             "kind": "judge",
             "problem_path": str(self.source.path),
@@ -271,8 +265,12 @@ class Evaluator:
                "trial_seeds": self.trial_seeds, "cache_dir": str(self.cache_dir),
                "timing": {"trials": opts.timing_trials, "budget_s": opts.timing_budget_s,
                           "baselines": list(opts.baselines), "no_cache": opts.no_cache}}
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor")}
-        return Baselines(self.device, job, opts.reference_timeout_s, limit, env, self.progress)
+        return Baselines(self.device, job, opts.reference_timeout_s, limit, self._reference_env(), self.progress)
+
+    def _reference_env(self) -> dict[str, str]:
+        """The judge's and the baseline process's: torch.compile's cache beside the baselines' (never a
+        candidate's, whose workers each have a private one)."""
+        return {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor")}
 
     # -- the candidate side ---------------------------------------------------------------
     def evaluate(self, candidate: str | Path) -> Evaluation:

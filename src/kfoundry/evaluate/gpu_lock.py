@@ -69,6 +69,21 @@ def from_environment(label: str = "") -> GpuLock | None:
     return GpuLock(path, timeline=os.environ.get(ENV_TIMELINE) or None, label=label)
 
 
+class NoLock:
+    """Stands for the GPU lock where there is none (a CPU worker): its phases hold nothing."""
+
+    def shared(self, phase: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def exclusive(self, phase: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+def process_lock(label: str = "") -> GpuLock | NoLock:
+    """This process's GPU lock as the parent assigned it, or a NoLock: the same phases either way."""
+    return from_environment(label) or NoLock()
+
+
 class GpuLock:
     """Shared and exclusive GPU phases across processes (see the module docstring).
 

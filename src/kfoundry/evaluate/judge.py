@@ -4,14 +4,13 @@ kfoundry.evaluate.baseline_job). Neither ever imports a candidate."""
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from kfoundry.errors import ProblemError
-from kfoundry.evaluate.process import Worker, WorkerOutcome, _ENDED
+from kfoundry.evaluate.process import Worker, WorkerEnded, WorkerOutcome
 
 Progress = Callable[[str], None]
 ANSWER_TIMEOUT_S = 900.0  # one order: a recomputed set of a large problem on the CPU can take minutes
@@ -32,14 +31,9 @@ class Judge:
 
     def _receive(self, timeout_s: float) -> dict[str, Any] | None:
         try:
-            message = self.worker._inbox.get(timeout=timeout_s)
-        except queue.Empty:
-            return None
-        if message is _ENDED:
-            self.worker._inbox.put(_ENDED)
-            raise JudgeGone(self._death())
-        self.worker.messages.append(message)
-        return message
+            return self.worker.receive(timeout_s)
+        except WorkerEnded:
+            raise JudgeGone(self._death()) from None
 
     def _death(self) -> str:
         self.worker.process.poll()

@@ -26,10 +26,11 @@ from kfoundry.errors import ProblemError
 from kfoundry.evaluate import transport
 from kfoundry.evaluate.compare import IndexSource, compare_outputs, flatten_outputs
 from kfoundry.evaluate.device_facts import device_facts
-from kfoundry.evaluate.gpu_lock import from_environment
+from kfoundry.evaluate.gpu_lock import process_lock
 from kfoundry.evaluate.index_sources import IndexRecorder
 from kfoundry.evaluate.reference_job import (INPUT_INDEPENDENT, NEAR_ZERO_PREFIX, NONDETERMINISTIC, all_close,
-                                             clone_inputs, near_zero, plain, synchronize, upcast, with_outliers)
+                                             clone_inputs, draw_inputs, near_zero, plain, synchronize, upcast,
+                                             with_outliers)
 from kfoundry.types import to_jsonable
 
 HIDDEN_SETS = ("probe", "outlier")  # input sets the guard uses, never the trials
@@ -115,9 +116,7 @@ class Reference:
             return with_outliers(self.make_inputs("0"), self.seeds["outlier"])
         if name == "0" and self._inputs0 is not None:
             return clone_inputs(self._inputs0)
-        # on a GPU, random inputs are drawn there: drawing 0.5 GB on the CPU took over a second per set
-        with torch.device(self.device) if self.device.startswith("cuda") else _nothing():
-            return problems.make_inputs(self.module, self.seeds[name], self.dtype, self.device)
+        return draw_inputs(self.module, self.seeds[name], self.dtype, self.device)
 
     def compute(self, name: str) -> ExpectedSet:
         inputs = self.make_inputs(name)
@@ -151,14 +150,6 @@ class Reference:
                 self.sets.clear()  # one set at a time
             self.sets[name] = found
         return found
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _detached(value: Any) -> Any:
@@ -330,8 +321,7 @@ ORDERS = {"inputs": _inputs, "fill": _fill, "compare": _compare}
 
 
 def run_judge(job: dict[str, Any], channel) -> dict[str, Any]:
-    lock = from_environment("judge")
-    shared = (lambda phase: lock.shared(phase)) if lock is not None else (lambda phase: _nothing())
+    shared = process_lock("judge").shared
     channel.phase("load")
     started = time.monotonic()
     try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.errors import ProblemError
+from kfoundry.problem import tensor_bytes
 
 GB = 1e9
 # fixed private memory (RssAnon) of one of our processes once torch, triton and the job's modules are
@@ -45,19 +46,12 @@ class ProblemSizes:
 
 
 def _leaves(value: Any) -> list:
+    """The tensors of a nested value."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [leaf for v in value for leaf in _leaves(v)]
-    if isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in _leaves(v)]
-    return []
+    from kfoundry.evaluate.compare import flatten_outputs
 
-
-def _bytes(value: Any) -> int:
-    return sum(x.numel() * x.element_size() for x in _leaves(value))
+    return [x for x in flatten_outputs(value) if isinstance(x, torch.Tensor)]
 
 
 def _peak_of(model, inputs: list) -> tuple[Any, int]:
@@ -83,7 +77,7 @@ def _peak_of(model, inputs: list) -> tuple[Any, int]:
 
     with torch.no_grad(), Live():
         out = model(*inputs)
-    return out, max(state["peak"], _bytes(out))
+    return out, max(state["peak"], tensor_bytes(out))
 
 
 def problem_sizes(source, precision: str, eval_mode: bool) -> ProblemSizes:
@@ -100,12 +94,12 @@ def problem_sizes(source, precision: str, eval_mode: bool) -> ProblemSizes:
         init_inputs = problems.init_inputs_of(module)
         model = problems.build_model(module.Model, init_inputs, 0, dtype, "meta", eval_mode)
         inputs = problems.make_inputs(module, 0, dtype, "meta")
-    params = _bytes(list(model.parameters())) + _bytes(list(model.buffers()))
-    input_bytes = _bytes(inputs)
+    params = tensor_bytes(list(model.parameters())) + tensor_bytes(list(model.buffers()))
+    input_bytes = tensor_bytes(inputs)
     try:
         out, peak = _peak_of(model, inputs)
         leaves = _leaves(out)
-        output_bytes = _bytes(out)
+        output_bytes = tensor_bytes(out)
         truth = sum(x.numel() * 8 if x.is_floating_point() else x.numel() * x.element_size() for x in leaves)
     except Exception:
         output_bytes, truth, peak = input_bytes, 2 * input_bytes, 3 * input_bytes

@@ -38,6 +38,10 @@ SHARED_MEMORY_MIN_FREE = 32 << 30
 _ENDED = object()  # the worker's pipe closed
 
 
+class WorkerEnded(Exception):
+    """The worker's pipe closed: it exited (or was killed), and says nothing more."""
+
+
 def scrubbed_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment minus every variable whose name suggests a secret."""
     env = dict(os.environ if base is None else base)
@@ -186,6 +190,19 @@ class Worker:
         except (BrokenPipeError, OSError, ValueError):
             return False  # the worker died: reported from its exit code
 
+    def receive(self, timeout_s: float) -> dict[str, Any] | None:
+        """The worker's next message (also kept in `messages`), or None when none came within timeout_s;
+        WorkerEnded once its pipe has closed."""
+        try:
+            message = self._inbox.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+        if message is _ENDED:
+            self._inbox.put(_ENDED)  # for the next caller too
+            raise WorkerEnded
+        self.messages.append(message)
+        return message
+
     def wait_ready(self, timeout_s: float) -> bool:
         """Block until the worker said `ready` (True) or died or the time ran out (False)."""
         deadline = time.monotonic() + timeout_s
@@ -194,15 +211,11 @@ class Worker:
             if left <= 0:
                 return False
             try:
-                message = self._inbox.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                if self.process.poll() is not None:
-                    return False
-                continue
-            if message is _ENDED:
-                self._inbox.put(_ENDED)
+                message = self.receive(min(left, 0.5))
+            except WorkerEnded:
                 return False
-            self.messages.append(message)
+            if message is None and self.process.poll() is not None:
+                return False
         return True
 
     def run(self, job: dict[str, Any], timeout_s: float, on_request: Requests | None = None,
@@ -223,17 +236,16 @@ class Worker:
                 timed_out = True
                 break
             try:
-                message = self._inbox.get(timeout=min(left, 0.5))
-            except queue.Empty:
+                message = self.receive(min(left, 0.5))
+            except WorkerEnded:
+                ended = True
+                break
+            if message is None:
                 if result_seen or self.process.poll() is not None:
                     # the result is in, or the process ended while something it started keeps the pipe open
                     ended = self.process.poll() is not None
                     break
                 continue
-            if message is _ENDED:
-                ended = True
-                break
-            self.messages.append(message)
             if "phase" in message and on_phase:
                 on_phase(message["phase"])
             if "request" in message:

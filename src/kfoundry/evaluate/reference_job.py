@@ -30,6 +30,15 @@ def upcast(value: Any) -> Any:
     return problems.cast_floats(value, torch.float64)
 
 
+def draw_inputs(module, seed: int, dtype, device: str) -> list:
+    """One set's inputs, the same in the judge and the baseline process: on a GPU they are drawn there
+    (drawing 0.5 GB on the CPU took over a second per set), so their values are the GPU generator's."""
+    if device.startswith("cuda"):
+        with torch.device(device):
+            return problems.make_inputs(module, seed, dtype, device)
+    return problems.make_inputs(module, seed, dtype, device)
+
+
 def clone_inputs(inputs: list) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
 

@@ -5,7 +5,6 @@ Imports torch (and Triton) first, says `ready`, then reads one job from stdin, r
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import json
 import os
@@ -88,13 +87,12 @@ def _warm_up(device: str, label: str) -> None:
     context: nothing a job could see. A failure here is left for the job to meet and report."""
     import torch
 
-    from kfoundry.evaluate.gpu_lock import from_environment
+    from kfoundry.evaluate.gpu_lock import process_lock
 
     try:
-        lock = from_environment(label)
         if device.startswith("cuda"):
             # another worker may be timing on this GPU: making a context waits for it
-            with lock.shared("context") if lock is not None else contextlib.nullcontext():
+            with process_lock(label).shared("context"):
                 if ":" in device:
                     torch.cuda.set_device(device)
                 torch.empty(1, device=device)
