@@ -265,3 +265,25 @@ def test_a_device_for_the_arithmetic_gives_the_same_figures():
     named = compare_outputs((cand, index), (ref, index), (truth, index), 1e-4, 1e-4, sources, device="cpu")
     assert (plain.passed, plain.message, plain.failed_output) == (named.passed, named.message, named.failed_output)
     assert plain.outputs == named.outputs and not plain.passed
+
+
+def test_chunked_figures_are_those_of_one_pass(monkeypatch):
+    """Large outputs are compared a chunk at a time: maxima, counts and first positions merge exactly."""
+    from kfoundry.evaluate import compare as module
+
+    g = torch.Generator().manual_seed(3)
+    truth = torch.randn(64, 97, generator=g, dtype=torch.float64)
+    reference = truth.float()
+    cases = {"close": reference + 1e-6, "off": reference.clone(), "nan": reference.clone()}
+    cases["off"][40, 3] += 0.5
+    cases["off"][60, 90] -= 0.5
+    cases["nan"][50, 7] = float("nan")
+    cases["nan"][10, 1] += 1.0
+    for name, candidate in cases.items():
+        whole = module.compare_tensor(candidate, reference, truth, 1e-4, 1e-4)
+        monkeypatch.setattr(module, "CHUNK", 1000)  # 7 chunks, the last one partial
+        chunked = module.compare_tensor(candidate, reference, truth, 1e-4, 1e-4)
+        monkeypatch.setattr(module, "CHUNK", 1 << 25)
+        assert chunked == whole, name
+    assert "NaN/Inf" in module.compare_tensor(cases["nan"], reference, truth, 1e-4, 1e-4).message
+    assert module.compare_tensor(cases["off"], reference, truth, 1e-4, 1e-4).first_bad_index == [40, 3]

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from kfoundry.evaluate import compare_fused
+
 
 @dataclass
 class OutputComparison:
@@ -141,53 +143,104 @@ def compare_tensor(
             mismatch_fraction=float(bad.double().mean()),
             first_bad_index=_index_list(first, c.shape),
         )
-    cd, rd = c.double(), r.double()
-    finite = bool(torch.isfinite(cd).all()) and bool(torch.isfinite(rd).all())
-    if finite:  # the common case, in few passes over the data (outputs can be hundreds of MB)
-        nonfinite = None
-        reference_size = rd.abs()
-        diff = (cd - rd).abs_()
-        close = diff <= reference_size * rtol + atol
-        max_abs = float(diff.max()) if diff.numel() else 0.0
-        rel = torch.where(reference_size > atol, diff / reference_size, 0.0)
-        max_rel = float(rel.max()) if bool((reference_size > atol).any()) else None
-        del rel, reference_size
-    else:
-        nonfinite = ~torch.isfinite(cd) & torch.isfinite(rd)
-        diff = (cd - rd).abs()
-        diff = torch.where(torch.isnan(cd) & torch.isnan(rd), torch.zeros_like(diff), diff)
-        close = torch.isclose(cd, rd, atol=atol, rtol=rtol, equal_nan=True)
-        finite_diff = diff[torch.isfinite(diff)]
-        max_abs = float(finite_diff.max()) if finite_diff.numel() else (float("inf") if diff.numel() else 0.0)
-        max_rel = None
-        significant = rd.abs() > atol
-        if bool(significant.any()):
-            rel = diff[significant] / rd.abs()[significant]
-            rel = rel[torch.isfinite(rel)]
-            max_rel = float(rel.max()) if rel.numel() else None
-    result = OutputComparison(
-        passed=False,
-        max_abs_error=max_abs,
-        max_rel_error=max_rel,
-        mismatch_fraction=float((~close).sum()) / close.numel() if close.numel() else 0.0,
-    )
-    if t is not None:
-        td = t.double()
-        result.error_ratio_candidate = error_ratio(cd, td, atol, rtol)
-        result.error_ratio_reference = error_ratio(rd, td, atol, rtol)
-    if nonfinite is not None and bool(nonfinite.any()):
-        first = int(nonfinite.flatten().nonzero()[0])
-        result.first_bad_index = _index_list(first, c.shape)
-        count = int(nonfinite.sum())
+    if c.device.type == "cuda" and compare_fused.usable(c, r, t):
+        fused = _compare_fused(c, r, t, atol, rtol)
+        if fused is not None:
+            return fused
+    return _compare_floats(c, r, t, atol, rtol)
+
+
+CHUNK = 1 << 25  # elements per PyTorch pass: float64 temporaries of 256 MB, whatever the output's size
+
+
+def _compare_floats(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol: float,
+                    rtol: float) -> OutputComparison:
+    """The figures in float64, a chunk of CHUNK elements at a time (an output of GBs would need several
+    float64 copies of itself at once), merged: maxima, counts and first positions."""
+    cf, rf = c.reshape(-1), r.reshape(-1)  # logical order (a copy where the tensor is not contiguous)
+    tf = t.reshape(-1) if t is not None else None
+    n = cf.numel()
+    max_abs, any_finite_diff, max_rel = 0.0, n == 0, None
+    mismatches, first_bad, nonfinite_count, first_nonfinite = 0, None, 0, None
+    ratio_c = ratio_r = 0.0
+    for begin in range(0, n, CHUNK):
+        cd, rd = cf[begin:begin + CHUNK].double(), rf[begin:begin + CHUNK].double()
+        if bool(torch.isfinite(cd).all()) and bool(torch.isfinite(rd).all()):  # the common case, in few passes
+            size = rd.abs()
+            diff = (cd - rd).abs_()
+            close = diff <= size * rtol + atol
+            max_abs, any_finite_diff = max(max_abs, float(diff.max())), True
+            significant = size > atol
+            if bool(significant.any()):
+                rel = float(torch.where(significant, diff / size, 0.0).max())
+                max_rel = rel if max_rel is None else max(max_rel, rel)
+            del size, significant
+        else:
+            nonfinite = ~torch.isfinite(cd) & torch.isfinite(rd)
+            count = int(nonfinite.sum())
+            if count and first_nonfinite is None:
+                first_nonfinite = begin + int(nonfinite.nonzero()[0])
+            nonfinite_count += count
+            del nonfinite
+            diff = (cd - rd).abs()
+            diff = torch.where(torch.isnan(cd) & torch.isnan(rd), torch.zeros_like(diff), diff)
+            close = torch.isclose(cd, rd, atol=atol, rtol=rtol, equal_nan=True)
+            finite_diff = diff[torch.isfinite(diff)]
+            if finite_diff.numel():
+                max_abs, any_finite_diff = max(max_abs, float(finite_diff.max())), True
+            significant = rd.abs() > atol
+            if bool(significant.any()):
+                rel = diff[significant] / rd.abs()[significant]
+                rel = rel[torch.isfinite(rel)]
+                if rel.numel():
+                    max_rel = float(rel.max()) if max_rel is None else max(max_rel, float(rel.max()))
+        bad = int((~close).sum())
+        if bad and first_bad is None:
+            first_bad = begin + int((~close).nonzero()[0])
+        mismatches += bad
+        if tf is not None:
+            td = tf[begin:begin + CHUNK].double()
+            ratio_c = max(ratio_c, error_ratio(cd, td, atol, rtol))
+            ratio_r = max(ratio_r, error_ratio(rd, td, atol, rtol))
+        del cd, rd, diff, close
+    result = OutputComparison(passed=False, max_abs_error=max_abs if any_finite_diff else float("inf"),
+                              max_rel_error=max_rel, mismatch_fraction=mismatches / n if n else 0.0)
+    if tf is not None:
+        result.error_ratio_candidate, result.error_ratio_reference = ratio_c, ratio_r
+    if first_nonfinite is not None:
+        result.first_bad_index = _index_list(first_nonfinite, c.shape)
         result.message = (
-            f"NaN/Inf where the reference is finite: {count} element(s), first at {result.first_bad_index} "
-            f"({cd.flatten()[first].item()} vs {rd.flatten()[first].item()})"
+            f"NaN/Inf where the reference is finite: {nonfinite_count} element(s), first at {result.first_bad_index} "
+            f"({float(cf[first_nonfinite])} vs {float(rf[first_nonfinite])})"
         )
         return result
-    if bool(close.all()):
+    return _decide(result, first_bad, c, r, atol)
+
+
+def _compare_fused(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol: float,
+                   rtol: float) -> OutputComparison | None:
+    """The same figures in one pass on the GPU (kfoundry.evaluate.compare_fused); None where a value is
+    not finite or the kernel cannot run: the PyTorch passes decide those."""
+    try:
+        figures = compare_fused.fused_figures(c, r, t, atol, rtol)
+    except Exception:  # no Triton, or a device it cannot compile for: the exact PyTorch path
+        return None
+    if figures.nonfinite:
+        return None
+    result = OutputComparison(passed=False, max_abs_error=figures.max_abs, max_rel_error=figures.max_rel,
+                              mismatch_fraction=figures.mismatches / figures.count,
+                              error_ratio_candidate=figures.ratio_candidate,
+                              error_ratio_reference=figures.ratio_reference)
+    return _decide(result, figures.first_mismatch, c, r, atol)
+
+
+def _decide(result: OutputComparison, first: int | None, c: torch.Tensor, r: torch.Tensor,
+            atol: float) -> OutputComparison:
+    """Pass when every element is close (first is None), or when the candidate is as close to the truth
+    as the reference is; otherwise the message names the first element outside the tolerance."""
+    if first is None:
         result.passed = True
         return result
-    first = int((~close).flatten().nonzero()[0])
     result.first_bad_index = _index_list(first, c.shape)
     if result.error_ratio_candidate is not None:
         limit = max(1.0, 2.0 * result.error_ratio_reference)
@@ -198,10 +251,10 @@ def compare_tensor(
                 f"e(candidate)={result.error_ratio_candidate:.3g} <= max(1, 2*e(reference)={result.error_ratio_reference:.3g})"
             )
             return result
+    got, want = float(c.reshape(-1)[first]), float(r.reshape(-1)[first])
     result.message = (
         f"values off: max abs error {result.max_abs_error:.3g}, {result.mismatch_fraction:.2%} of elements outside "
-        f"atol=rtol={atol:g}, first at {result.first_bad_index} "
-        f"({cd.flatten()[first].item():.6g} vs reference {rd.flatten()[first].item():.6g})"
+        f"atol=rtol={atol:g}, first at {result.first_bad_index} ({got:.6g} vs reference {want:.6g})"
     )
     if result.error_ratio_candidate is not None:
         result.message += (
