@@ -399,3 +399,19 @@ def test_rounding_differences_are_a_warning_and_a_race_is_an_error():
     assert race_findings({**small, "tolerance": 1e-2})[0].severity == "warning"
     assert race_findings({**small, "tolerance": 1e-4})[0].severity == "error"
     assert race_findings(None) == []
+
+
+def test_nondeterminism_figures_merge_across_chunks(monkeypatch):
+    """Two runs of a large output are compared a chunk at a time; the figures are those of one pass."""
+    from kfoundry.diagnose import numeric
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(40, 250, generator=g)
+    b = a.clone()
+    b[3, 7] += 1e-6
+    b[30, 100] = float("inf")
+    b[39, 249] *= 1.5
+    whole = nondeterminism(a, b)
+    monkeypatch.setattr(numeric, "REPEAT_CHUNK", 1024)
+    assert nondeterminism(a, b) == whole
+    assert whole["count"] == 3 and whole["nonfinite"] == 1 and whole["first_index"] == [3, 7]
