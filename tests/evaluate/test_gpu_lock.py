@@ -292,6 +292,25 @@ def test_nesting_and_upgrade(tmp_path: Path) -> None:
     lock.close()
 
 
+def test_off_gpu_gives_up_a_shared_hold_and_takes_it_back(tmp_path: Path) -> None:
+    lock_file, timeline = tmp_path / "gpu.lock", tmp_path / "timeline.jsonl"
+    lock = GpuLock(lock_file, timeline=timeline, label="me")
+    with lock.off_gpu("compile"):  # nothing held: nothing to give up
+        assert lock.held is None
+    with lock.shared("run"), lock.shared("inner"):
+        with lock.off_gpu("compile"):
+            assert lock.held is None and can_lock(lock_file, fcntl.LOCK_EX)  # a timing could run now
+        assert lock.held == "shared" and not can_lock(lock_file, fcntl.LOCK_EX)
+        with lock.exclusive("timing"), lock.off_gpu("compile"):  # a timing keeps the GPU
+            assert lock.held == "exclusive" and not can_lock(lock_file, fcntl.LOCK_SH)
+    assert lock.held is None and can_lock(lock_file, fcntl.LOCK_EX)
+    assert [(s.phase, s.mode) for s in read_timeline(timeline)] == [
+        ("run", "shared"), ("run", "shared"), ("timing", "exclusive"), ("run", "shared")]
+    with NoLock().off_gpu("compile"):
+        pass
+    lock.close()
+
+
 def test_two_objects_in_one_process_contend(tmp_path: Path) -> None:
     """A flock belongs to an open file description, so each object is its own holder."""
     lock_file = tmp_path / "gpu.lock"

@@ -1,9 +1,8 @@
 """kfoundry.evaluate.timing: statistics on CPU; timing an example on a CUDA GPU (gpu marker)."""
 
-
 import pytest
 
-from kfoundry.evaluate.timing import quantile, summarize
+from kfoundry.evaluate.timing import WARMUP_S, quantile, summarize
 
 
 def test_quantile_interpolates_linearly():
@@ -87,7 +86,7 @@ def test_timer_logic_counts_trials_and_takes_the_event_time_when_host_agrees():
     calls = []
     stats, out = timer.time(lambda: calls.append(1) or len(calls), trials=25, budget_s=1.0)
     assert stats.trials == 25 and stats.median_ms == 5.0 and stats.host_flagged_trials == 0
-    assert stats.warmup_runs >= 10 and stats.warmup_s >= 0.25  # warm-up ran before the trials
+    assert stats.warmup_runs >= 10 and stats.warmup_s >= WARMUP_S  # warm-up ran before the trials
     assert out == len(calls)  # the output of the last timed run comes back
     assert stats.sm_clock_mhz == [1980, 1980]
 

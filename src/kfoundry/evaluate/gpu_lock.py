@@ -78,6 +78,9 @@ class NoLock:
     def exclusive(self, phase: str) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
+    def off_gpu(self, phase: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
 
 def process_lock(label: str = "") -> GpuLock | NoLock:
     """This process's GPU lock as the parent assigned it, or a NoLock: the same phases either way."""
@@ -202,6 +205,24 @@ class GpuLock:
             fcntl.flock(self._main, fcntl.LOCK_SH)  # no wait: exclusive requesters need the turnstile
             self._event(SHARED, outer, "acquire")
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def off_gpu(self, phase: str) -> Iterator[None]:
+        """CPU-only work inside a shared phase (Triton compiling a kernel, a C++ extension build): the
+        shared hold is given up meanwhile, so a timing can run, and taken again (through the turnstile)
+        after. Inside an exclusive phase nothing changes: the timing keeps the GPU to itself."""
+        self._check_fork()
+        if self._exclusive_depth or not self._shared_depth:
+            yield
+            return
+        depth, outer = self._shared_depth, self._shared_phase
+        self._release(SHARED, outer)
+        self._shared_depth = 0
+        try:
+            yield
+        finally:
+            self._acquire_shared(outer)
+            self._shared_depth, self._shared_phase = depth, outer
 
     # -- lock operations -----------------------------------------------------------------------
 

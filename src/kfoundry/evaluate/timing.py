@@ -31,9 +31,9 @@ _elapsed_time = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
 _sleep = getattr(torch.cuda, "_sleep", None)  # a GPU spin of N clock cycles
 
-TIMING_METHOD_VERSION = 7
+TIMING_METHOD_VERSION = 8
 LEAD_MS = 0.2  # the GPU's spin before the start event: longer than launching a few kernels takes
-WARMUP_S = 0.25  # at least this much warm-up, so the GPU leaves its idle clocks
+WARMUP_S = 0.1  # at least this much warm-up, so the GPU leaves its idle clocks
 STABLE_BATCH = 10  # then warm-up batches of this many trials ...
 STABLE_TOLERANCE = 0.02  # ... until two in a row have medians this close
 STABLE_LIMIT_S = 2.0  # ... or this much time has passed
@@ -186,13 +186,16 @@ class GpuTimer:
             return None
 
     def time(
-        self, fn: Callable[[], Any], trials: int = 100, budget_s: float = DEFAULT_BUDGET_S
+        self, fn: Callable[[], Any], trials: int = 100, budget_s: float = DEFAULT_BUDGET_S,
+        flush_files: bool = True,
     ) -> tuple[TimingStats, Any]:
         """Time fn() over up to `trials` trials (fewer if they would exceed budget_s); returns
-        the statistics and the output of the last timed run."""
+        the statistics and the output of the last timed run. flush_files=False: the caller wrote out
+        dirty pages already (before taking the GPU to itself: a sync can take a while)."""
         out = fn()  # the first call may compile or autotune: not part of any estimate
         self._sync()
-        flush_page_cache()
+        if flush_files:
+            flush_page_cache()
         warm_runs, warm_s = self.warm_up(fn, budget_s)
         per_run = warm_s / warm_runs
         count = trials
