@@ -97,7 +97,7 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
     progress = progress or (lambda message: None)
     problem = Path(problem)
     options = options or EvalOptions()
-    with Evaluator(problem, options, progress) as evaluator:
+    with Evaluator(problem, options, progress, wait_baselines=True) as evaluator:
         prepared = evaluator.prepare()  # a bad problem stops here, before any LLM call
         infos, parent_records, diagnoses = [], [], []
         for path in parents:

@@ -128,6 +128,7 @@ class TimingReport:
     baselines: dict[str, TimingStats | None] = field(default_factory=dict)
     baseline_errors: dict[str, str] = field(default_factory=dict)
     baselines_cached: bool = False
+    baselines_pending: list[str] = field(default_factory=list)  # measured after this verdict was given
     candidate_peak_memory_bytes: int | None = None
     reference_peak_memory_bytes: int | None = None
     reason: str | None = None  # why timing is missing

@@ -490,3 +490,24 @@ def test_a_worker_over_its_memory_budget_is_ended_and_the_next_candidate_runs(gu
     assert guard in hog.error["memory_guard"]
     assert hog.error["out_of_memory_bytes"] >= 2e9
     assert after.status == "ok", after.message  # the run goes on
+
+
+def test_complete_fills_in_the_baselines_a_verdict_was_given_without(examples_dir):
+    """A pipeline's verdict waits for eager only; complete() adds torch.compile's figures once measured."""
+    from types import SimpleNamespace
+
+    from kfoundry.types import Evaluation, TimingReport, TimingStats
+
+    def stats(ms):
+        return {"median_ms": ms, "q1_ms": ms, "q3_ms": ms, "min_ms": ms, "max_ms": ms, "trials": 100}
+
+    evaluator = Evaluator(examples_dir / "pointwise_chain" / "problem.py", EvalOptions(device="cpu"))
+    report = TimingReport(candidate=TimingStats(**stats(2.0)), runtime_ms=2.0)
+    evaluator._attach_baselines(report, {"stats": {"eager": stats(3.0)}, "errors": {}, "pending": ["compile"]})
+    assert report.speedup_eager == 1.5 and report.speedup_compile is None and report.baselines_pending == ["compile"]
+    evaluation = Evaluation(status="ok", message="", timing=report)
+    evaluator.prepared = SimpleNamespace(baselines={"stats": {"eager": stats(3.0), "compile": stats(2.5)},
+                                                    "errors": {}, "cached": False})
+    assert evaluator.complete(evaluation)
+    assert report.speedup_compile == 1.25 and report.compile_ms == 2.5 and report.baselines_pending == []
+    assert not evaluator.complete(evaluation)  # nothing left to fill in

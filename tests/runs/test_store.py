@@ -72,6 +72,27 @@ def test_finish_evaluation_accepts_an_evaluation_object_and_refuses_twice(store)
         store.finish_evaluation(store.start_evaluation(cid), {"status": "great"})
 
 
+def test_amend_timing_fills_in_baselines_measured_after_the_verdict(store):
+    from kfoundry.types import Evaluation, TimingReport, TimingStats
+
+    cid = store.add_candidate("w = 1\n", [], "e", 0, 0, "template")
+    eid = store.start_evaluation(cid)
+    early = Evaluation(status="ok", message="", timing=TimingReport(runtime_ms=2.0, eager_ms=3.0, speedup_eager=1.5,
+                                                        baselines_pending=["compile"]))
+    with pytest.raises(ValueError, match="no finished evaluation"):
+        store.amend_timing(eid, early)
+    store.finish_evaluation(eid, early)
+    assert store.evaluation(eid)["speedup_compile"] is None
+    early.timing.compile_ms, early.timing.speedup_compile, early.timing.baselines_pending = 2.5, 1.25, []
+    early.timing.baselines["compile"] = TimingStats(median_ms=2.5, q1_ms=2.4, q3_ms=2.6, min_ms=2.3, max_ms=2.7,
+                                                    trials=100)
+    store.amend_timing(eid, early)
+    stored = store.evaluation(eid)
+    assert stored["compile_ms"] == 2.5 and stored["speedup_compile"] == 1.25 and stored["speedup_eager"] == 1.5
+    assert stored["evaluation"]["timing"]["baselines_pending"] == []
+    assert store.best("speedup_compile")["evaluation_id"] == eid
+
+
 def test_non_finite_numbers_are_stored_as_unknown(store):
     cid = store.add_candidate("z = 1\n", [], "e", 0, 0, "tuner")
     eid = store.start_evaluation(cid)

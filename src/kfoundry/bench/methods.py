@@ -110,7 +110,7 @@ def _evaluate(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set
             result.status, result.message = R.NO_SOLUTION, f"cannot read the solution file {candidate}: {exc}"
             return
         try:
-            with Evaluator(problem.path, options, progress=progress, spare=False) as evaluator:
+            with Evaluator(problem.path, options, progress=progress, spare=False, wait_baselines=True) as evaluator:
                 evaluation = evaluator.evaluate(candidate)
         except CandidateFileError as exc:
             result.status, result.message = R.NO_SOLUTION, str(exc)

@@ -25,7 +25,7 @@ from kfoundry.types import to_jsonable
 
 
 def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
-    from kfoundry.evaluate.timing import GpuTimer, peak_memory
+    from kfoundry.evaluate.timing import GpuTimer, flush_page_cache, peak_memory
 
     timing, device, key = job["timing"], job["device"], job["key"]
     cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
@@ -57,6 +57,8 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
     for name in timing["baselines"]:
         channel.phase(f"baseline {name}")
         try:
+            if not device.startswith("cuda"):
+                raise RuntimeError("baselines are timed on a CUDA device")
             if name == "eager":
                 fn_model = model
             else:
@@ -71,15 +73,19 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
             with lock.shared(f"{name} compile"):
                 call()  # compiles (torch.compile) and warms up: GPU work, but not timed
                 torch.cuda.synchronize(device)
+            flush_page_cache()  # before the exclusive phase, as for a candidate
             with lock.exclusive(f"{name} timing"):
                 if timer is None:
                     timer = GpuTimer(device)
-                result, _ = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"])
+                result, _ = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"], flush_files=False)
                 if name == "eager":
                     peak = peak_memory(device, call)
             stats[name] = to_jsonable(result)
+            # candidates' verdicts may be waiting for this one, not for the others
+            channel.request("baseline", name=name, stats=stats[name], peak_memory_bytes=peak)
         except Exception as exc:
             errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            channel.request("baseline", name=name, error=errors[name])
     record = {"key": key, "stats": stats, "errors": errors, "peak_memory_bytes": peak,
               "flush_bytes": timer.flush_buffer.numel() * 4 if timer else None,
               "host_overhead_ms": timer.host_overhead_ms if timer else None}

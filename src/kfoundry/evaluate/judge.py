@@ -95,14 +95,19 @@ class Judge:
 
 
 class Baselines:
-    """The baseline process, run beside the candidates' pipeline; `result()` waits for its record."""
+    """The baseline process, run beside the candidates' pipeline; `result()` waits for its record,
+    `available(names)` only for the named baselines (the job reports each one as it is measured)."""
 
     def __init__(self, device: str, job: dict[str, Any], timeout_s: float, memory_limit_bytes: int | None,
                  extra_env: dict[str, str], progress: Progress) -> None:
         self.progress = progress
         self._done = threading.Event()
         self._record: dict[str, Any] | None = None
+        self._so_far: dict[str, dict[str, Any]] = {"stats": {}, "errors": {}}
+        self._changed = threading.Condition()
+        self._peak: int | None = None
         self.seconds: float | None = None
+        self._names = list(job.get("timing", {}).get("baselines", []))
         self._worker = Worker(device, label="baselines", memory_limit_bytes=memory_limit_bytes, extra_env=extra_env)
         self._thread = threading.Thread(target=self._run, args=(job, timeout_s), daemon=True,
                                         name="kfoundry-baselines")
@@ -111,14 +116,42 @@ class Baselines:
     def _run(self, job: dict[str, Any], timeout_s: float) -> None:
         started = time.monotonic()
         try:
-            outcome = self._worker.run(job, timeout_s, on_phase=self._phase)
+            outcome = self._worker.run(job, timeout_s, on_phase=self._phase, on_request=self._measured)
             self._record = _baseline_record(outcome, timeout_s)
         except Exception as exc:  # noqa: BLE001 -- a failed baseline leaves candidates unscored, not unjudged
             self._record = {"stats": {}, "errors": {"baselines": f"{type(exc).__name__}: {exc}"}}
         finally:
             self.seconds = round(time.monotonic() - started, 3)
             self._worker.close()
-            self._done.set()
+            with self._changed:
+                self._done.set()
+                self._changed.notify_all()
+
+    def _measured(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The job's report of one baseline, measured or failed, before the others are done."""
+        if message.get("request") != "baseline" or not isinstance(message.get("name"), str):
+            return {"error": "the baseline process asks only to report a baseline"}
+        with self._changed:
+            if isinstance(message.get("stats"), dict):
+                self._so_far["stats"][message["name"]] = message["stats"]
+                if message.get("peak_memory_bytes") is not None:
+                    self._peak = message["peak_memory_bytes"]
+            else:
+                self._so_far["errors"][message["name"]] = str(message.get("error"))
+            self._changed.notify_all()
+        return {"ok": True}
+
+    def available(self, names: tuple[str, ...] | list[str]) -> dict[str, Any]:
+        """The record once every one of `names` is measured or has failed: the whole record if the process
+        is done, otherwise what it has reported so far, with `pending` naming the baselines still to come."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._done.is_set() or all(
+                name in self._so_far["stats"] or name in self._so_far["errors"] for name in names))
+            if not self._done.is_set():
+                stats, errors = dict(self._so_far["stats"]), dict(self._so_far["errors"])
+                return {"stats": stats, "errors": errors, "cached": False, "peak_memory_bytes": self._peak,
+                        "pending": [n for n in self._names if n not in stats and n not in errors]}
+        return self.result()
 
     def _phase(self, phase: str) -> None:
         if phase.startswith("baseline "):

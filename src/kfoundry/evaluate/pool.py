@@ -176,6 +176,11 @@ class EvaluatorPool:
         evaluation.settings["worker"] = {"index": index, "device": self.devices[index]}
         return evaluation
 
+    def complete(self, evaluation: Evaluation) -> bool:
+        """The baselines a verdict was given without, from the device that gave it (Evaluator.complete)."""
+        index = (evaluation.settings.get("worker") or {}).get("index")
+        return index is not None and self.evaluators[index].complete(evaluation)
+
     def close(self) -> None:
         for evaluator in self.evaluators:
             evaluator.close()

@@ -62,6 +62,7 @@ class Optimization:
         self.quiet = quiet
         self.external_progress = progress  # a caller's line per phase (bench), beside the panel
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}
+        self._incomplete: list[tuple[int, str, Any]] = []  # verdicts without every baseline yet
         self.individuals: dict[str, Individual] = {}
         self.notes: list[str] = []
         self.composed: list[Any] = []  # the composer's kernels for this problem (a new run only)
@@ -148,6 +149,8 @@ class Optimization:
         path.write_text(ind.source, encoding="utf-8")
         evaluation = self.evaluator.evaluate(path)
         self.store.finish_evaluation(eval_id, evaluation)
+        if evaluation.timing.baselines_pending:
+            self._incomplete.append((eval_id, ind.id, evaluation))
         data = evaluation.to_dict()
         self.evaluations[ind.id] = {"evaluation": data, "diagnosis": data.get("diagnosis")}
         return evaluation
@@ -292,8 +295,18 @@ class Optimization:
         result = await self.loop.run()
         return result.reason
 
+    def _complete_baselines(self) -> None:
+        """Verdicts given before torch.compile's baseline was measured get its figures now."""
+        complete = getattr(self.evaluator, "complete", None)
+        while complete is not None and self._incomplete:
+            eval_id, candidate_id, evaluation = self._incomplete.pop()
+            if complete(evaluation):
+                self.store.amend_timing(eval_id, evaluation)
+                self.evaluations[candidate_id]["evaluation"] = evaluation.to_dict()
+
     def _finish(self, reason: str, prepared: Any) -> dict[str, Any]:
         self.proposer.flush_calls()
+        self._complete_baselines()
         self.store.save_state("search", self.loop.state())
         device_info = {"device": self.evaluator.device, **asdict(prepared.device_facts)}
         if getattr(self.evaluator, "devices", None):

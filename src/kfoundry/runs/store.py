@@ -244,6 +244,19 @@ class RunStore:
                 raise ValueError(f"evaluation {eval_id} is already finished" if exists
                                  else f"no evaluation {eval_id}")
 
+    def amend_timing(self, eval_id: int, evaluation: dict[str, Any] | Any) -> None:
+        """A finished evaluation's timing completed after its verdict (baselines measured later)."""
+        data = _finite(evaluation.to_dict() if hasattr(evaluation, "to_dict") else dict(evaluation))
+        timing = data.get("timing") or {}
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE evaluations SET eager_ms = ?, compile_ms = ?, speedup_eager = ?, speedup_compile = ?,"
+                " evaluation_json = ? WHERE id = ? AND finished_at IS NOT NULL",
+                (timing.get("eager_ms"), timing.get("compile_ms"), timing.get("speedup_eager"),
+                 timing.get("speedup_compile"), _json(data), eval_id))
+            if cursor.rowcount != 1:
+                raise ValueError(f"no finished evaluation {eval_id}")
+
     def in_flight(self) -> list[dict[str, Any]]:
         """Evaluations started and not finished (a crash's leftovers, on resume): to re-run and
         finish under the same id."""
