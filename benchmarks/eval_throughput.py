@@ -47,7 +47,8 @@ from kfoundry.evaluate.host_memory import MemorySampler  # noqa: E402
 
 PROBLEMS = ROOT / "benchmarks" / "throughput"
 PHASES = ("worker_wait_s", "compile_s", "correctness_s", "guard_s", "timing_s", "judge_s", "judge_lock_wait_s",
-          "judge_serve_s", "candidate_total_s")
+          "judge_serve_s", "candidate_total_s", "exclusive_timer_setup_s", "exclusive_timing_s",
+          "exclusive_peak_memory_s")
 
 
 def host_sampler() -> MemorySampler:
@@ -118,6 +119,27 @@ def candidates_for(problem: Path, count: int, folder: Path, rng: random.Random) 
     return paths
 
 
+def gpu_time(spans: list, first: float, last: float) -> dict:
+    """Where the GPU's time went between the first submission and the last verdict: seconds held exclusive
+    (candidates' timings, the baselines'), seconds some shared phase was held, seconds nothing was."""
+    def union(intervals: list[tuple[float, float]]) -> float:
+        total, end = 0.0, float("-inf")
+        for a, b in sorted(intervals):
+            a, b = max(a, first, end), min(b, last)
+            if b > a:
+                total += b - a
+                end = b
+        return total
+
+    exclusive = [(s.start, s.end) for s in spans if s.mode == "exclusive"]
+    timings = [s.end - s.start for s in spans if s.mode == "exclusive" and s.label == "candidate"]
+    shared_only = union([(s.start, s.end) for s in spans]) - union(exclusive)
+    window = last - first
+    return {"exclusive_s": round(union(exclusive), 2), "shared_only_s": round(shared_only, 2),
+            "idle_s": round(window - union([(s.start, s.end) for s in spans]), 2),
+            "candidate_timing_s_mean": round(statistics.mean(timings), 3) if timings else None}
+
+
 def run_problem(problem: Path, count: int, out_dir: Path, options: EvalOptions) -> dict:
     timeline = out_dir / f"timeline-{problem.stem}.jsonl"
     timeline.unlink(missing_ok=True)
@@ -145,6 +167,9 @@ def run_problem(problem: Path, count: int, out_dir: Path, options: EvalOptions) 
             with ThreadPoolExecutor(max_workers=evaluator.slots) as pool:
                 evaluations = list(pool.map(evaluator.evaluate, files))
             last = time.monotonic()
+            row["verdicts_before_compile_baseline"] = sum(bool(e.timing.baselines_pending) for e in evaluations)
+            for evaluation in evaluations:  # their torch.compile figures, measured after their verdicts
+                evaluator.complete(evaluation)
             baselines = prepared.baselines or {}
             row["baselines_s"] = getattr(prepared._baselines, "seconds", None)
             row["baselines_cached"] = bool(baselines.get("cached"))
@@ -154,6 +179,8 @@ def run_problem(problem: Path, count: int, out_dir: Path, options: EvalOptions) 
     row["evals_per_min"] = round(len(evaluations) / ((last - first) / 60), 2)
     row["span_s"] = round(last - first, 2)
     row["peak_host_gb"] = round(host.peak / 1e9, 2)
+    row["peak_host_parts_gb"] = {name: round(size / 1e9, 3) for name, size in
+                                 sorted(host.peak_parts.items(), key=lambda item: -item[1])}
     # the process that drives the evaluator (the main process of a kfoundry run): its high-water mark so far
     row["main_process_max_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9, 2)
     row["predicted_host_gb"] = round(row["plan"]["host_bytes"] / 1e9, 2)
@@ -166,9 +193,13 @@ def run_problem(problem: Path, count: int, out_dir: Path, options: EvalOptions) 
     row["best_ms"] = min((e.timing.runtime_ms for e in ok), default=None)
     row["phases_mean_s"] = {k: round(statistics.mean(e.durations_s.get(k, 0.0) for e in evaluations), 3)
                             for k in PHASES}
+    row["timing_warmup_s_mean"] = round(statistics.mean(
+        [e.timing.candidate.warmup_s or 0.0 for e in ok if e.timing.candidate] or [0.0]), 3)
+    best_compile = [e.timing.speedup_compile for e in ok if e.timing.speedup_compile]
+    row["best_speedup_compile"] = round(max(best_compile), 3) if best_compile else None
     spans = read_timeline(timeline)
     row["timeline"] = {"spans": len(spans), "timed_overlaps": len(exclusive_overlaps([s for s in spans if s.released])),
-                       "max_shared_at_once": concurrency(spans, "shared")}
+                       "max_shared_at_once": concurrency(spans, "shared"), **gpu_time(spans, first, last)}
     (out_dir / f"timeline-{problem.stem}.txt").write_text(render_timeline(spans, width=160))
     row["log_tail"] = log[-5:]
     return row
@@ -291,14 +322,15 @@ def main() -> int:
         print(json.dumps({k: v for k, v in result.items() if k != "stderr_tail"}), flush=True)
     print()
     print(f"{'problem':26} {'evals/min':>9} {'ref s':>6} {'base s':>7} {'host GB':>8} {'pred GB':>8} "
-          f"{'GPU GB':>7} {'workers':>7} {'overlaps':>8}  verdicts")
+          f"{'GPU GB':>7} {'workers':>7} {'overlaps':>8} {'excl s':>7} {'idle s':>7}  verdicts")
     for r in record["rows"]:
         if "error" in r:
             print(f"{r['problem']:26} error: {r['error'][:80]}")
             continue
         print(f"{r['problem']:26} {r['evals_per_min']:9.1f} {r['reference_setup_s'] or 0:6.1f} "
               f"{r['baselines_s'] or 0:7.1f} {r['peak_host_gb']:8.2f} {r['predicted_host_gb']:8.2f} "
-              f"{r['peak_gpu_gb'] or 0:7.1f} {r['workers']:7d} {r['timeline']['timed_overlaps']:8d}  {r['verdicts']}")
+              f"{r['peak_gpu_gb'] or 0:7.1f} {r['workers']:7d} {r['timeline']['timed_overlaps']:8d} "
+              f"{r['timeline'].get('exclusive_s', 0):7.1f} {r['timeline'].get('idle_s', 0):7.1f}  {r['verdicts']}")
     for f in record["fidelity"]:
         if "error" not in f:
             print(f"fidelity {f['example']}: spread {f['spread']:.2%}, eager {f['eager_ms']:.4f} ms vs do_bench "

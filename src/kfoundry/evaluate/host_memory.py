@@ -185,6 +185,17 @@ def host_available() -> tuple[int, str]:
     return min(figures, key=lambda figure: figure[0])
 
 
+def _describe_process(pid: int) -> str:
+    """'pid (parent ppid, in folder): command line' (its first 100 characters), for a breakdown of a peak."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        folder = os.path.basename(os.readlink(f"/proc/{pid}/cwd"))  # a worker's folder names its kind
+    except (OSError, IndexError):
+        command, parent, folder = "?", "?", "?"
+    return f"{pid} (parent {parent}, in {folder}): {command[:100]}"
+
+
 class MemorySampler:
     """Samples, every `interval_s` on a daemon thread, the private memory of the process trees and
     the bytes of the folders it watches, and keeps the peak of their sum: an evaluator's whole
@@ -193,6 +204,7 @@ class MemorySampler:
     def __init__(self, interval_s: float = 0.05) -> None:
         self.interval_s = interval_s
         self.peak = 0
+        self.peak_parts: dict[str, int] = {}  # at the peak: bytes per process (and of the files)
         self.samples = 0
         self._pids: list[int] = []
         self._parents: list[int] = []  # processes whose descendants count, not themselves
@@ -239,15 +251,16 @@ class MemorySampler:
                     ]
             except OSError:
                 continue
-        counted: set[int] = set()
-        total = 0
+        counted: dict[int, int] = {}
         for pid in pids:
             for member in process_tree(pid):
                 if member not in counted:
-                    counted.add(member)
-                    total += process_memory(member)
-        total += sum(folder_bytes(folder) for folder in dict.fromkeys(folders))
-        self.peak = max(self.peak, total)
+                    counted[member] = process_memory(member)
+        files = sum(folder_bytes(folder) for folder in dict.fromkeys(folders))
+        total = sum(counted.values()) + files
+        if total > self.peak:
+            self.peak = total
+            self.peak_parts = {"files": files, **{_describe_process(pid): size for pid, size in counted.items()}}
         self.samples += 1
         return total
 

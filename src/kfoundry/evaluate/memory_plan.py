@@ -28,7 +28,8 @@ FLUSH_BUFFER = 256 << 20  # the timer's L2 flush buffer
 SMALL_RESIDENT = 64 << 20  # on the CPU, expected outputs of all sets are kept only below this
 HOST_SHARE = 0.85  # of the available host memory a plan may take
 GPU_SHARE = 0.90  # of the free GPU memory
-MAX_GPU_WORKERS = 6
+MAX_GPU_WORKERS = 8
+JUDGE_SCRATCH = 2 << 30  # the judge's float64 temporaries of a chunked comparison (compare.CHUNK elements)
 
 
 @dataclass
@@ -118,7 +119,7 @@ class MemoryPlan:
     resident: bool  # the judge keeps the expected outputs of all sets
     transport: str  # "ipc" or "file"
     host_terms: dict[str, int] = field(default_factory=dict)
-    gpu_terms: dict[str, int] = field(default_factory=dict)
+    gpu_terms: dict[str, int] = field(default_factory=dict)  # while candidates are evaluated
 
     @property
     def host_bytes(self) -> int:
@@ -150,11 +151,9 @@ def _host_terms(s: ProblemSizes, device: str, sets: int, workers: int, spares: i
     processes = 1 + workers + spares + (1 if gpu else 0)
     terms = {"processes": processes * (PROCESS_GPU if gpu else PROCESS_CPU)}
     if gpu and transport == "ipc":
-        # data lives on the GPU; a model is built on the host before it moves. The host memory that grows
-        # with the outputs (13-19.5 GB for 2.1 GB outputs over three runs) is not explained: 5 x O is fitted
-        # to the peaks measured on the H200 (benchmarks/results/eval_throughput-h200-20261201*.json)
+        # data lives on the GPU (the judge compares there, and two runs' outputs are compared there too);
+        # a model is built on the host before it moves
         terms["a model built on the host"] = W
-        terms["growing with the outputs (measured)"] = 5 * O
         return terms
     held = sets * (I + O + T) if resident else (I + O + T)
     # the judge: the sets it keeps, and while comparing one output on the CPU, seven float64 temporaries
@@ -165,11 +164,16 @@ def _host_terms(s: ProblemSizes, device: str, sets: int, workers: int, spares: i
 
 
 def _gpu_terms(s: ProblemSizes, sets: int, workers: int, spares: int, resident: bool) -> dict[str, int]:
+    """While candidates are evaluated. The judge's scratch is bounded: it compares in one pass, or a
+    chunk at a time (JUDGE_SCRATCH), plus a copy of a non-contiguous output and the input-change check.
+    Before, while it computes the sets (a forward in float32 and one in float64, 2A + 3I), the workers
+    hold only their contexts and the baselines (2A + I) have not started, and it gives the forwards'
+    memory back before the candidates start: that peak is below this one."""
     I, O, T, W, A = s.input_bytes, s.output_bytes, s.truth_bytes, s.param_bytes, s.forward_bytes
     held = sets * (I + O + T) if resident else (I + O + T)
     return {
         "contexts": (2 + workers + spares) * CUDA_CONTEXT_GPU,
-        "judge": 3 * W + held + max(2 * A + 3 * I, 4 * T),
+        "judge": 3 * W + held + JUDGE_SCRATCH + O + I + (0 if resident else 2 * A + 3 * I),
         "baselines": W + I + 2 * A + FLUSH_BUFFER,
         "workers": workers * (W + 3 * I + 2 * O + A + FLUSH_BUFFER),
     }
