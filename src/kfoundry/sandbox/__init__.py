@@ -1,0 +1,1 @@
+"""OS-level restrictions for candidate workers (Landlock, seccomp, process flags)."""
