@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kfoundry.errors import KFoundryError, UsageError
+from kfoundry.sandbox.process_flags import make_non_dumpable
 
 app = typer.Typer(
     help="Kernel Foundry: turn PyTorch reference programs into fast, verified GPU kernels (forward passes).",
@@ -137,6 +138,8 @@ def _options(**settings):
 
 
 # options the commands share
+SANDBOX_HELP = ("The candidates' OS sandbox (Landlock, seccomp): on (a warning where the kernel lacks a part), "
+                "strict (refuse to run without all of it) or off.")
 PROBLEM_ARG = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs).")
 CANDIDATE_ARG = typer.Argument(..., help="Candidate file defining ModelNew.")
 DEVICE_OPT = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU).")
@@ -173,6 +176,7 @@ def eval_command(
     policy: str = typer.Option("strict", help="strict: all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
     memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
+    sandbox: str = typer.Option("on", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM: verdict, correctness, timing and the diagnosis.
@@ -184,6 +188,7 @@ def eval_command(
         eval_mode=eval_mode, set_=set_, timing_trials=timing_trials,
         baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()), no_cache=no_cache,
         wrapper=wrapper.split() if wrapper else None, policy=policy, memory_limit_bytes=memory_bytes(memory_limit),
+        sandbox=sandbox,
     )
     evaluation = _run_evaluation(problem, candidate, options, as_json)
     if as_json:
@@ -211,6 +216,7 @@ def diagnose_command(
     ncu: bool = typer.Option(False, "--ncu", help="GPU: also profile a working candidate with Nsight Compute (occupancy, DRAM/SM throughput, tensor pipes)."),
     sanitize: bool = typer.Option(False, "--sanitize", help="GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck."),
     max_chars: int = typer.Option(2500, help="Length bound of the markdown rendering."),
+    sandbox: str = typer.Option("on", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the diagnosis as one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM and print only its diagnosis: structured findings (what
@@ -221,7 +227,8 @@ def diagnose_command(
     from kfoundry.diagnose import render_markdown
 
     options = _options(device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout,
-                       seed=seed, eval_mode=eval_mode, set_=set_, policy=policy, ncu=ncu, sanitize=sanitize)
+                       seed=seed, eval_mode=eval_mode, set_=set_, policy=policy, ncu=ncu, sanitize=sanitize,
+                       sandbox=sandbox)
     evaluation = _run_evaluation(problem, candidate, options, as_json)
     if as_json:
         print(json.dumps(evaluation.diagnosis.to_dict()))
@@ -357,6 +364,7 @@ def optimize_command(
     set_: Optional[list[str]] = SET_OPT,
     memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
     workers: Optional[int] = WORKERS_OPT,
+    sandbox: Optional[str] = typer.Option(None, help=SANDBOX_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout."),
 ) -> None:
@@ -375,7 +383,7 @@ def optimize_command(
     try:
         settings = load_settings({"llm": llm, "backend": backend, "device": device, "precision": precision,
                                   "tolerance": tolerance, "policy": policy, "trials": trials, "timeout": timeout,
-                                  "record": str(record) if record else None}, config)
+                                  "record": str(record) if record else None, "sandbox": sandbox}, config)
         llm_client = budget = None
         specs = [spec for spec in (settings["llm"] or []) if spec.strip().lower() != "none"]  # --llm none: no LLM
         if specs and len(specs) != len(settings["llm"]):
@@ -397,7 +405,8 @@ def optimize_command(
             options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],
                                tolerance=settings["tolerance"], timeout_s=settings["timeout"], set_=set_,
                                policy=settings["policy"], eval_mode=eval_mode,
-                               memory_limit_bytes=memory_bytes(memory_limit), workers=workers)
+                               memory_limit_bytes=memory_bytes(memory_limit), workers=workers,
+                               sandbox=settings["sandbox"])
             result = optimize(problem, out=out, options=options, settings=search, seeds=seed_files or [],
                               quiet=quiet or as_json, llm_client=llm_client, budget=budget, **overrides)
     except KFoundryError as exc:
@@ -489,6 +498,9 @@ def config_show(
 
 
 def main() -> None:
+    # this process holds the API keys: other processes of the user (a candidate's, say) cannot read its
+    # memory or /proc/<pid>/environ, nor attach to it (root still can: the sandbox's filesystem rules stop that)
+    make_non_dumpable()
     try:
         app()
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kfoundry.errors import UsageError
+from kfoundry.sandbox.secrets import register as register_secret
 
 CONFIG_NAME = "kfoundry.toml"
 ENV_PREFIX = "KFOUNDRY_"
@@ -71,6 +72,8 @@ OPTIONS: dict[str, Option] = {
     "precision": Option(str, "fp32", "fp32, fp16 or bf16"),
     "tolerance": Option(_optional(float), None, "atol = rtol (default: by precision)"),
     "policy": Option(str, "strict", "anti-cheating policy: strict or permissive"),
+    "sandbox": Option(str, "on", "the candidates' OS sandbox: on (warn where the kernel lacks a part), strict "
+                                 "(refuse to run without all of it) or off"),
     "trials": Option(int, 5, "correctness trials per evaluation"),
     "timeout": Option(float, 300.0, "seconds per candidate evaluation"),
     "library": Option(_optional(str), None, "the experience library's path"),
@@ -170,4 +173,5 @@ def load_settings(cli: Mapping[str, Any] | None = None, config: Path | None = No
             keys[provider], key_sources[provider] = env[variable], f"environment {variable}"
         elif data.get("keys", {}).get(provider):
             keys[provider], key_sources[provider] = str(data["keys"][provider]), f"config file {path} [keys]"
+            register_secret(keys[provider])  # scrubbed from whatever a candidate prints
     return Settings(values, sources, keys, key_sources, path)

@@ -219,6 +219,7 @@ class Evaluation:
     repeat: dict[str, Any] | None = None  # kfoundry.diagnose.numeric.nondeterminism: the same run twice
     profile: dict[str, Any] = field(default_factory=dict)  # GPU: kernels (name, stream, time), triton metadata
     tools: dict[str, Any] = field(default_factory=dict)  # raw output of ncu / compute-sanitizer re-runs
+    sandbox: dict[str, Any] = field(default_factory=dict)  # what held in the worker (kfoundry.sandbox.policy)
     diagnosis: Diagnosis | None = None
 
     @property

@@ -231,7 +231,7 @@ def test_secret_probe_sees_a_secret_when_one_is_there(monkeypatch, candidates_di
 def test_candidate_does_not_see_secrets(monkeypatch, problems_dir, candidates_dir):
     monkeypatch.setenv("KF_TEST_API_KEY", "sk-test-123")
     monkeypatch.setenv("KF_TEST_ACCESS_TOKEN", "tok-123")
-    monkeypatch.setenv("KF_TEST_VISIBLE", "1")  # a harmless variable: it must get through
+    monkeypatch.setenv("LC_KF_TEST_VISIBLE", "1")  # a harmless, allowed variable: it must get through
     # a fresh evaluation: its workers start now, with this environment
     evaluation = kfoundry.evaluate(problems_dir / "affine.py", candidates_dir / "secret_probe.py",
                                    device="cpu", trials=1, guard=False)  # it reads os.environ on purpose

@@ -7,7 +7,7 @@ import time
 
 
 from kfoundry.evaluate import process
-from kfoundry.evaluate.process import Worker, scrubbed_environment, work_root
+from kfoundry.evaluate.process import Worker, work_root
 
 GIB = 1 << 30
 
@@ -36,30 +36,11 @@ def _shell_worker(script: str, **options) -> Worker:
     return Worker("cpu", wrapper=["sh", "-c", script, "sh"], **options)
 
 
-def test_scrubbed_environment_drops_secret_names():
-    base = {
-        "OPENAI_API_KEY": "sk-1", "HF_TOKEN": "hf_1", "AWS_SECRET_ACCESS_KEY": "a", "DB_PASSWORD": "p",
-        "GOOGLE_APPLICATION_CREDENTIALS": "/c.json", "my_api_key": "lower", "GitHub_Token": "mixed",
-        "PATH": "/usr/bin", "HOME": "/home/u", "KF_VISIBLE": "1", "TRITON_INTERPRET": "1",
-    }
-    assert scrubbed_environment(base) == {"PATH": "/usr/bin", "HOME": "/home/u", "KF_VISIBLE": "1",
-                                          "TRITON_INTERPRET": "1"}
-    assert base["OPENAI_API_KEY"] == "sk-1"  # the given mapping is not changed
-
-
-def test_scrubbed_environment_defaults_to_this_process(monkeypatch):
-    monkeypatch.setenv("KF_TEST_API_KEY", "sk-test")
-    monkeypatch.setenv("KF_TEST_VISIBLE", "1")
-    env = scrubbed_environment()
-    assert "KF_TEST_API_KEY" not in env
-    assert env["KF_TEST_VISIBLE"] == "1"
-    assert os.environ["KF_TEST_API_KEY"] == "sk-test"
-
-
-def test_worker_runs_in_a_private_directory_with_a_scrubbed_environment(monkeypatch):
+def test_worker_runs_in_a_private_directory_with_an_allowed_environment(monkeypatch):
     monkeypatch.setenv("KF_TEST_API_KEY", "sk-test")
     monkeypatch.setenv("KF_TEST_SESSION_TOKEN", "tok")
     monkeypatch.setenv("KF_TEST_VISIBLE", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     with _shell_worker("env > env.txt; pwd > cwd.txt") as worker:
         outcome = worker.run(ready_timeout_s=0, job={"kind": "candidate"}, timeout_s=30)
         env = dict(line.split("=", 1) for line in (worker.workdir / "env.txt").read_text().splitlines()
@@ -69,7 +50,8 @@ def test_worker_runs_in_a_private_directory_with_a_scrubbed_environment(monkeypa
     assert outcome.returncode == 0 and not outcome.timed_out
     assert outcome.result is None and outcome.phase == "start"  # sh never speaks the protocol
     assert "KF_TEST_API_KEY" not in env and "KF_TEST_SESSION_TOKEN" not in env
-    assert env["KF_TEST_VISIBLE"] == "1"
+    assert "KF_TEST_VISIBLE" not in env and env["OMP_NUM_THREADS"] == "1"  # an allow-list, not a filter
+    assert env["HOME"] == str(workdir) and env["KFOUNDRY_SANDBOX"] == "on"
     assert os.path.realpath(cwd) == os.path.realpath(workdir)
     assert env["TMPDIR"] == str(workdir / "tmp")
     assert env["TRITON_INTERPRET"] == "1"

@@ -17,6 +17,7 @@ from typing import Any
 
 from kfoundry.evaluate.evaluator import Evaluator
 from kfoundry.evaluate.options import EvalOptions
+from kfoundry.sandbox.process_flags import make_non_dumpable
 from kfoundry.types import to_jsonable
 
 GUARD = Path(__file__).resolve().with_name("parent_guard.py")
@@ -40,6 +41,7 @@ class EvaluationWorker:
     no Ray."""
 
     def __init__(self) -> None:
+        make_non_dumpable()  # a long-lived process of ours beside candidates: no one reads its memory
         self.workdir = Path(tempfile.mkdtemp(prefix="kfoundry-ray-")).resolve()
         self.evaluator: Evaluator | None = None
         self.paths: dict[str, str] = {}

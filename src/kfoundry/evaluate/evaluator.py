@@ -23,18 +23,19 @@ from typing import Any, Callable
 
 from kfoundry import paths
 from kfoundry.diagnose import diagnose
-from kfoundry.errors import CandidateFileError
+from kfoundry.errors import CandidateFileError, UsageError
 from kfoundry.evaluate.baselines import baseline_key, load_baselines
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
 from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone
 from kfoundry.evaluate.memory_guard import reap_cgroups
 from kfoundry.evaluate.memory_plan import MemoryPlan, plan, problem_sizes
 from kfoundry.evaluate.options import EvalOptions, resolve_device
-from kfoundry.evaluate.process import WorkerOutcome, WorkerPool, work_root
+from kfoundry.evaluate.process import READY_TIMEOUT_S, Worker, WorkerOutcome, WorkerPool, work_root
 from kfoundry.evaluate.timing import TIMING_METHOD
 from kfoundry.evaluate.workdirs import WorkDir, reap
 from kfoundry.guard.findings import Finding
 from kfoundry.problem import ProblemSource, read_problem, read_source
+from kfoundry.sandbox.secrets import scrub_tree
 from kfoundry.types import (CorrectnessReport, DeviceFacts, Evaluation, ProblemCost, TimingReport,
                             TimingStats)
 
@@ -172,6 +173,7 @@ class Evaluator:
         self._exchange: WorkDir | None = None
         self._slots: threading.Semaphore | None = None
         self._prepare_lock = threading.Lock()
+        self._sandbox_warned = False
         _reap_once()
 
     @property
@@ -236,7 +238,7 @@ class Evaluator:
         }
         # the spares warm up (imports, CUDA context) while the reference is computed
         self.pool = WorkerPool(self.device, spares=memory.spares if self.spare else 1, refill=self.spare,
-                               wrapper=opts.wrapper, memory_limit_bytes=self.memory_limit)
+                               wrapper=opts.wrapper, memory_limit_bytes=self.memory_limit, sandbox=opts.sandbox)
         self.pool.fill()
         self.progress("reference: starting the judge")
         result = self.judge.prepare(job, opts.reference_timeout_s, self.progress)
@@ -301,13 +303,18 @@ class Evaluator:
             marks.append(("wait_worker_s", time.perf_counter()))
             checks = CandidateChecks()
             judge_time = [0.0]
+            # the sandboxed worker reads nothing outside its folder: the candidate goes there
+            copy = worker.workdir / path.name
+            rewrite = {str(copy): str(path.resolve())}
             try:
                 import shutil
 
+                self._check_sandbox(worker)
                 shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
+                copy.write_text(text, encoding="utf-8")
                 job = {
                     "kind": "candidate",
-                    "candidate_path": str(path.resolve()),
+                    "candidate_path": str(copy),
                     "device": self.device,
                     "precision": self.options.precision,
                     "eval_mode": self.options.eval_mode,
@@ -335,15 +342,19 @@ class Evaluator:
 
                 outcome = worker.run(job, self.options.timeout_s, on_request=on_request, on_phase=on_phase)
                 marks.append(("worker_s", time.perf_counter()))
+                evaluation.sandbox = worker.sandbox
             finally:
                 worker.close()
         self._judge(evaluation, outcome, checks)
+        self._note_sandbox(evaluation)
         # judge_s: this candidate's wait on the judge (queued behind other candidates' orders too)
         evaluation.durations_s["judge_s"] = round(judge_time[0], 3)
         evaluation.durations_s.update({k: round(v, 3) for k, v in checks.judge_seconds.items()})
         marks.append(("judge_s", time.perf_counter()))
         self._run_tools(evaluation, path)
         marks.append(("tools_s", time.perf_counter()))
+        # what the candidate printed or raised goes into the diagnosis, prompts and records: no secret in it
+        scrub_tree(evaluation, rewrite=rewrite)
         evaluation.diagnosis = diagnose(evaluation, text)
         marks.append(("diagnose_s", time.perf_counter()))
         evaluation.durations_s.update({f"parent_{label}": round(t1 - t0, 3)
@@ -352,6 +363,28 @@ class Evaluator:
                                          "guard": outcome.memory_guard}
         self.progress(f"candidate {path.stem}: {evaluation.status}")
         return evaluation
+
+    def _check_sandbox(self, worker: Worker) -> None:
+        """--sandbox strict: a worker that lacks any restriction runs nothing."""
+        if self.options.sandbox != "strict":
+            return
+        worker.wait_ready(READY_TIMEOUT_S)
+        missing = worker.sandbox.get("missing") if worker.sandbox else ["the worker reported no sandbox"]
+        if missing:
+            raise UsageError("--sandbox strict: this machine cannot put every restriction in force, so no candidate "
+                             f"runs: {'; '.join(missing)}")
+
+    def _note_sandbox(self, evaluation: Evaluation) -> None:
+        """What the kernel lacked, as a warning on the evaluation, and once per run on the progress line."""
+        missing = (evaluation.sandbox or {}).get("missing") or []
+        if self.options.sandbox == "off":
+            missing = ["the sandbox is off (--sandbox off): the candidate ran with the user's full access"]
+        for item in missing:
+            evaluation.warnings.append(f"sandbox: {item}")
+        if missing and not self._sandbox_warned:
+            self._sandbox_warned = True
+            self.progress(f"warning: the candidates' sandbox is incomplete on this machine: {'; '.join(missing)}; "
+                          "the baseline cache and the library are not protected from them")
 
     def _serve(self, message: dict[str, Any], folder: Path, checks: CandidateChecks) -> dict[str, Any]:
         """One request of a candidate's worker, passed on to the judge (checked fields only)."""

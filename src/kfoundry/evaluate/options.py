@@ -10,6 +10,7 @@ from kfoundry.errors import UsageError
 from kfoundry.problem import DEFAULT_TOLERANCE, PRECISIONS
 
 BASELINE_NAMES = ("eager", "compile", "compile-max-autotune", "compile-reduce-overhead")
+SANDBOX_MODES = ("on", "strict", "off")
 
 
 @dataclass
@@ -37,6 +38,7 @@ class EvalOptions:
     ncu: bool = False  # GPU: re-run a working candidate under Nsight Compute for the diagnosis
     sanitize: bool = False  # GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck
     guard: bool = True  # False only to judge plain correctness (harness tests, the reference against itself)
+    sandbox: str = "on"  # on: every restriction the kernel has, a warning for the rest; strict: all or refuse; off
 
     @property
     def atol(self) -> float:
@@ -57,6 +59,8 @@ class EvalOptions:
             raise UsageError("--memory-limit must be at least 0.25 GB")
         if self.transport not in ("ipc", "file"):
             raise UsageError(f"unknown transport {self.transport!r}: use ipc or file")
+        if self.sandbox not in SANDBOX_MODES:
+            raise UsageError(f"unknown sandbox mode {self.sandbox!r}: use {', '.join(SANDBOX_MODES)}")
         if self.timeout_s <= 0:
             raise UsageError("--timeout must be a positive number of seconds")
         from kfoundry.guard.policy import check_policy

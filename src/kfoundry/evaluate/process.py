@@ -1,5 +1,5 @@
 """Worker processes: one fresh process per job, started ahead of need, in a private folder, with a
-scrubbed environment, a timeout, a memory budget and (on a GPU) the device's GPU lock.
+an environment from an allow-list, a sandbox (a candidate's), a timeout, a memory budget and (on a GPU) the device's GPU lock.
 
 Protocol: the worker imports torch, reports `ready` and waits for one JSON job on stdin. It writes
 JSON lines to a pipe of its own ({"phase": ...} as it goes, {"request": ..., "id": n} when it needs
@@ -27,8 +27,8 @@ import kfoundry
 from kfoundry.evaluate import gpu_lock
 from kfoundry.evaluate.memory_guard import MemoryGuard
 from kfoundry.evaluate.workdirs import WorkDir
+from kfoundry.sandbox.environment import evaluation_environment
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 STDERR = "stderr.log"
 CHANNEL_FD_ENV = "KFOUNDRY_CHANNEL_FD"
 MAX_LINE = 1 << 20  # a longer line from a worker is dropped, not parsed
@@ -42,10 +42,20 @@ class WorkerEnded(Exception):
     """The worker's pipe closed: it exited (or was killed), and says nothing more."""
 
 
-def scrubbed_environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment minus every variable whose name suggests a secret."""
-    env = dict(os.environ if base is None else base)
-    return {k: v for k, v in env.items() if not any(marker in k.upper() for marker in SECRET_MARKERS)}
+def session_members(session: int) -> list[int]:
+    """The processes of a session, from /proc (stat's sixth field)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == session:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 4 and int(fields[3]) == session:
+            members.append(int(entry.name))
+    return members
 
 
 def work_root(device: str) -> str | None:
@@ -116,6 +126,7 @@ class Worker:
         memory_limit_bytes: int | None = None,
         extra_env: dict[str, str] | None = None,
         label: str = "worker",
+        sandbox: str = "on",
     ) -> None:
         self.device = device
         self.label = label
@@ -123,20 +134,27 @@ class Worker:
         self.workdir = self._dir.path
         self.guard = MemoryGuard.create(memory_limit_bytes, self.workdir, label) if memory_limit_bytes else None
         read_end, write_end = os.pipe()
-        env = scrubbed_environment()
+        env = evaluation_environment()  # an allow-list: no key reaches an evaluation process
         env.update(
             {
                 "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")])),
                 "PYTHONUNBUFFERED": "1",
+                "HOME": str(self.workdir),  # whatever writes under ~ (caches) writes in the worker's folder
+                "XDG_CACHE_HOME": str(self.workdir / "cache"),
+                "CUDA_CACHE_PATH": str(self.workdir / "cuda-cache"),
                 "TRITON_CACHE_DIR": str(self.workdir / "triton-cache"),
                 "TORCH_EXTENSIONS_DIR": str(self.workdir / "torch-extensions"),
                 "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / "inductor-cache"),
                 "TMPDIR": str(self.workdir / "tmp"),
                 "KFOUNDRY_WORKER_DEVICE": device,
                 "KFOUNDRY_WORKER_LABEL": label,
+                "KFOUNDRY_PARENT_CWD": os.getcwd(),  # the sandbox grants nothing under it
+                "KFOUNDRY_SANDBOX": sandbox,
                 CHANNEL_FD_ENV: str(write_end),
             }
         )
+        if any("ncu" in os.path.basename(part) for part in wrapper or []):
+            env["KFOUNDRY_SANDBOX_INET"] = "1"  # Nsight Compute's injected library reports over localhost TCP
         env.pop(gpu_lock.ENV_LOCK, None)
         (self.workdir / "tmp").mkdir()
         if device == "cpu":
@@ -148,7 +166,7 @@ class Worker:
         env.update(extra_env or {})
         self._stderr = open(self.workdir / STDERR, "wb")
         prefix = self.guard.command_prefix() if self.guard else []
-        command = [*prefix, *(wrapper or []), sys.executable, "-m", "kfoundry.evaluate.worker"]
+        command = [*prefix, *(wrapper or []), sys.executable, "-m", "kfoundry.sandbox.start"]
         self.started = time.monotonic()
         try:
             self.process = subprocess.Popen(
@@ -217,6 +235,14 @@ class Worker:
             if message is None and self.process.poll() is not None:
                 return False
         return True
+
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        """What the worker's sandbox put in force (kfoundry.sandbox.policy), from its `ready`; {} before."""
+        for message in self.messages:
+            if message.get("phase") == "ready":
+                return dict(message.get("sandbox") or {})
+        return {}
 
     def run(self, job: dict[str, Any], timeout_s: float, on_request: Requests | None = None,
             on_phase: Phases | None = None, ready_timeout_s: float = READY_TIMEOUT_S) -> WorkerOutcome:
@@ -299,12 +325,18 @@ class Worker:
         return data.decode(errors="replace").strip()
 
     def kill(self) -> None:
-        """Kill the worker's whole process group, also what it left running after it exited."""
+        """Kill the worker's whole session (it leads one: start_new_session), also what it left running
+        after it exited, in whatever process group (ninja makes its own); its sandbox denies setsid."""
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             if self.process.poll() is None:
                 self.process.kill()
+        for pid in session_members(self.process.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.process.wait()
 
     def close(self) -> None:

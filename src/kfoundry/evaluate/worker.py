@@ -1,4 +1,4 @@
-"""Entry point of a worker process (`python -m kfoundry.evaluate.worker`).
+"""A worker process, entered through kfoundry.sandbox.start (`python -m kfoundry.sandbox.start`).
 
 Imports torch (and Triton) first, says `ready`, then reads one job from stdin, runs it and exits.
 """
@@ -108,7 +108,8 @@ def _warm_up(device: str, label: str) -> None:
         pass
 
 
-def main() -> int:
+def main(sandbox: dict[str, Any] | None = None) -> int:
+    """`sandbox`: what kfoundry.sandbox.start put in force before this ran, reported with `ready`."""
     faulthandler.enable()  # a segfault leaves the Python stack (with the candidate's line) in stderr
     fd = os.environ.get(CHANNEL_FD_ENV)
     channel = Channel(int(fd) if fd and fd.isdigit() else None)
@@ -121,7 +122,7 @@ def main() -> int:
     except ImportError:
         pass
     _warm_up(os.environ.get("KFOUNDRY_WORKER_DEVICE", "cpu"), os.environ.get("KFOUNDRY_WORKER_LABEL", ""))
-    channel.phase("ready")
+    channel.send(phase="ready", sandbox=sandbox or {})
     line = sys.stdin.readline()
     if not line:
         return 0
@@ -165,5 +166,5 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # without the sandbox: only for running a job by hand
     sys.exit(main())

@@ -245,7 +245,21 @@ def labels(meta: dict[str, Any], evaluation: dict[str, Any] | None, result: dict
         "policy": pick(settings.get("policy"), run_settings.get("policy")),
         "timing": (f"{timing.get('statistic', 'median')} of {timing.get('trials')} timed trials; {timing.get('method')}"
                    if timed else f"{NO_TIMING} ({timing.get('reason') or 'no timed candidate'})"),
+        "sandbox": sandbox_label(evaluation.get("sandbox") or {}),
     }
+
+
+def sandbox_label(sandbox: dict[str, Any]) -> str:
+    """What held in the worker that ran the evaluation, and what the kernel lacked (then the baseline
+    cache and the library were not protected from the candidates)."""
+    if not sandbox:
+        return "-"
+    held = [f"{part}: {sandbox[part]}" for part in ("filesystem", "network", "processes") if sandbox.get(part)]
+    missing = sandbox.get("missing") or []
+    text = "; ".join(held) or "no restriction held"
+    if missing:
+        text += "; MISSING " + "; ".join(missing) + " (the baseline cache and the library were unprotected)"
+    return text
 
 
 def _read_result(run_dir: Path) -> dict[str, Any] | None:

@@ -1,0 +1,60 @@
+"""Every secret value this process knows (API keys from the environment or kfoundry.toml's [keys]),
+and their removal from text that came from a candidate: its output, its exception messages and
+tracebacks reach diagnoses, LLM prompts, run records and logs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any
+
+from kfoundry.sandbox.environment import looks_secret
+
+MIN_LENGTH = 8  # shorter values ("1", "true") are not treated as secrets: replacing them would garble text
+REDACTED = "[redacted]"
+_registered: set[str] = set()
+
+
+def register(value: str | None) -> None:
+    """A secret read from somewhere other than the environment (the config file's [keys])."""
+    if value and len(value) >= MIN_LENGTH:
+        _registered.add(value)
+
+
+def known() -> list[str]:
+    values = set(_registered)
+    values.update(v for k, v in os.environ.items() if looks_secret(k) and v and len(v) >= MIN_LENGTH)
+    return sorted(values, key=len, reverse=True)  # longest first: a key that contains another
+
+
+def scrub(text: str, values: list[str] | None = None, rewrite: dict[str, str] | None = None) -> str:
+    """`text` with every secret value replaced, and each key of `rewrite` by its value (paths)."""
+    values = known() if values is None else values
+    if text and values:
+        text = re.sub("|".join(re.escape(v) for v in values), REDACTED, text)
+    for old, new in (rewrite or {}).items():
+        text = text.replace(old, new) if text else text
+    return text
+
+
+def scrub_tree(value: Any, values: list[str] | None = None, rewrite: dict[str, str] | None = None) -> Any:
+    """Every string inside dicts, lists and dataclasses scrubbed, in place where the container allows."""
+    values = known() if values is None else values
+    if not values and not rewrite:
+        return value
+    if isinstance(value, str):
+        return scrub(value, values, rewrite)
+    if isinstance(value, list):
+        value[:] = [scrub_tree(v, values, rewrite) for v in value]
+        return value
+    if isinstance(value, tuple):
+        return type(value)(scrub_tree(v, values, rewrite) for v in value)
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = scrub_tree(value[key], values, rewrite)
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            setattr(value, f.name, scrub_tree(getattr(value, f.name), values, rewrite))
+    return value

@@ -1,0 +1,34 @@
+"""Entry point of every evaluation process (`python -m kfoundry.sandbox.start`): the sandbox first,
+then the worker (kfoundry.evaluate.worker), whose package imports torch.
+
+A candidate's worker restricts itself (kfoundry.sandbox.policy) before anything else runs in it; the
+judge and the baseline process, which never run a candidate, only make themselves non-dumpable. The
+record of what held goes to the parent with the worker's `ready`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    label = os.environ.get("KFOUNDRY_WORKER_LABEL", "")
+    if label == "candidate" and os.environ.get("KFOUNDRY_SANDBOX", "on") != "off":
+        from kfoundry.sandbox import policy
+
+        device = os.environ.get("KFOUNDRY_WORKER_DEVICE", "cpu")
+        report = policy.apply(Path.cwd(), gpu=device.startswith("cuda"),
+                              allow_inet=os.environ.get(policy.INET_ENV) == "1").to_dict()
+    else:
+        from kfoundry.sandbox.process_flags import make_non_dumpable
+
+        report = {"dumpable": not make_non_dumpable(), "applies_to": "candidate workers only"}
+    from kfoundry.evaluate import worker
+
+    return worker.main(sandbox=report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
