@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kfoundry.evaluate.signed_cache import read_signed, write_signed
 from kfoundry.evaluate.timing import TIMING_METHOD_VERSION
 
 
@@ -40,16 +41,10 @@ def _path(cache_dir: Path, key: str) -> Path:
 
 
 def load_baselines(cache_dir: Path, key: str) -> dict[str, Any] | None:
-    try:
-        record = json.loads(_path(cache_dir, key).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return record if record.get("key") == key else None
+    """The cached record, or None (also when its signature fails: it is measured again)."""
+    record = read_signed(cache_dir, _path(cache_dir, key))
+    return record if isinstance(record, dict) and record.get("key") == key else None
 
 
 def save_baselines(cache_dir: Path, key: str, record: dict[str, Any]) -> None:
-    path = _path(cache_dir, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(path)
+    write_signed(cache_dir, _path(cache_dir, key), record)

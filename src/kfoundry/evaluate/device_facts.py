@@ -6,11 +6,11 @@ fallback where a measurement fails. Computed in the trusted reference process on
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from pathlib import Path
 
+from kfoundry.evaluate.signed_cache import read_signed, write_signed
 from kfoundry.types import DeviceFacts, to_jsonable
 
 FACTS_VERSION = 1
@@ -138,16 +138,13 @@ def device_facts(device: str, cache_dir: Path | None, measure: bool = True) -> D
     props = torch.cuda.get_device_properties(torch.device(device))
     key = str(getattr(props, "uuid", props.name)).replace("/", "_").replace(" ", "_")
     path = cache_dir / "devices" / f"{key}-v{FACTS_VERSION}.json" if cache_dir else None
-    if path is not None and path.exists():
+    cached = read_signed(cache_dir, path) if path is not None else None
+    if isinstance(cached, dict):
         try:
-            return DeviceFacts(**json.loads(path.read_text()))
-        except (OSError, TypeError, json.JSONDecodeError):
+            return DeviceFacts(**cached)
+        except TypeError:
             pass
     facts = cuda_facts(device, measure=measure)
     if path is not None and measure:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        payload = to_jsonable(facts)
-        payload_path = path.with_suffix(".tmp")
-        payload_path.write_text(json.dumps(payload, indent=2))
-        payload_path.replace(path)
+        write_signed(cache_dir, path, to_jsonable(facts))
     return facts
