@@ -972,7 +972,6 @@ def test_tensor_subclass_does_not_fire_on_isinstance_and_modules():
 @pytest.mark.parametrize("snippet", [
     'open("out.txt", "w").write("x")  # <-',
     'with open("log.txt", mode="a") as f:  # <-\n    pass',
-    'def dump(p, mode):\n    return open(p, mode)  # <-',
     'torch.save(torch.ones(1), "t.pt")  # <-',
     "import subprocess  # <-",
     "import socket  # <-",
@@ -1026,6 +1025,460 @@ def test_setting_build_variables_is_fine():
         os.environ.update({"CXX": "g++"})
         _ext = load_inline(name="e", cpp_sources="", functions=["f"])
     """))
+
+
+# -- file-read ------------------------------------------------------------------------------------
+
+FILE_READ_CHEATS = [
+    'data = open("table.txt").read()  # <-',
+    'data = open("table.bin", "rb").read()  # <-',
+    'data = open("table.txt", mode="r").read()  # <-',
+    'def load(p, mode):\n    return open(p, mode)  # <-',
+    'import io\ndata = io.open("table.txt").read()  # <-',
+    'f = os.fdopen(3)  # <-',
+    'fd = os.open("table.txt", os.O_RDONLY)  # <-',
+    'chunk = os.read(0, 10)  # <-',
+    'names = os.listdir(".")  # <-',
+    'entries = list(os.scandir("."))  # <-',
+    'tree = list(os.walk("."))  # <-',
+    'info = os.stat("table.txt")  # <-',
+    'import glob\nfiles = glob.glob("*.pt")  # <-',
+    'import glob\nfiles = list(glob.iglob("*.pt"))  # <-',
+    'from pathlib import Path\ntext = Path("table.txt").read_text()  # <-',
+    'import pathlib\nraw = pathlib.Path("table.bin").read_bytes()  # <-',
+    'from pathlib import Path\nwith Path("table.txt").open() as f:  # <-\n    pass',
+    'from pathlib import Path\nwith (Path("cache") / "t.txt").open("rb") as f:  # <-\n    pass',
+    'from pathlib import Path\nkids = list(Path(".").iterdir())  # <-',
+    'from pathlib import Path\npts = list(Path(".").glob("*.pt"))  # <-',
+    'from pathlib import Path\npts = list(Path(".").rglob("*.pt"))  # <-',
+    'def scan(folder):\n    return folder.read_bytes()  # <-',
+    'def scan(folder):\n    return list(folder.glob("*"))  # <-',
+    'import numpy as np\na = np.fromfile("a.bin")  # <-',
+    'import numpy as np\na = np.load("a.npy")  # <-',
+    'import numpy\na = numpy.memmap("a.bin", mode="r")  # <-',
+    'w = torch.load("w.pt")  # <-',
+    't = torch.from_file("t.bin", size=4)  # <-',
+    't = torch.UntypedStorage.from_file("t.bin", False, 4)  # <-',
+    'import mmap\nm = mmap.mmap(3, 4096)  # <-',
+    'import linecache\nline = linecache.getline("kernel.py", 1)  # <-',
+    'import shutil\nshutil.copyfile("a", "b")  # <-',
+    'import shutil\nshutil.move("a", "b")  # <-',
+    'from os import listdir\nnames = listdir(".")  # <-',
+    'def peek():\n    o = os\n    return o.listdir(".")  # <-',
+    'import posix\nnames = posix.listdir(".")  # <-',
+    'import sys\nline = sys.stdin.readline()  # <-',
+    'answer = input()  # <-',
+    'files = list(map(open, ["a", "b"]))  # <-',
+    'from pathlib import Path\nread = getattr(Path("t"), "read_text")  # <-',
+    'entries = getattr(os, "listdir")(".")  # <-',
+    'METHOD = "read_bytes"  # <-',
+    'PROC = "/proc/self/environ"  # <-',
+    'path = f"/proc/{os.getppid()}/environ"  # <-',
+    'path = os.path.join("/proc", str(os.getppid()), "environ")  # <-',
+    'SYS = "/sys/class/net"  # <-',
+    'DEV = "/dev/nvidia0"  # <-',
+    'ETC = "/etc/passwd"  # <-',
+    'SNEAKY = "//proc/./self/status"  # <-',
+    'URL = "file:///etc/hosts"  # <-',
+    'RAW = b"/proc/self/environ"  # <-',
+    'from torch.utils.cpp_extension import load\n_ext = load(name="e", sources=["k.cpp"])  # <-',
+    ('from torch.utils.cpp_extension import load_inline\n'
+     '_ext = load_inline(name="e", cpp_sources="", functions=["f"],\n'
+     '                  extra_cflags=["-O3", "@/tmp/flags.txt"])  # <-'),
+    ('from torch.utils.cpp_extension import load_inline\n'
+     '_ext = load_inline(name="e", cpp_sources="", functions=["f"],\n'
+     '                  extra_cflags=["-include", "secrets.h"])  # <-'),
+]
+
+
+@pytest.mark.parametrize("snippet", FILE_READ_CHEATS)
+def test_file_read_fires(snippet):
+    finding = assert_fires(src(snippet), "file-read")
+    assert "instead" in finding.message and "forward's arguments" in finding.message
+    assert finding.advice == RULES["file-read"][1]
+
+
+def test_file_read_fires_in_forward_and_init_and_names_the_call():
+    source = model("""
+        y = torch.empty_like(x)
+        _launch(x, y)
+        return y
+    """, init="""
+        from pathlib import Path
+        self.key = Path(f"/proc/{os.getppid()}/environ").read_bytes()  # <-
+    """)
+    finding = assert_fires(source, "file-read")
+    assert finding.evidence[0] == 'Path(f"/proc/{os.getppid()}/environ").read_bytes()'
+    assert "'/proc/'" in finding.evidence  # the path literal, merged into the same line's finding
+    source = model("""
+        with open("expected.txt") as table:  # <-
+            table.read()
+        y = torch.empty_like(x)
+        _launch(x, y)
+        return y
+    """)
+    assert assert_fires(source, "file-read").evidence == ['open("expected.txt")']
+
+
+def test_an_open_that_writes_is_io_network_only_and_one_that_reads_file_read_only():
+    for snippet in ('open("out.txt", "w")  # <-', 'open("out.txt", mode="a")  # <-', 'open("log.txt", "r+")  # <-',
+                    'os.open("out.txt", os.O_WRONLY | os.O_CREAT)  # <-',
+                    'from pathlib import Path\nPath("out.txt").open("w")  # <-'):
+        assert_fires(src(snippet), "io-network")
+        assert_clean(src(snippet), "file-read")
+    for snippet in ('open("in.txt")  # <-', 'open("in.txt", "rb")  # <-', 'os.open("in.txt", os.O_RDONLY)  # <-',
+                    'from pathlib import Path\nPath("in.txt").open()  # <-'):
+        assert_fires(src(snippet), "file-read")
+        assert_clean(src(snippet), "io-network")
+
+
+def test_file_read_does_not_fire_on_names_views_own_objects_and_imports():
+    assert_clean(src('''
+        """Reads nothing: not /proc/self/environ, not the disk (a docstring is prose)."""
+        import glob
+        import io
+        import linecache
+        import mmap
+        import shutil
+        from pathlib import Path
+
+        import numpy as np
+        from torch.utils.cpp_extension import load_inline
+
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        NAMES = ["/process", "/system", "/etcetera", "/devices", "proc/self", "read_block", "open"]
+        _ext = load_inline(name="kf_e", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources="",
+                           functions=["run"], extra_cflags=["-O3"], extra_cuda_cflags=["--use_fast_math", "-lineinfo"],
+                           extra_ldflags=["-lcuda"], build_directory=os.path.join(HERE, "build"))
+
+
+        @triton.jit
+        def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            where = "/proc"  # a kernel is not host code
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+        class _Launcher:
+            def __init__(self, block):
+                self.block = block
+
+            def open(self, count):
+                return (triton.cdiv(count, self.block),)
+
+            def read_bytes(self):
+                return self.block * 4
+
+
+        class ModelNew(nn.Module):
+            def __init__(self, scale=2.0):
+                super().__init__()
+                self.read_scale = scale
+                self.launcher = _Launcher(256)
+                self.mode = "rb"
+
+            def forward(self, x):
+                flat = x.contiguous().view(-1)
+                y = torch.empty_like(flat)
+                open_count = flat.numel()
+                reader = self.launcher.read_bytes()
+                _copy[self.launcher.open(open_count)](flat, y, open_count, BLOCK=self.launcher.block)
+                out = _ext.run(y)
+                return out.view(x.shape)
+    '''), "file-read")
+
+
+def test_writes_are_still_io_network():
+    assert_clean(src('from pathlib import Path\nPath("o.txt").write_text("x")'), "file-read")
+    assert_fires(src('from pathlib import Path\nPath("o.txt").write_text("x")  # <-'), "io-network")
+
+
+# -- cpp-system -----------------------------------------------------------------------------------
+
+CPP_SYSTEM_CHEATS = {
+    "fopen": _cuda("""
+        int64_t leak() {
+            FILE* f = fopen("/proc/self/environ", "rb");  // <-
+            return f != nullptr;
+        }
+    """),
+    "std_fopen": _cuda("""
+        int64_t leak() { auto* f = std::fopen("data.bin", "rb"); return f != nullptr; }  // <-
+    """),
+    "freopen": _cuda("""
+        void leak() { freopen("data.txt", "r", stdin); }  // <-
+    """),
+    "posix_open": _cuda("""
+        int leak(const char* p) { return open(p, 0); }  // <-
+    """),
+    "global_open": _cuda("""
+        int leak(const char* p) { return ::open(p, 0); }  // <-
+    """),
+    "openat": _cuda("""
+        int leak(const char* p) { return openat(-100, p, 0); }  // <-
+    """),
+    "creat": _cuda("""
+        int leak(const char* p) { return creat(p, 0644); }  // <-
+    """),
+    "free_read": _cuda("""
+        long leak(int fd, char* b) {
+            return read(fd, b, 16);  // <-
+        }
+    """),
+    "pread": _cuda("""
+        long leak(int fd, char* b) { return pread(fd, b, 16, 0); }  // <-
+    """),
+    "free_write": _cuda("""
+        long leak(int fd) { return write(fd, "x", 1); }  // <-
+    """),
+    "opendir": _cuda("""
+        void* leak() { return opendir("."); }  // <-
+    """),
+    "readdir": _cuda("""
+        void leak(DIR* d) { while (readdir(d)) {} }  // <-
+    """),
+    "scandir": _cuda("""
+        int leak(dirent*** out) { return scandir(".", out, nullptr, nullptr); }  // <-
+    """),
+    "stat": _cuda("""
+        int leak(struct stat* st) { return stat("data.bin", st); }  // <-
+    """),
+    "lstat": _cuda("""
+        int leak(struct stat* st) { return lstat("data.bin", st); }  // <-
+    """),
+    "fstat": _cuda("""
+        int leak(int fd, struct stat* st) { return fstat(fd, st); }  // <-
+    """),
+    "system": _cuda("""
+        void leak() { system("nvidia-smi -lgc 2100"); }  // <-
+    """),
+    "std_system": _cuda("""
+        void leak() { std::system("id"); }  // <-
+    """),
+    "popen": _cuda("""
+        void leak() { auto* p = popen("id", "r"); }  // <-
+    """),
+    "execl": _cuda("""
+        void leak() { execl("/bin/sh", "sh", nullptr); }  // <-
+    """),
+    "execvp": _cuda("""
+        void leak(char** argv) { execvp("sh", argv); }  // <-
+    """),
+    "execve": _cuda("""
+        void leak(char** argv, char** env) { execve("/bin/sh", argv, env); }  // <-
+    """),
+    "fork": _cuda("""
+        int leak() { return fork(); }  // <-
+    """),
+    "vfork": _cuda("""
+        int leak() { return vfork(); }  // <-
+    """),
+    "clone": _cuda("""
+        int leak(int (*fn)(void*), void* stack) { return clone(fn, stack, 0, nullptr); }  // <-
+    """),
+    "posix_spawn": _cuda("""
+        int leak(pid_t* pid, char** av, char** ev) { return posix_spawn(pid, "sh", nullptr, nullptr, av, ev); }  // <-
+    """),
+    "socket": _cuda("""
+        int leak() { return socket(2, 1, 0); }  // <-
+    """),
+    "connect": _cuda("""
+        int leak(int s, const void* a) { return connect(s, (const struct sockaddr*) a, 16); }  // <-
+    """),
+    "bind": _cuda("""
+        int leak(int s, const void* a) { return bind(s, (const struct sockaddr*) a, 16); }  // <-
+    """),
+    "getenv": _cuda("""
+        bool timed() { return getenv("KFOUNDRY_WORKER_DEVICE") != nullptr; }  // <-
+    """),
+    "std_getenv": _cuda("""
+        bool timed() { return std::getenv("KFOUNDRY_WORKER_DEVICE") != nullptr; }  // <-
+    """),
+    "secure_getenv": _cuda("""
+        bool timed() { return secure_getenv("HOME") != nullptr; }  // <-
+    """),
+    "environ": _cuda("""
+        extern char** environ;  // <-
+    """),
+    "dlopen": _cuda("""
+        void* leak() { return dlopen("libcuda.so", 2); }  // <-
+    """),
+    "dlsym": _cuda("""
+        void* leak(void* h) { return dlsym(h, "cuLaunchKernel"); }  // <-
+    """),
+    "mmap": _cuda("""
+        void* leak(int fd) { return mmap(nullptr, 4096, 1, 1, fd, 0); }  // <-
+    """),
+    "ptrace": _cuda("""
+        long leak(int pid) { return ptrace(16, pid, nullptr, nullptr); }  // <-
+    """),
+    "syscall": _cuda("""
+        long leak() { return syscall(39); }  // <-
+    """),
+    "ifstream": _cuda("""
+        void leak() { std::ifstream in("data.txt"); }  // <-
+    """),
+    "ofstream": _cuda("""
+        void leak() { std::ofstream out("cache.json"); }  // <-
+    """),
+    "fstream": _cuda("""
+        void leak() { std::fstream io("cache.json"); }  // <-
+    """),
+    "file_pointer": _cuda("""
+        void leak(FILE *f) {}  // <-
+    """),
+    "function_pointer": _cuda("""
+        auto opener = &popen;  // <-
+    """),
+    "macro": _cuda("""
+        #define OPEN_IT fopen  // <-
+    """),
+    "proc_literal": _cuda("""
+        const char* where = "/proc/self/status";  // <-
+    """),
+    "sys_literal": _cuda("""
+        const char* where = "/sys/class/net";  // <-
+    """),
+    "dev_literal": _cuda("""
+        const char* where = "/dev/shm/out";  // <-
+    """),
+    "etc_literal": _cuda("""
+        const char* where = "/etc/hosts";  // <-
+    """),
+    "tmp_literal": _cuda("""
+        const char* where = "/tmp/kfoundry-cache";  // <-
+    """),
+    "raw_string_literal": _cuda("""
+        const char* where = R"(/proc/1/environ)";  // <-
+    """),
+    "absolute_include": _cuda("""
+        #include "/proc/self/environ"  // <-
+    """),
+    "raw_syscall_asm": _cuda("""
+        long leak() { long r; asm volatile("syscall" : "=a"(r) : "a"(39)); return r; }  // <-
+    """),
+    "python_from_cpp": _cuda("""
+        void leak() { pybind11::module_::import("os"); }  // <-
+    """),
+    "qualifiers_defined_away": _cuda("""
+        #define __device__  // <-
+    """),
+    "token_pasting": _cuda("""
+        #define CAT(a, b) a##b  // <-
+    """),
+    "multi_line_raw_string_does_not_hide_code": _cuda("""
+        const char* banner = R"(
+        a "quoted" word
+        )";
+        int leak() { return system("id"); }  // <-
+    """),
+    "digit_separator_does_not_hide_code": _cuda("""
+        long big = 1'000'000; int leak() { return system("id"); } long small = 1'0;  // <-
+    """),
+    "source_without_markers_passed_to_load_inline": src('''
+        from torch.utils.cpp_extension import load_inline
+
+        CPP = """
+        int f() {
+            return system("id");  // <-
+        }
+        """
+        _ext = load_inline(name="e", cpp_sources=[CPP], functions=["f"])
+    '''),
+    "device_function_in_cpp_sources_is_host_code": src('''
+        from torch.utils.cpp_extension import load_inline
+
+        CPP = r"""
+        #include <cuda_runtime.h>
+        __device__ int f(const char* p) {
+            return fopen(p, "r") != nullptr;  // <-
+        }
+        """
+        _ext = load_inline(name="e", cpp_sources=CPP, functions=["f"])
+    '''),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPP_SYSTEM_CHEATS))
+def test_cpp_system_fires(name):
+    finding = assert_fires(CPP_SYSTEM_CHEATS[name], "cpp-system")
+    assert "CUDA/C++ source" in finding.message and "instead" in finding.message
+
+
+def test_cpp_system_lines_follow_escapes_line_continuations_and_concatenation():
+    # the value's "\n" escapes are no lines of the file: every finding is on the literal's own line
+    source = src('CPP = "#include <torch/extension.h>\\nint f() {\\n  return system(\\"id\\"); }\\n"  # <-')
+    assert_fires(source, "cpp-system")
+    assert [f.line for f in check_source(source) if f.rule == "cpp-system"] == [marked_line(source)]
+    source = src('''
+        CPP = ("#include <torch/extension.h>\\n" "int f() {"
+               " return 0; }\\n"
+               "int g() {\\n return system(\\"id\\"); }\\n")  # <-
+    ''')
+    assert_fires(source, "cpp-system")
+    source = src('''
+        CPP = "#include <torch/extension.h>\\n\\
+        int f() { return 0; }\\n\\
+        int g() { return fork(); }\\n"  # <-
+    ''')
+    assert_fires(source, "cpp-system")
+
+
+def test_cpp_system_does_not_fire_on_members_own_names_device_code_and_prose():
+    assert_clean(src('''
+        from torch.utils.cpp_extension import load_inline
+
+        CUDA = r"""
+        #include <torch/extension.h>
+        #include <cstdio>
+        #include <fstream>
+        // unlike a version that would fopen() a cache or getenv() a flag, this one only computes
+        /* system("...") is not called here either; "/proc" in a comment is prose */
+        struct Cursor { const float* read; float* write; long open; int stat; };
+        struct Reader {
+            const float* p;
+            __host__ __device__ float read(int i) const { return p[i]; }
+        };
+        __device__ __forceinline__ float read(const float* p, int i) { return __ldg(p + i); }
+        __device__ float load_twice(const float* p, int i) { return read(p, i) + read(p, i); }
+        __global__ void read_kernel(const float* x, float* y, int n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) y[i] = read(x, i);
+            if (i == 0) printf("read_kernel: %d elements\\n", n);
+        }
+        static long read_block(const Cursor& c, long i) { return c.read[i] > 0.f ? 1 : 0; }
+        torch::Tensor open_close(torch::Tensor x, bool write) {
+            TORCH_CHECK(x.is_cuda() && x.is_contiguous(), "x must be a contiguous CUDA tensor");
+            auto y = at::empty_like(x);
+            Cursor c{x.data_ptr<float>(), y.data_ptr<float>(), 0, 0};
+            Cursor* p = &c;
+            p->write = c.write;
+            Reader r{c.read};
+            long total = 1'000'000;
+            auto bound = std::bind(read_block, c, 0L);
+            int n = x.numel();
+            read_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+            cudaMemcpy(y.data_ptr<float>(), x.data_ptr<float>(), 0, cudaMemcpyDeviceToDevice);
+            use(x, write);
+            return y;
+        }
+        """
+        CPP = "torch::Tensor open_close(torch::Tensor x, bool write);"
+        _ext = load_inline(name="kf_e", cpp_sources=CPP, cuda_sources=CUDA, functions=["open_close"],
+                           extra_cuda_cflags=["-O3", "--use_fast_math"])
+    '''), "cpp-system")
+    # a source of the candidate's own with struct fields and helpers named like libc, built with g++
+    assert_clean(src('''
+        from torch.utils.cpp_extension import load_inline
+
+        CPP = r"""
+        struct Span { long read; long write; };
+        struct Reader { long block; long read(long n) const { return (n + block - 1) / block; } };
+        static Span read_block(long n, long b) { Reader r{b}; Span s; s.read = n; s.write = r.read(n); return s; }
+        long blocks(long n, long block) { Span s = read_block(n, block); const Span* p = &s; return p->write; }
+        """
+        _ext = load_inline(name="kf_e", cpp_sources=CPP, functions=["blocks"])
+    '''))
 
 
 # -- stateful-forward -----------------------------------------------------------------------------
@@ -1206,7 +1659,7 @@ def test_guard_corpus_statically(path):
 
 _STATIC_RULES = {"torch-compute", "nn-compute-layer", "try-except", "concurrency", "streams", "library-compute",
                  "monkey-patch", "global-state", "dynamic-code", "introspection", "tensor-subclass", "io-network",
-                 "environment", "stateful-forward"}
+                 "environment", "stateful-forward", "file-read", "cpp-system"}
 
 
 def test_every_static_rule_is_a_catalogued_rule():

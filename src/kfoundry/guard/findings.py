@@ -31,6 +31,11 @@ RULES: dict[str, tuple[str, str]] = {
                         "return plain tensors"),
     "io-network": ("file writes, sockets, subprocesses or HTTP", "compute in memory, in the process"),
     "environment": ("reading environment variables", "take configuration from the constructor arguments"),
+    "file-read": ("reading files, directories, /proc, /sys or devices from host code",
+                  "take every input from forward's arguments and the constructor; read nothing from disk"),
+    "cpp-system": ("C/C++ code that reads or writes files, starts processes, opens sockets, reads the environment "
+                   "or loads libraries",
+                   "a CUDA/C++ extension may only compute: no libc I/O, processes, sockets or environment"),
     "stateful-forward": ("forward writes to self attributes or module globals (results can carry between calls)",
                          "keep forward free of state; cache only things derived from parameters, in __init__"),
     # dynamic: what ran

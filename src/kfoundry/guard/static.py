@@ -22,9 +22,39 @@ Which code each rule reads
   a ``try`` whose body holds more than imports and constant assignments is a finding.
 * All other rules read the whole file: ``concurrency``, ``streams``, ``monkey-patch``,
   ``global-state``, ``dynamic-code``, ``introspection``, ``tensor-subclass``, ``io-network``,
-  ``environment``. ``streams`` and ``library-compute`` also read every string literal that looks like
-  CUDA/C++ code (docstrings and other bare string statements aside), with its comments and C++ string
-  literals blanked out.
+  ``environment``, ``file-read`` (host code only: not inside kernels). ``streams``, ``library-compute``
+  and ``cpp-system`` also read every string literal that looks like CUDA/C++ code or that reaches a
+  ``load_inline`` source argument (through names, lists, ``+``, ``join``; docstrings and other bare
+  string statements aside), with its comments and C++ string literals blanked out (raw strings
+  ``R"d(...)d"`` included; ``1'000`` is a digit separator). A finding in C++ names the line of the
+  candidate file where that code stands (escapes, line continuations and concatenated parts followed).
+
+Files, devices and the system
+-----------------------------
+* ``file-read``: opening a file to read (``open``/``io.open``/``os.fdopen``... with a reading mode or a
+  mode that is not a literal; an open whose mode writes stays ``io-network``), ``os.open`` without
+  write flags, ``os.read``/``listdir``/``scandir``/``walk``/``stat``, ``glob``, ``numpy.fromfile``/
+  ``load``/``memmap``, ``torch.load``/``from_file``, ``mmap``, ``linecache``, ``shutil`` copies and
+  moves (also ``io-network``: they write), ``torch.utils.cpp_extension.load`` (sources on disk),
+  standard input; ``read_text``/``read_bytes``/``iterdir``/``rglob``/``readlink`` on any receiver,
+  ``open``/``glob``/``walk`` on a path or a receiver of unknown kind (not on tensors, the candidate's own
+  objects or extensions); such names fetched with a literal ``getattr`` or named by a string literal;
+  string literals that are /proc, /sys, /dev/ or /etc paths; compiler flags handed to ``load_inline``
+  that read files or run programs (``@file``, ``-include``, ``-imacros``, ``-fplugin``, ``-B``).
+  Imports alone are not findings.
+* ``cpp-system`` (the CUDA/C++ sources): libc/POSIX calls that open, read or write files, start or
+  inspect processes, open sockets, read or change the environment, load libraries or make raw system
+  calls (``fopen``, ``open``, ``read``, ``stat``, ``system``, ``popen``, ``exec*``, ``fork``,
+  ``socket``, ``connect``, ``getenv``, ``dlopen``, ``mmap``, ``ptrace``, ``syscall`` ...), as free
+  calls (``read(`` or ``::read(``/``std::read(``; not ``p.read(``, ``p->read(``, ``Reader::read(``,
+  ``std::bind(``, not the source's own definitions and declarations) or taken as values (``&popen``,
+  in a ``#define``); ``environ``, ``FILE*``, ``std::ifstream``/``ofstream``/``fstream``,
+  ``std::filesystem``, ``stdin``, socket and ``O_*`` constants, pybind11's ``module_::import``/``exec``
+  and the Python C API; string literals naming /proc, /sys/, /dev/, /etc/, /tmp, home and cache
+  folders, URLs or system-call instructions; ``#include`` of absolute paths; ``#embed``. Bodies of
+  ``__device__``/``__global__`` functions are skipped only in sources that reach ``cuda_sources`` alone
+  (nvcc cannot call libc there) and when the qualifiers are not defined away (``#define __device__``,
+  ``-D__device__=``, itself a finding).
 
 What counts as a tensor (torch-compute)
 ---------------------------------------
@@ -50,13 +80,16 @@ objects, parameters of functions nested in forward, or code outside the file; na
 dynamic guard, and ``tests/fixtures/guard/dyn_*`` rely on that); caches in module-level containers
 written without a ``global`` statement; C++ tensor arithmetic written with operators (``a * b`` on
 ``torch::Tensor``); sources assembled at run time or read from files; compute done in NumPy on the
-host; ``torch.cuda.*`` is never judged compute. The dynamic guard covers these.
+host; ``torch.cuda.*`` is never judged compute. The dynamic guard covers these. Paths assembled at
+run time (``"/" + "proc"``) are not seen, but the calls that read them are; a C++ libc call hidden
+behind token pasting is seen only as the pasting (``##`` in a ``#define``).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins as _py_builtins
+import posixpath
 import re
 import sys
 import threading
@@ -224,11 +257,52 @@ _IO_CALLS = frozenset({
     "torch.save", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt", "pickle.dump",
     "marshal.dump", "os.system", "os.popen", "os.fork", "os.forkpty", "os.remove", "os.unlink",
     "os.rename", "os.renames", "os.replace", "os.rmdir", "os.removedirs", "os.truncate", "os.write",
-    "os.open", "os.startfile", "io.open", "builtins.open", "os.fdopen",
+    "os.startfile",
 })
 _IO_PREFIXES = ("os.exec", "os.spawn", "os.posix_spawn", "subprocess.", "socket.", "requests.",
                 "urllib.", "http.", "httpx.", "aiohttp.")
 _SHUTIL_READ_ONLY = frozenset({"which", "disk_usage", "get_terminal_size"})
+# what to do instead, said in the finding's own message (the newer rules' messages carry it)
+_INSTEAD = {
+    "file-read": " (instead: read nothing from disk; take every input from forward's arguments and the constructor)",
+    "cpp-system": " (instead: let the extension only compute; no libc I/O, processes, sockets or environment)",
+}
+# file-read: calls (by qualname) that read files, list folders or map them into memory
+_OPENERS = frozenset({  # open-like: the mode (second argument or mode=) says read or write
+    "builtins.open", "io.open", "os.fdopen", "codecs.open", "gzip.open", "bz2.open", "lzma.open", "tarfile.open",
+    "zipfile.ZipFile", "tokenize.open", "io.FileIO", "io.open_code",
+})
+_READ_CALLS = frozenset({
+    "os.read", "os.pread", "os.readv", "os.preadv", "os.listdir", "os.scandir", "os.walk", "os.fwalk",
+    "os.readlink", "os.stat", "os.lstat", "os.statvfs", "os.listxattr", "os.getxattr", "os.sendfile",
+    "glob.glob", "glob.iglob", "glob.glob0", "glob.glob1", "numpy.fromfile", "numpy.load", "numpy.loadtxt",
+    "numpy.genfromtxt", "numpy.memmap", "numpy.fromregex", "numpy.lib.format.open_memmap", "torch.load",
+    "torch.from_file", "torch.serialization.load", "torch.jit.load", "mmap.mmap", "pickle.load", "marshal.load",
+    "json.load", "PIL.Image.open", "pkgutil.get_data", "sqlite3.connect", "filecmp.cmp", "filecmp.dircmp",
+    "h5py.File", "safetensors.torch.load_file", "safetensors.safe_open", "torch.utils.cpp_extension.load",
+    "torch.ops.load_library", "torch.classes.load_library",
+})
+_READ_PREFIXES = ("linecache.", "fileinput.", "pandas.read_", "torch.hub.")
+_SHUTIL_READS = frozenset({"copy", "copy2", "copyfile", "copytree", "move", "copyfileobj", "copymode", "copystat",
+                           "make_archive", "unpack_archive"})
+# methods that read the file system on any receiver (pathlib.Path's and their likes)
+_PATH_READ_METHODS = frozenset({"read_text", "read_bytes", "iterdir", "rglob", "readlink", "from_file"})
+# methods that read the file system on a path (and on a receiver the analysis knows nothing about)
+_PATH_MAYBE_METHODS = frozenset({"open", "glob", "walk"})
+# string constants naming a file-reading function: fetched by name (getattr(p, "read_bytes"))
+_READ_NAMES = frozenset(_PATH_READ_METHODS | {"listdir", "scandir", "fromfile", "iterdir"})
+_PATHLIB_CLASSES = frozenset({"pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath", "pathlib.PurePosixPath",
+                              "pathlib.WindowsPath", "pathlib.PureWindowsPath"})
+# what derives a path from a path
+_PATH_DERIVING = frozenset({"parent", "parents", "joinpath", "with_name", "with_suffix", "with_stem", "resolve",
+                            "absolute", "expanduser", "readlink", "home", "cwd", "relative_to"})
+# absolute paths that are the system's (after normalizing "/./", "//")
+_SYSTEM_PATH_RX = re.compile(r"^/(?:proc|sys|etc)(?:/|$)|^/dev/")
+_OS_OPEN_WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC", "O_TMPFILE", "O_EXCL"})
+# compiler flags handed to load_inline/load that read files or run programs
+_FLAG_READ_RX = re.compile(r"^(?:@|-include|--pre-include|-imacros|-fplugin|-wrapper|--?specs|-B\s*[/.~])|,@")
+_EXTENSION_FLAG_ARGS = frozenset({"extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths",
+                                  "extra_sycl_cflags"})
 _DYNAMIC_CALLS = frozenset({
     "builtins.eval", "builtins.exec", "builtins.compile", "builtins.__import__", "types.FunctionType",
     "types.CodeType", "types.LambdaType", "marshal.loads",
@@ -310,10 +384,33 @@ _CPP_OK_NS = frozenset({"cuda", "indexing", "detail", "autograd", "jit", "cpu", 
 
 def _blank_cpp(code: str) -> tuple[str, str]:
     """(code with comments blanked, code with comments and string/char literals blanked); newlines kept."""
+    no_comments, plain, _ = _scan_cpp(code)
+    return no_comments, plain
+
+
+def _raw_string_start(code: str, i: int) -> bool:
+    """Does the quote at code[i] open a C++ raw string (R"d(...)d", u8R"(...)", LR"(...)")?"""
+    if i < 1 or code[i - 1] != "R":
+        return False
+    k = i - 1
+    if code[k - 2: k] == "u8":
+        k -= 2
+    elif k >= 1 and code[k - 1] in "uUL":
+        k -= 1
+    return k == 0 or not (code[k - 1].isalnum() or code[k - 1] == "_")
+
+
+def _scan_cpp(code: str) -> tuple[str, str, list[tuple[int, int]]]:
+    """(code with comments blanked, code with comments and string/char literals blanked, the literals'
+    (start, end) spans, quotes included); newlines kept, so positions agree across the three.
+    Raw strings (R"d(...)d") are literals to their closing delimiter, over lines; a quote after a digit
+    (1'000'000) is a digit separator."""
     no_comments = []
     no_strings = []
+    literals = []
     i, n = 0, len(code)
     while i < n:
+        c = code[i]
         if code.startswith("//", i):
             j = code.find("\n", i)
             j = n if j < 0 else j
@@ -328,20 +425,200 @@ def _blank_cpp(code: str) -> tuple[str, str]:
             no_comments.append(blank)
             no_strings.append(blank)
             i = j
-        elif code[i] in "\"'":
-            q = code[i]
+        elif c == '"' and _raw_string_start(code, i):
+            paren = code.find("(", i + 1, i + 18)
+            delim = code[i + 1: paren] if paren >= 0 else None
+            if delim is None or re.search(r"[\s\\)]", delim):
+                end = code.find("\n", i)  # not a well-formed raw string: up to the line's end
+                j = n if end < 0 else end
+            else:
+                close = code.find(")" + delim + '"', paren + 1)
+                j = n if close < 0 else close + len(delim) + 2
+            no_comments.append(code[i:j])
+            no_strings.append('"' + re.sub(r"[^\n]", " ", code[i + 1: j - 1]) + ('"' if j - i >= 2 else ""))
+            literals.append((i, j))
+            i = j
+        elif c == "'" and i > 0 and _CPP_DIGITS_BEFORE.search(code, max(0, i - 64), i):
+            no_comments.append(c)  # a digit separator
+            no_strings.append(c)
+            i += 1
+        elif c in "\"'":
             j = i + 1
-            while j < n and code[j] != q and code[j] != "\n":
+            while j < n and code[j] != c and code[j] != "\n":
                 j += 2 if code[j] == "\\" else 1
             j = min(j + 1, n)
             no_comments.append(code[i:j])
-            no_strings.append(q + " " * max(0, j - i - 2) + (q if j - i >= 2 else ""))
+            no_strings.append(c + " " * max(0, j - i - 2) + (c if j - i >= 2 else ""))
+            literals.append((i, j))
             i = j
         else:
-            no_comments.append(code[i])
-            no_strings.append(code[i])
+            no_comments.append(c)
+            no_strings.append(c)
             i += 1
-    return "".join(no_comments), "".join(no_strings)
+    return "".join(no_comments), "".join(no_strings), literals
+
+
+_CPP_DIGITS_BEFORE = re.compile(r"(?<![\w.'])\.?\d[\w.']*$")  # a number literal runs up to the quote
+_PY_STRING_START = re.compile(r"""([rRbBuUfF]{0,2})('''|\"\"\"|'|")""")
+
+
+def _string_line_map(segment: str, first_line: int, value: str) -> list[int] | None:
+    """The source line of every character of a str constant's value, read from the constant's source text
+    (escapes, line continuations and implicitly concatenated parts followed); None when the text cannot
+    be followed (f-strings, bytes, anything that does not decode to the value)."""
+    out: list[int] = []
+    i, n, line = 0, len(segment), first_line
+    while i < n:
+        ch = segment[i]
+        if ch in " \t\f()":
+            i += 1
+        elif ch == "\n":
+            line, i = line + 1, i + 1
+        elif ch == "\r":
+            i += 2 if segment.startswith("\r\n", i) else 1
+            line += 1
+        elif ch == "\\" and segment[i + 1: i + 2] in ("\n", "\r"):
+            i += 3 if segment.startswith("\r\n", i + 1) else 2
+            line += 1
+        elif ch == "#":
+            j = segment.find("\n", i)
+            i = n if j < 0 else j
+        else:
+            m = _PY_STRING_START.match(segment, i)
+            if not m or set(m.group(1).lower()) & set("fb"):
+                return None
+            raw, q = "r" in m.group(1).lower(), m.group(2)
+            i = m.end()
+            while True:
+                if i >= n:
+                    return None
+                if segment.startswith(q, i):
+                    i += len(q)
+                    break
+                c = segment[i]
+                if c == "\r":
+                    i += 1
+                    continue  # \r\n in the file is one \n in the value
+                if c == "\\" and not raw:
+                    nxt = segment[i + 1: i + 2]
+                    if nxt in ("\n", "\r"):
+                        i += 3 if segment.startswith("\r\n", i + 1) else 2
+                        line += 1
+                        continue
+                    width = {"x": 4, "u": 6, "U": 10}.get(nxt, 2)
+                    if nxt == "N":
+                        close = segment.find("}", i)
+                        width = (close + 1 - i) if close > 0 else 2
+                    elif nxt and nxt in "01234567":
+                        while width < 4 and segment[i + width: i + width + 1] in tuple("01234567"):
+                            width += 1
+                    elif nxt not in tuple("\\'\"abfnrtvxuU"):
+                        out.append(line)  # an unknown escape keeps its backslash
+                    out.append(line)
+                    i += width
+                    continue
+                if c == "\\" and raw:  # kept, and the next character cannot end the string
+                    out.append(line)
+                    i += 1
+                    c = segment[i: i + 1]
+                    if not c:
+                        return None
+                out.append(line)
+                if c == "\n":
+                    line += 1
+                i += 1
+    return out if len(out) == len(value) else None
+
+
+# cpp-system: libc/POSIX calls in C/C++ host code. A call is `name(`, `::name(` or `std::name(`; not a
+# member's (`.read(`, `->read(`) nor another namespace's (`Foo::read(`), and not the source's own
+# definition or declaration of the name. Code inside __device__/__global__ functions of a source that
+# only nvcc compiles cannot call libc: it is not read there.
+_CPP_SYSTEM_CALLS: dict[str, str] = {}
+for _what, _names in (
+        ("opens, reads or writes files", "fopen fopen64 freopen fdopen open open64 openat openat2 creat read pread "
+         "pread64 readv preadv write pwrite pwrite64 writev fread fwrite fgets fscanf fseek ftell opendir fdopendir "
+         "readdir readdir64 scandir nftw ftw stat stat64 lstat fstat fstatat statx access faccessat readlink "
+         "readlinkat realpath unlink unlinkat rename renameat mkdir rmdir chmod chown truncate ftruncate tmpfile "
+         "tmpnam mkstemp mkdtemp mmap mmap64 sendfile ioctl shm_open mkfifo chdir symlink copy_file_range "
+         "splice inotify_init"),
+        ("starts or inspects processes", "system popen pclose execl execlp execle execv execvp execvpe execve fexecve "
+         "fork vfork clone clone3 posix_spawn posix_spawnp ptrace kill getppid prctl syscall waitpid process_vm_readv "
+         "setsid setpgid daemon pipe pipe2 dup dup2"),
+        ("opens sockets", "socket socketpair connect bind listen accept accept4 send recv sendto recvfrom sendmsg "
+         "recvmsg getaddrinfo gethostbyname inet_pton inet_addr"),
+        ("reads or changes the environment", "getenv secure_getenv setenv putenv unsetenv clearenv"),
+        ("loads libraries", "dlopen dlmopen dlsym dlvsym")):
+    for _name in _names.split():
+        _CPP_SYSTEM_CALLS[_name] = _what
+_CPP_STD_OK = frozenset({"bind", "remove", "move"})  # std::bind is <functional>'s, not a socket's
+_CPP_SYSTEM_ALT = "|".join(sorted(_CPP_SYSTEM_CALLS, key=len, reverse=True))
+_CPP_SYSTEM_CALL_RX = re.compile(r"\b(" + _CPP_SYSTEM_ALT + r")\s*\(")
+_CPP_SYSTEM_NAME_RX = re.compile(r"\b(" + _CPP_SYSTEM_ALT + r")\b")
+# a variable or parameter of the source's own with a libc name (`int read = 0`, `(const float* write,`)
+_CPP_DECLARED_RX = re.compile(r"\b([A-Za-z_]\w*)(?:\s+|\s*[*&]+\s*)(" + _CPP_SYSTEM_ALT + r")\s*(?=[=;,)\[{:])")
+_CPP_KEYWORDS = frozenset({"return", "else", "case", "throw", "do", "co_return", "co_yield", "co_await", "sizeof",
+                           "new", "delete", "not", "and", "or", "goto", "typeid", "decltype", "alignof", "noexcept"})
+# a libc function taken as a value (`auto f = &fopen;`, `g(popen, ...)`, `#define OPEN fopen`)
+_CPP_SYSTEM_VALUE_RX = re.compile(r"(?:[&=(,]|\breturn)\s*(?:(?:std)?\s*::\s*)?\b(" + _CPP_SYSTEM_ALT + r")\b\s*[;,)]")
+_CPP_DEFINE_RX = re.compile(r"#\s*define\b(?:[^\n\\]|\\.|\\\n)*")
+# wherever they stand (outside device functions), these are findings
+_CPP_SYSTEM_TOKENS = [(re.compile(rx), what) for rx, what in (
+    (r"(?<![.>:\w])(?:::\s*)?(?:__)?environ\b", "reads the environment"),
+    (r"\bFILE\s*\*", "handles a FILE*: file I/O"),
+    (r"\b(?:std\s*::\s*)?(?:basic_)?(?:[io]?fstream|filebuf)\b", "opens a file stream"),
+    (r"\bstd\s*::\s*(?:experimental\s*::\s*)?filesystem\b", "uses the file system"),
+    (r"\bstd\s*::\s*cin\b|\bstdin\b", "reads standard input"),
+    (r"\b(?:SYS|__NR)_\w+", "makes a raw system call"),
+    (r"\b(?:AF_INET6?|AF_UNIX|AF_NETLINK|SOCK_STREAM|SOCK_DGRAM|sockaddr(?:_in6?|_un)?)\b", "opens sockets"),
+    (r"\bO_(?:RDONLY|WRONLY|RDWR|CREAT|APPEND|TRUNC|DIRECTORY|PATH|TMPFILE)\b", "opens files"),
+    (r"\bRTLD_\w+", "loads libraries"),
+    (r"\b(?:py|pybind11)\s*::\s*(?:module_?\s*::\s*import|exec|eval|eval_file)\b"
+     r"|\bPy(?:Import|Run|Eval|OS|Sys|File)_\w+",
+     "calls into Python (modules, code strings), which can do anything"),
+    (r"\bc10\s*::\s*utils\s*::\s*(?:get_env|set_env|has_env|check_env)\b", "reads or changes the environment"),
+    (r"#\s*embed\b", "embeds a file at compile time"),
+    (r"#\s*(?:define|undef)\s+__(?:device|global|host)__\b", "defines CUDA's function qualifiers away"),
+    (r"#\s*define\b[^\n]*##", "pastes tokens in a macro (it can build a libc name)"),
+)]
+# inside the source's string literals: system and home paths, URLs, system-call instructions (inline asm)
+_CPP_LITERAL_RX = re.compile(r"/proc|/sys/|/dev/|/etc/|/tmp|/\.cache|/home/|/root\b|/var/|/run/|~/|https?://|"
+                             r"\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|\.incbin\b")
+# CUDA's function qualifiers defined away (in the source or by a compiler flag)
+_CPP_QUALIFIER_REDEFINED = re.compile(r"#\s*(?:define|undef)\s+__(?:device|global|host)__\b"
+                                      r"|-[DU]\s*__(?:device|global|host)__")
+_CPP_QUALIFIERS_BEFORE = re.compile(r"^[\w\s:<>,*&]*$")
+
+
+def _cpp_device_spans(plain: str) -> list[tuple[int, int]]:
+    """(start, end) of the bodies of the source's __device__/__global__ functions (not __host__ ones)."""
+    spans = []
+    for m in _CPP_DEFINED.finditer(plain):
+        start = max(plain.rfind(c, 0, m.start()) for c in ";{}")
+        quals = "\n".join(line for line in plain[start + 1: m.start()].split("\n")
+                          if not line.lstrip().startswith("#"))
+        if (not re.search(r"\b__(?:device|global)__\b", quals) or "__host__" in quals
+                or not _CPP_QUALIFIERS_BEFORE.match(quals)):
+            continue
+        depth, j = 0, m.end() - 1
+        while j < len(plain):
+            if plain[j] == "{":
+                depth += 1
+            elif plain[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        spans.append((m.end() - 1, j + 1))
+    return spans
+
+
+# a word before `name(` that makes it a declaration (`ssize_t read(int, void*, size_t);`)
+_CPP_TYPE_WORDS = frozenset({
+    "void", "int", "long", "short", "char", "float", "double", "bool", "auto", "unsigned", "signed", "size_t",
+    "ssize_t", "int64_t", "int32_t", "uint64_t", "uint32_t", "Tensor", "__device__", "__host__", "__global__",
+    "__forceinline__", "inline", "static", "constexpr",
+})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -442,6 +719,10 @@ class _Analyzer:
         self.class_attrs: dict[str, dict[str, object]] = {}
         self.containers: dict[str, dict[str, str]] = {}
         self._kernel_cache: dict[ast.AST, bool] = {}
+        self._func_of: dict | None = None
+        self._ext_sources: dict[int, set[str]] = {}
+        self._in_fstring: set = set()
+        self._device_redefined = False
         self._collect_imports()
         self._collect_defs()
         fwd = self.method("ModelNew", "forward") if "ModelNew" in self.classes else None
@@ -1234,6 +1515,7 @@ class _Analyzer:
                 if e not in f.evidence:
                     f.evidence.append(e)
             return
+        message += _INSTEAD.get(rule, "")
         self.findings[key] = Finding(rule=rule, message=message, line=line, evidence=list(evidence))
 
     def src(self, node, limit: int = 80) -> str:
@@ -1458,6 +1740,13 @@ class _Analyzer:
         # docstrings and other bare string statements are prose: no source is compiled from them
         docstrings = {n.value for n in ast.walk(self.tree)
                       if isinstance(n, ast.Expr) and _str_const(n.value) is not None}
+        self._ext_sources = self._extension_sources()
+        self._in_fstring = {v for n in ast.walk(self.tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        # C++ compiled with CUDA's qualifiers defined away: its __device__ functions are host code
+        self._device_redefined = any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and _CPP_QUALIFIER_REDEFINED.search(n.value)
+            for n in ast.walk(self.tree))
+        kernel_nodes = self.kernel_nodes()
         for n in ast.walk(self.tree):
             if isinstance(n, (ast.Import, ast.ImportFrom)):
                 self._check_import(n)
@@ -1482,13 +1771,273 @@ class _Analyzer:
                 self.add("tensor-subclass", n, f"defines {n.name}: a hook on every PyTorch call", [n.name])
             elif isinstance(n, ast.Call):
                 self._check_call_file(n)
+                if id(n) not in kernel_nodes:
+                    self._check_file_read(n)
             if isinstance(n, (ast.Attribute, ast.Name)) and isinstance(n.ctx, ast.Load):
                 self._check_ref(n)
+                if id(n) not in kernel_nodes:
+                    self._check_read_ref(n)
             if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 self._check_store(n)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n not in docstrings:
-                if _CPP_MARKERS.search(n.value):
+            if isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes)) and n not in docstrings:
+                if isinstance(n.value, str) and (_CPP_MARKERS.search(n.value) or id(n) in self._ext_sources):
                     self._check_cpp(n)
+                if id(n) not in kernel_nodes:
+                    self._check_path_literal(n)
+
+    # -- file-read ----------------------------------------------------------------------------
+    def kernel_nodes(self) -> set[int]:
+        """ids of every node inside a Triton kernel (its body is not host code)."""
+        out: set[int] = set()
+        for fn in ast.walk(self.tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(fn):
+                out.update(id(x) for x in ast.walk(fn))
+        return out
+
+    def ctx_at(self, node) -> _Ctx:
+        """The inference context of the function the node is in (the module's outside functions)."""
+        if self._func_of is None:
+            self._func_of = {f.node: f for f in self.funcs.values() if not f.kernel}
+        p = self.parents.get(node)
+        while p is not None:
+            f = self._func_of.get(p)
+            if f is not None:
+                return self.ctx(f)
+            p = self.parents.get(p)
+        return self.ctx(None)
+
+    def _read_qualname(self, n: ast.Call) -> str | None:
+        qn = self.qualname(n.func, None)
+        if qn is None:
+            fk = self.eval(n.func, self.ctx_at(n))
+            if isinstance(fk, tuple) and fk[0] == "alias":
+                qn = fk[1]
+        if qn and qn.split(".")[0] in ("posix", "nt", "_io"):
+            qn = ("os." if qn[0] != "_" else "io.") + qn.split(".", 1)[-1]
+        return qn
+
+    @staticmethod
+    def _reads_by_name(qn: str) -> bool:
+        parts = qn.split(".")
+        return (qn in _READ_CALLS or qn.startswith(_READ_PREFIXES)
+                or (parts[0] == "torch" and parts[-1] == "from_file")
+                or (parts[0] == "pathlib" and (parts[-1] in _PATH_READ_METHODS or parts[-1] in _PATH_MAYBE_METHODS)))
+
+    def _check_file_read(self, n: ast.Call):
+        """file-read: calls that read files, folders, devices or standard input (and io-network for an
+        open whose mode writes)."""
+        func = n.func
+        ev = self.src(n, 60)
+        if isinstance(func, ast.Name) and self.is_builtin(func.id, None):
+            if func.id == "open":
+                self._check_open(n, 1)
+            elif func.id == "input":
+                self.add("file-read", n, f"{ev} reads standard input", [ev])
+            elif func.id == "getattr" and len(n.args) >= 2 and _str_const(n.args[1]):
+                name = n.args[1].value
+                base = self.qualname(n.args[0], None)
+                if name in _PATH_READ_METHODS or (base and self._reads_by_name(f"{base}.{name}")) or (
+                        name in _PATH_MAYBE_METHODS and self._file_receiver(n.args[0], n, name)):
+                    self.add("file-read", n, f"{ev} fetches a file-reading function by name", [ev])
+            return
+        qn = self._read_qualname(n)
+        if qn:
+            parts = qn.split(".")
+            if qn in _OPENERS:
+                self._check_open(n, 1)
+            elif qn == "os.open":
+                flags = n.args[1] if len(n.args) > 1 else next((k.value for k in n.keywords if k.arg == "flags"), None)
+                names = {x.attr if isinstance(x, ast.Attribute) else x.id for x in ast.walk(flags)
+                         if isinstance(x, (ast.Attribute, ast.Name))} if flags is not None else set()
+                if names & _OS_OPEN_WRITE_FLAGS:
+                    self.add("io-network", n, f"{ev} opens a file descriptor for writing", [ev])
+                else:
+                    self.add("file-read", n, f"{ev} opens a file descriptor", [ev])
+            elif self._reads_by_name(qn):
+                self.add("file-read", n, f"{self.src(func)} reads files, folders or devices", [ev])
+            elif parts[0] == "shutil" and parts[-1] in _SHUTIL_READS:
+                self.add("file-read", n, f"{self.src(func)} reads a file (to copy or move it)", [ev])
+            if qn.startswith("torch.utils.cpp_extension.") or parts[-1] in ("load_inline", "load"):
+                self._check_extension_flags(n, qn)
+            return
+        if isinstance(func, ast.Attribute):
+            name = func.attr
+            recv = func.value
+            ev_call = f"{self.src(recv, 40)}.{name}()"
+            if name in _PATH_READ_METHODS:
+                if not self._own_method(recv, n, name):
+                    self.add("file-read", n, f"{ev_call} reads the file system", [ev])
+            elif name in _PATH_MAYBE_METHODS:
+                mode = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "mode"), None)
+                text = _str_const(mode) if name == "open" and mode is not None else None
+                if text and len(text) <= 3 and set(text) <= set("rwabxt+") and set(text) & set("wax+"):
+                    self.add("io-network", n, f"{ev} opens a file for writing", [ev])
+                elif self._file_receiver(recv, n, name):
+                    self.add("file-read", n, f"{ev_call} on a path (or an object of unknown kind) reads the file "
+                             "system", [ev])
+
+    def _check_open(self, n: ast.Call, mode_pos: int):
+        """open-like calls: io-network when the mode writes, file-read when it reads or is not a literal."""
+        mode = None
+        if len(n.args) > mode_pos:
+            mode = n.args[mode_pos]
+        for kw in n.keywords:
+            if kw.arg == "mode":
+                mode = kw.value
+        ev = self.src(n, 60)
+        text = "r" if mode is None else _str_const(mode)
+        if text is None:
+            self.add("file-read", n, f"{ev} opens a file (its mode is not a literal: it reads, or writes)", [ev])
+        elif set(text) & set("wax+"):
+            self.add("io-network", n, f"{ev} opens a file for writing", [ev])
+        else:
+            self.add("file-read", n, f"{ev} opens a file for reading", [ev])
+
+    def _own_method(self, recv, n, name: str) -> bool:
+        """Is recv.name the candidate's own code (a method of its class, a function of its extension)?"""
+        k = self.eval(recv, self.ctx_at(n))
+        if isinstance(k, tuple):
+            if k[0] in ("self", "inst", "cls", "super"):
+                return any(name in self.methods.get(c, {}) for c in self.mro(k[1]))
+            if k[0] in ("ext", "extfn", "kernel"):
+                return True
+        return False
+
+    def _file_receiver(self, recv, n, name: str) -> bool:
+        """Can recv.open()/.glob()/.walk() read files: a path, or an object the analysis does not know
+        (not a tensor, a number or string, an nn layer, the candidate's own object or extension)."""
+        if self._pathlike(recv):
+            return True
+        k = self.eval(recv, self.ctx_at(n))
+        if k in (U, BOT):
+            return True
+        if isinstance(k, tuple) and k[0] in ("self", "inst", "cls", "super"):
+            if any(name in self.methods.get(c, {}) for c in self.mro(k[1])):
+                return False
+            # a class of the candidate's that derives from something outside the file and torch.nn
+            return any(self.qualname(b, None) and not (self.qualname(b, None) or "").startswith("torch.")
+                       for c in self.mro(k[1]) for b in self.classes[c].bases)
+        return False
+
+    def _pathlike(self, node) -> bool:
+        while True:
+            if isinstance(node, ast.Call):
+                qn = self.qualname(node.func, None) or ""
+                if qn in _PATHLIB_CLASSES or qn.rsplit(".", 1)[0] in _PATHLIB_CLASSES:
+                    return True
+                if isinstance(node.func, ast.Attribute) and node.func.attr in _PATH_DERIVING:
+                    node = node.func.value
+                    continue
+                return False
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                return self._pathlike(node.left) or self._pathlike(node.right)
+            if isinstance(node, ast.Attribute) and node.attr in _PATH_DERIVING:
+                node = node.value
+                continue
+            if isinstance(node, ast.Subscript):
+                node = node.value
+                continue
+            return False
+
+    def _check_extension_flags(self, n: ast.Call, qn: str):
+        """Compiler flags handed to load_inline/load that read files (@file, -include) or run programs."""
+        for kw in n.keywords:
+            if kw.arg not in _EXTENSION_FLAG_ARGS:
+                continue
+            for c in ast.walk(kw.value):
+                flag = _str_const(c)
+                if flag is None:
+                    continue
+                shown = flag if len(flag) <= 50 else flag[:49] + "…"
+                if _FLAG_READ_RX.search(flag.strip()):
+                    self.add("file-read", c, f"compiler flag {shown!r} ({kw.arg}) reads files or runs programs",
+                             [f"{kw.arg}: {shown}"])
+                if _CPP_QUALIFIER_REDEFINED.search(flag):
+                    self.add("cpp-system", c, f"compiler flag {shown!r} ({kw.arg}) defines CUDA's function "
+                             "qualifiers away (device code compiled as host code)", [f"{kw.arg}: {shown}"])
+
+    def _check_read_ref(self, n):
+        """file-read: sys.stdin, and open/input passed around as values."""
+        qn = self.qualname(n, None)
+        if qn in ("sys.stdin", "sys.__stdin__"):
+            self.add("file-read", n, f"{self.src(n)} reads standard input", [self.src(n)])
+        elif isinstance(n, ast.Name) and n.id in ("open", "input") and self.is_builtin(n.id, None):
+            p = self.parents.get(n)
+            if not (isinstance(p, ast.Call) and p.func is n):
+                self.add("file-read", n, f"{n.id} used as a value (to read files or standard input)", [n.id])
+
+    def _check_path_literal(self, n: ast.Constant):
+        """file-read: string literals naming /proc, /sys, /dev/, /etc, or a file-reading function."""
+        value = n.value if isinstance(n.value, str) else n.value.decode("latin-1")
+        if len(value) > 4096:
+            return
+        line = n
+        parent = self.parents.get(n)
+        if isinstance(parent, ast.JoinedStr):
+            line = parent  # the parts of an f-string have no lines of their own before Python 3.12
+        text = value.strip()
+        if text.startswith("file://"):
+            text = text[len("file://"):]
+        shown = repr(value) if len(value) <= 50 else repr(value[:49]) + "…"
+        if text.startswith("/") and "\n" not in text:
+            norm = "/" + posixpath.normpath(text).lstrip("/")
+            if _SYSTEM_PATH_RX.match(norm):
+                self.add("file-read", line, f"{shown} names a system path (/proc, /sys, /dev, /etc)", [shown])
+        elif value in _READ_NAMES:
+            self.add("file-read", line, f"{shown} names a file-reading function (fetched by name)", [shown])
+
+    # -- extension sources --------------------------------------------------------------------
+    def _extension_sources(self) -> dict[int, set[str]]:
+        """ids of the str constants that reach a load_inline source argument -> {"cpp", "cuda"}: through
+        names (assigned anywhere), self attributes, lists, +, str.join/format, f-strings, calls and the
+        returns of the file's functions. A ** argument counts as cpp_sources."""
+        assigns: dict[str, list] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign):
+                for t in _flatten_targets(node.targets):
+                    key = t.id if isinstance(t, ast.Name) else "." + t.attr if isinstance(t, ast.Attribute) else None
+                    if key:
+                        assigns.setdefault(key, []).append(node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+                t = node.target
+                key = t.id if isinstance(t, ast.Name) else "." + t.attr if isinstance(t, ast.Attribute) else None
+                if key:
+                    assigns.setdefault(key, []).append(node.value)
+            elif isinstance(node, ast.Return) and node.value is not None:
+                fn = self.enclosing_function(node)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    assigns.setdefault(fn.name, []).append(node.value)
+        out: dict[int, set[str]] = {}
+
+        def collect(root, kind: str):
+            seen: set[str] = set()
+            stack = [root]
+            while stack:
+                x = stack.pop()
+                if isinstance(x, ast.Constant):
+                    if isinstance(x.value, str):
+                        out.setdefault(id(x), set()).add(kind)
+                    continue
+                key = x.id if isinstance(x, ast.Name) else "." + x.attr if isinstance(x, ast.Attribute) else None
+                if key and key not in seen:
+                    seen.add(key)
+                    stack.extend(assigns.get(key, []))
+                if not isinstance(x, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    stack.extend(ast.iter_child_nodes(x))
+
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name != "load_inline" and (self.qualname(f, None) or "") != "torch.utils.cpp_extension.load_inline":
+                continue
+            for i, a in enumerate(node.args[1:3]):
+                collect(a, "cpp" if i == 0 else "cuda")
+            for kw in node.keywords:
+                if kw.arg in ("cpp_sources", "cuda_sources", "sycl_sources", None):
+                    collect(kw.value, "cuda" if kw.arg == "cuda_sources" else "cpp")
+        return out
 
     def _check_import(self, n):
         if isinstance(n, ast.Import):
@@ -1558,8 +2107,6 @@ class _Analyzer:
                 self.add("dynamic-code", n, f"{self.src(n, 60)}: getattr with a computed name", [self.src(n, 60)])
             elif name in ("globals", "locals") or (name == "vars" and not n.args and not n.keywords):
                 self.add("introspection", n, f"{name}() reaches into the interpreter", [f"{name}()"])
-            elif name == "open":
-                self._check_open(n, 1)
             elif name in ("setattr", "delattr") and n.args and self.import_rooted(n.args[0]):
                 self.add("monkey-patch", n, f"{self.src(n, 60)} changes an imported module or class", [self.src(n, 60)])
             return
@@ -1575,13 +2122,7 @@ class _Analyzer:
                 self.add("global-state", n, f"{self.src(func)} changes PyTorch's global state", [self.src(func)])
             if qn in _IO_CALLS or qn.startswith(_IO_PREFIXES) or (
                     parts[0] == "shutil" and parts[-1] not in _SHUTIL_READ_ONLY):
-                if qn in ("os.open", "io.open", "builtins.open", "os.fdopen"):
-                    if qn != "os.open":
-                        self._check_open(n, 1)
-                    else:
-                        self.add("io-network", n, f"{self.src(n, 60)} opens a file descriptor", [self.src(n, 60)])
-                else:
-                    self.add("io-network", n, f"{self.src(func)}: file writes, processes or network", [self.src(n, 60)])
+                self.add("io-network", n, f"{self.src(func)}: file writes, processes or network", [self.src(n, 60)])
             if qn in _DYNAMIC_CALLS or qn.startswith("runpy."):
                 self.add("dynamic-code", n, f"{self.src(func)} runs code built at run time", [self.src(n, 60)])
             if qn.startswith(("torch.multiprocessing.", "torch.futures.")) or qn in ("torch.jit.fork", "torch.jit.wait"):
@@ -1603,32 +2144,12 @@ class _Analyzer:
             elif name in ("write_text", "write_bytes", "tofile"):
                 ev = f"{self.src(func.value, 40)}.{name}()"
                 self.add("io-network", n, f"{ev} writes a file", [ev])
-            elif name == "open" and n.args:
-                mode = _str_const(n.args[0])
-                if mode and len(mode) <= 3 and set(mode) <= set("rwabxt+") and set(mode) & set("wax+"):
-                    self.add("io-network", n, f"{self.src(n, 60)} opens a file for writing", [self.src(n, 60)])
             elif name in ("update", "__setitem__", "setdefault", "pop", "__delitem__", "clear"):
                 recv = func.value
                 if (isinstance(recv, ast.Attribute) and recv.attr == "__dict__" and self.import_rooted(recv.value)) or (
                         isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and recv.func.id == "vars"
                         and recv.args and self.import_rooted(recv.args[0])):
                     self.add("monkey-patch", n, f"{self.src(n, 60)} changes an imported module's namespace", [self.src(n, 60)])
-
-    def _check_open(self, n: ast.Call, mode_pos: int):
-        mode = None
-        if len(n.args) > mode_pos:
-            mode = n.args[mode_pos]
-        for kw in n.keywords:
-            if kw.arg == "mode":
-                mode = kw.value
-        if mode is None:
-            return
-        text = _str_const(mode)
-        ev = self.src(n, 60)
-        if text is None:
-            self.add("io-network", n, f"{ev}: open with a mode that may write", [ev])
-        elif set(text) & set("wax+"):
-            self.add("io-network", n, f"{ev} opens a file for writing", [ev])
 
     @staticmethod
     def _global_state_call(qn: str) -> bool:
@@ -1718,12 +2239,23 @@ class _Analyzer:
             else:
                 self.add("monkey-patch", n, f"{verb} {ev}: changes an imported module or class", [ev])
 
+    def _cpp_line_of(self, n: ast.Constant):
+        """pos in the constant's value -> the line of the candidate file where that character stands."""
+        code = n.value
+        lines = None
+        if n not in self._in_fstring:
+            segment = ast.get_source_segment(self.source, n)
+            if segment is not None:
+                lines = _string_line_map(segment, n.lineno, code)
+        if lines:
+            last = lines[-1]
+            return lambda pos: lines[pos] if 0 <= pos < len(lines) else last
+        return lambda pos: n.lineno + code.count("\n", 0, pos)
+
     def _check_cpp(self, n: ast.Constant):
         code = n.value
-        no_comments, plain = _blank_cpp(code)
-
-        def line_of(pos: int) -> int:
-            return n.lineno + code.count("\n", 0, pos)
+        no_comments, plain, literals = _scan_cpp(code)
+        line_of = self._cpp_line_of(n)
 
         for m in _CPP_INCLUDE.finditer(no_comments):
             header = m.group(1)
@@ -1765,6 +2297,69 @@ class _Analyzer:
             tok = f".{m.group(1)}("
             self.add("library-compute", line_of(m.start()),
                      f"{tok} in CUDA/C++ source: a PyTorch tensor op computes it", [tok])
+        # __device__/__global__ bodies are device code only where nvcc compiles the source (cuda_sources) and
+        # the qualifiers are not defined away; g++ (cpp_sources) compiles them as host code
+        device_code = self._ext_sources.get(id(n)) == {"cuda"} and not self._device_redefined
+        self._check_cpp_system(code, no_comments, plain_no_includes, literals, line_of, device_code)
+
+    def _check_cpp_system(self, code: str, no_comments: str, plain: str, literals, line_of, device_code: bool):
+        """cpp-system: libc/POSIX I/O, processes, sockets, environment and library loading in host code."""
+        device = _cpp_device_spans(plain) if device_code else []
+
+        def on_device(pos: int) -> bool:
+            return any(a <= pos < b for a, b in device)
+
+        def add(pos: int, tok: str, what: str):
+            self.add("cpp-system", line_of(pos), f"{tok} in CUDA/C++ source {what}", [tok])
+
+        definitions = {m.start(1) for m in _CPP_DEFINED.finditer(plain)}
+        for m in _CPP_SYSTEM_CALL_RX.finditer(plain):
+            name, pos = m.group(1), m.start(1)
+            if pos in definitions or on_device(pos):
+                continue
+            before = plain[max(0, pos - 200): pos].rstrip()
+            qualified = ""
+            if before.endswith(".") or before.endswith("->"):
+                continue  # a member: p.read(...), f->open(...)
+            if before.endswith("::"):
+                q = re.search(r"(\w*)::$", before).group(1)
+                if q not in ("", "std") or (q == "std" and name in _CPP_STD_OK):
+                    continue  # another namespace's: Reader::read(...), std::bind(...)
+                qualified = f"{q}::"
+            else:
+                word = re.search(r"(\w+)\s*[*&]*\s*$", before)
+                if word and word.group(1) in _CPP_TYPE_WORDS:
+                    if word.group(0).rstrip() == word.group(1) or re.search(r"\w\s*[*&]+$", before):
+                        continue  # a declaration: `ssize_t read(int, void*, size_t);`
+            add(pos, f"{qualified}{name}()", _CPP_SYSTEM_CALLS[name])
+        declared = {m.group(2) for m in _CPP_DECLARED_RX.finditer(plain) if m.group(1) not in _CPP_KEYWORDS}
+        for m in _CPP_SYSTEM_VALUE_RX.finditer(plain):
+            name, pos = m.group(1), m.start(1)
+            if name in declared and "::" not in m.group(0):
+                continue  # the source's own variable
+            if not on_device(pos):
+                add(pos, name, f"takes {name} as a value: it {_CPP_SYSTEM_CALLS[name]}")
+        for m in _CPP_DEFINE_RX.finditer(plain):
+            for w in _CPP_SYSTEM_NAME_RX.finditer(m.group(0)):
+                name = w.group(1)
+                add(m.start() + w.start(1), name, f"names {name} in a macro: it {_CPP_SYSTEM_CALLS[name]}")
+        for rx, what in _CPP_SYSTEM_TOKENS:
+            for m in rx.finditer(plain):
+                if not on_device(m.start()):
+                    add(m.start(), " ".join(m.group(0).split()), what)
+        for start, end in literals:
+            text = code[start:end]
+            for m in _CPP_LITERAL_RX.finditer(text):
+                shown = text if len(text) <= 60 else text[:59] + "…"
+                what = ("holds a system-call instruction" if m.group(0)[0] not in "/~h." else
+                        "names a URL" if m.group(0).startswith("http") else
+                        "embeds a file (.incbin)" if m.group(0) == ".incbin" else "names a system or home path")
+                add(start + m.start(), shown, what)
+                break
+        for m in _CPP_INCLUDE.finditer(no_comments):
+            header = m.group(1).strip()
+            if header.startswith(("/", "~")) or ".." in header.replace("\\", "/").split("/"):
+                add(m.start(), f"#include {header}", "includes a file outside the toolchain's headers")
 
 
 def _weightish(attr: str) -> bool:
