@@ -1,7 +1,8 @@
 """The guard's detection table: every candidate of the adversarial corpus (tests/fixtures/guard)
-evaluated against tests/fixtures/problems/affine.py, and the rule that caught it.
+evaluated against tests/fixtures/problems/affine.py, and the rule that caught it; then the sandbox's
+corpus (tests/fixtures/sandbox) with the guard off, and whether each attack got through.
 
-    python scripts/guard_table.py [--device cpu|cuda] [--json OUT.json]
+    python scripts/guard_table.py [--device cpu|cuda] [--json OUT.json] [--no-sandbox-corpus]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-sandbox-corpus", action="store_true", help="only the guard's corpus")
     args = parser.parse_args()
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
@@ -51,9 +53,55 @@ def main() -> int:
         print(f"| {rule} | {', '.join(caught[rule]) or '-'} | {', '.join(missed[rule]) or '-'} |")
     print(f"\nlegitimate candidates passed untouched: {len(legit_ok)} of {len(legit_ok) + len(legit_flagged)}"
           + (f"; flagged: {', '.join(legit_flagged)}" if legit_flagged else ""))
+    through = [] if args.no_sandbox_corpus else sandbox_table(args.device, rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
-    return 0 if not any(missed.values()) and not legit_flagged else 1
+    return 0 if not any(missed.values()) and not legit_flagged and not through else 1
+
+
+def sandbox_table(device: str, rows: list) -> list[str]:
+    """The sandbox corpus with the guard off: each attack in the candidate's constructor raises its outcome
+    ("got: ..." or "blocked: ..."). Its targets here are fresh temporary folders and a local TCP port."""
+    import secrets
+    import socket
+    import tempfile
+
+    from kfoundry.evaluate import EvalOptions, Evaluator
+
+    server = socket.create_server(("127.0.0.1", 0))
+    through = []
+    with tempfile.TemporaryDirectory(prefix="sandbox-table-") as base:
+        folders = {name: Path(base, name) for name in ("cache", "library", "run", "corpus")}
+        for folder in folders.values():
+            folder.mkdir()
+        (Path(base) / "kfoundry.toml").write_text('[keys]\nopenai = "sk-sandbox-table"\n')
+        fills = {"@@SECRET@@": "sk-sandbox-table", "@@CACHE_DIR@@": str(folders["cache"]),
+                 "@@CONFIG@@": str(Path(base) / "kfoundry.toml"), "@@LIBRARY@@": str(folders["library"]),
+                 "@@RUN_DIR@@": str(folders["run"]), "@@TMPDIR@@": tempfile.gettempdir(),
+                 "@@TMP_TARGET@@": str(Path(tempfile.gettempdir()) / f"sandbox-probe-{secrets.token_hex(6)}"),
+                 "@@PORT@@": str(server.getsockname()[1])}
+        files = []
+        for path in sorted((ROOT / "tests" / "fixtures" / "sandbox").glob("*.py")):
+            text = path.read_text()
+            for key, value in fills.items():
+                text = text.replace(key, value)
+            (folders["corpus"] / path.name).write_text(text)
+            files.append(folders["corpus"] / path.name)
+        print("\n| sandbox case (guard off) | stopped by | outcome |\n| --- | --- | --- |")
+        options = EvalOptions(device=device, trials=1, seed=7, guard=False, timeout_s=300)
+        with Evaluator(ROOT / "tests" / "fixtures" / "problems" / "affine.py", options) as evaluator:
+            for path in files:
+                evaluation = evaluator.evaluate(path)
+                stopped_by = path.read_text().splitlines()[0].strip('"').split(":")[1].strip()
+                outcome = evaluation.message.rsplit("ATTACK ", 1)[-1]
+                if '"got:' in outcome.replace("(control)\": \"got:", "") or outcome.startswith("got"):
+                    through.append(path.stem)
+                rows.append({"candidate": path.name, "kind": "sandbox", "expected": stopped_by,
+                             "status": evaluation.status, "outcome": outcome[:400]})
+                print(f"| {path.stem} | {stopped_by} | {outcome[:160]} |", flush=True)
+    server.close()
+    print(f"\nattacks that got through the sandbox: {', '.join(through) or 'none'}")
+    return through
 
 
 if __name__ == "__main__":
