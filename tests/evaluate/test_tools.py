@@ -87,6 +87,19 @@ def test_replay_job_reports_the_candidates_exception(affine_evaluator, candidate
     replay = tools.run_replay(affine_evaluator, candidates_dir / "forward_index_error.py", timeout_s=120)
     assert replay["status"] == "runtime_error"
     assert "IndexError" in replay["message"]
+    assert str(candidates_dir / "forward_index_error.py") in replay["message"]  # the file, not its sandboxed copy
+
+
+def test_a_replay_runs_in_the_sandbox_too(affine_evaluator, tmp_path, candidates_dir):
+    """Under ncu or compute-sanitizer the candidate runs again: the same restrictions hold."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for candidates")
+    source = (candidates_dir / "affine_ok.py").read_text().replace(
+        "    def forward(self, x):\n", f"    def forward(self, x):\n        open({str(secret)!r}).read()\n", 1)
+    probe = tmp_path / "reads_a_file.py"
+    probe.write_text(source)
+    replay = tools.run_replay(affine_evaluator, probe, timeout_s=120)
+    assert replay["status"] == "runtime_error" and "PermissionError" in replay["message"], replay
 
 
 def _fake(tmp_path: Path, name: str, fixture: str) -> str:

@@ -20,9 +20,10 @@ from typing import Any
 from kfoundry.diagnose.ncu import ncu_command, ncu_errors, parse_ncu_csv
 from kfoundry.diagnose.sanitizer import parse_memcheck, sanitizer_command
 from kfoundry.evaluate.process import Worker, WorkerOutcome
+from kfoundry.sandbox.secrets import scrub_tree
 
 LOG_TAIL = 20000  # characters of each tool's raw log kept in the result
-WORKER = ["-m", "kfoundry.evaluate.worker"]
+WORKER = ["-m", "kfoundry.sandbox.start"]
 # Without PyTorch's caching allocator every tensor is an allocation of its own, so memcheck sees a
 # read past a tensor's end; with it, the read lands inside a larger cached block and goes unseen.
 SANITIZER_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
@@ -74,12 +75,15 @@ def run_replay(evaluator, candidate: Path, *, wrapper: list[str] | None = None, 
     """Replay one forward of the candidate in a fresh worker (under `wrapper`); what happened."""
     prepared = evaluator.prepare()
     with Worker(evaluator.device, wrapper=wrapper, memory_limit_bytes=evaluator.memory_limit,
-                extra_env=extra_env, label=label) as worker:
+                extra_env=extra_env, label=label, sandbox=evaluator.options.sandbox) as worker:
         shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
         written = prepared.write_inputs("0", worker.workdir)
         written.rename(worker.workdir / "inputs_0.pt")
-        outcome = worker.run(replay_job(evaluator, candidate), timeout_s)
-    return _outcome(outcome, timeout_s)
+        copy = worker.workdir / Path(candidate).name  # the sandboxed worker reads only its own folder
+        copy.write_bytes(Path(candidate).read_bytes())
+        outcome = worker.run(replay_job(evaluator, copy), timeout_s)
+    result = _outcome(outcome, timeout_s)
+    return scrub_tree(result, rewrite={str(copy): str(Path(candidate).resolve())})
 
 
 def _no_run(evaluator, what: str, tool: str) -> str | None:

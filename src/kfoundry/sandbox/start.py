@@ -12,10 +12,13 @@ import os
 import sys
 from pathlib import Path
 
+REFERENCE_LABELS = ("judge", "baselines")  # they never import a candidate
+
 
 def main() -> int:
     label = os.environ.get("KFOUNDRY_WORKER_LABEL", "")
-    if label == "candidate" and os.environ.get("KFOUNDRY_SANDBOX", "on") != "off":
+    # every worker that runs a candidate's code (its evaluation, a replay under ncu or compute-sanitizer)
+    if label not in REFERENCE_LABELS and os.environ.get("KFOUNDRY_SANDBOX", "on") != "off":
         from kfoundry.sandbox import policy
 
         device = os.environ.get("KFOUNDRY_WORKER_DEVICE", "cpu")
@@ -24,7 +27,7 @@ def main() -> int:
     else:
         from kfoundry.sandbox.process_flags import make_non_dumpable
 
-        report = {"dumpable": not make_non_dumpable(), "applies_to": "candidate workers only"}
+        report = {"dumpable": not make_non_dumpable(), "applies_to": "workers that run a candidate"}
     from kfoundry.evaluate import worker
 
     return worker.main(sandbox=report)
