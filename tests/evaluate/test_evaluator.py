@@ -511,3 +511,15 @@ def test_complete_fills_in_the_baselines_a_verdict_was_given_without(examples_di
     assert evaluator.complete(evaluation)
     assert report.speedup_compile == 1.25 and report.compile_ms == 2.5 and report.baselines_pending == []
     assert not evaluator.complete(evaluation)  # nothing left to fill in
+
+
+def test_every_evaluation_records_its_sandbox_and_strict_runs_where_all_of_it_holds(problems_dir, candidates_dir):
+    with Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=1, sandbox="strict"),
+                   spare=False) as evaluator:
+        evaluation = evaluator.evaluate(candidates_dir / "affine_ok.py")
+    assert evaluation.status == "ok", evaluation.message
+    sandbox = evaluation.to_dict()["sandbox"]
+    assert sandbox["filesystem"].startswith("landlock ABI") and sandbox["network"].startswith("seccomp")
+    assert sandbox["missing"] == [] and not any(w.startswith("sandbox:") for w in evaluation.warnings)
+    with pytest.raises(UsageError, match="unknown sandbox mode"):
+        EvalOptions(sandbox="loose").validate()
