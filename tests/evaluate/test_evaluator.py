@@ -523,3 +523,23 @@ def test_every_evaluation_records_its_sandbox_and_strict_runs_where_all_of_it_ho
     assert sandbox["missing"] == [] and not any(w.startswith("sandbox:") for w in evaluation.warnings)
     with pytest.raises(UsageError, match="unknown sandbox mode"):
         EvalOptions(sandbox="loose").validate()
+
+
+def test_a_missing_part_of_the_sandbox_warns_once_per_run_and_strict_refuses(monkeypatch, problems_dir,
+                                                                             candidates_dir):
+    monkeypatch.setenv("KFOUNDRY_SANDBOX_WITHOUT", "landlock")  # as on a kernel without Landlock (gVisor)
+    lines = []
+    options = EvalOptions(device="cpu", trials=1)
+    with Evaluator(problems_dir / "affine.py", options, progress=lines.append) as evaluator:
+        first = evaluator.evaluate(candidates_dir / "affine_ok.py")
+        second = evaluator.evaluate(candidates_dir / "affine_ok.py")
+    for evaluation in (first, second):
+        assert evaluation.status == "ok", evaluation.message  # it still runs
+        assert evaluation.sandbox["filesystem"] is None and evaluation.sandbox["network"].startswith("seccomp")
+        assert any(w.startswith("sandbox: filesystem: Landlock is not available") for w in evaluation.warnings)
+    warned = [line for line in lines if line.startswith("warning: the candidates' sandbox is incomplete")]
+    assert len(warned) == 1 and "not protected" in warned[0]
+    with Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=1, sandbox="strict"),
+                   spare=False) as evaluator:
+        with pytest.raises(UsageError, match="--sandbox strict: .*Landlock is not available"):
+            evaluator.evaluate(candidates_dir / "affine_ok.py")

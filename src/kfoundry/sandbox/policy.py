@@ -29,6 +29,7 @@ from kfoundry.sandbox import landlock, process_flags, seccomp
 
 MODE_ENV = "KFOUNDRY_SANDBOX"  # "on" (the default) or "strict"
 INET_ENV = "KFOUNDRY_SANDBOX_INET"  # "1": Nsight Compute's localhost TCP is allowed
+WITHOUT_ENV = "KFOUNDRY_SANDBOX_WITHOUT"
 MODES = ("on", "strict")
 SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/sys",
                "/usr/local/cuda", "/usr/local/nvidia")
@@ -107,16 +108,23 @@ def _shared_files() -> list[str]:
 
 def apply(workdir: Path, gpu: bool, allow_inet: bool = False) -> SandboxReport:
     """Restrict this process (and what it starts) now; every failure is recorded, none is fatal here
-    (the parent decides: a warning, or a refusal under --sandbox strict)."""
+    (the parent decides: a warning, or a refusal under --sandbox strict). KFOUNDRY_SANDBOX_WITHOUT
+    (landlock, seccomp; comma-separated) leaves parts out, reported as missing as on a kernel that lacks
+    them: how the warnings and --sandbox strict are tested on machines that have everything."""
+    without = set(filter(None, os.environ.get(WITHOUT_ENV, "").split(",")))
     report = SandboxReport()
     report.dumpable = not process_flags.make_non_dumpable()
     if report.dumpable:
         report.missing.append("dumpable: prctl(PR_SET_DUMPABLE) failed")
     try:
+        if "landlock" in without:
+            raise landlock.LandlockUnavailable(f"left out by {WITHOUT_ENV}")
         report.filesystem = landlock.restrict(worker_rules(workdir, gpu, handle_tcp=not allow_inet))
     except landlock.LandlockUnavailable as exc:
         report.missing.append(f"filesystem: Landlock is not available ({exc})")
     try:
+        if "seccomp" in without:
+            raise seccomp.SeccompUnavailable(f"left out by {WITHOUT_ENV}")
         report.network = seccomp.install(allow_inet=allow_inet)
         report.processes = "own session, all of it killed at the end; setsid, ptrace denied (seccomp)"
     except seccomp.SeccompUnavailable as exc:
