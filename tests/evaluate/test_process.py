@@ -122,17 +122,17 @@ def test_work_dir_setting_places_the_worker(monkeypatch, tmp_path):
 
 
 def test_a_candidate_worker_reports_its_wait_and_exit_and_skips_the_teardown(tmp_path):
-    # an atexit hook stands for the interpreter's teardown: a candidate worker leaves without running it
-    hook = tmp_path / "teardown_ran"
+    # an atexit hook stands for the interpreter's teardown: a candidate worker leaves without running it.
+    # The hook writes in the worker's own folder: a sandboxed worker can write nowhere else
     sitecustomize = tmp_path / "site"
     sitecustomize.mkdir()
     (sitecustomize / "sitecustomize.py").write_text(
-        f"import atexit, pathlib\natexit.register(lambda: pathlib.Path({str(hook)!r}).write_text('yes'))\n")
+        "import atexit, pathlib\natexit.register(lambda: pathlib.Path('teardown_ran').write_text('yes'))\n")
     for label, teardown in (("candidate", False), ("worker", True)):
-        hook.unlink(missing_ok=True)
         with Worker("cpu", label=label, extra_env={"PYTHONPATH": f"{sitecustomize}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}) as worker:
             outcome = worker.run(ready_timeout_s=0, job={"kind": "nothing"}, timeout_s=120)
+            ran = (worker.workdir / "teardown_ran").exists()
         assert outcome.returncode == 0 and "internal_error" in outcome.result
         assert outcome.wait_s is not None and outcome.wait_s >= 0
         assert outcome.exit_s is not None and 0 <= outcome.exit_s < outcome.elapsed_s
-        assert hook.exists() is teardown, label
+        assert ran is teardown, label
