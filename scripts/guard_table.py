@@ -75,6 +75,7 @@ def sandbox_table(device: str, rows: list) -> list[str]:
         for folder in folders.values():
             folder.mkdir()
         (Path(base) / "kfoundry.toml").write_text('[keys]\nopenai = "sk-sandbox-table"\n')
+        (folders["cache"] / ".signing-key").write_text(secrets.token_hex(32))  # a target that exists
         fills = {"@@SECRET@@": "sk-sandbox-table", "@@CACHE_DIR@@": str(folders["cache"]),
                  "@@CONFIG@@": str(Path(base) / "kfoundry.toml"), "@@LIBRARY@@": str(folders["library"]),
                  "@@RUN_DIR@@": str(folders["run"]), "@@TMPDIR@@": tempfile.gettempdir(),
