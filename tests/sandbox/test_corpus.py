@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from kfoundry.evaluate.signed_cache import KEY_FILE
+from kfoundry.llm.redact import MASK
 from kfoundry.sandbox import landlock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +138,7 @@ def test_the_sandbox_stops_every_attack(world):
         assert sandbox["filesystem"].startswith("landlock ABI") and sandbox["network"].startswith("seccomp")
         assert not sandbox["missing"] and sandbox["dumpable"] is False
         if name == "cpp_host_attacks":
-            outcomes = json.loads(outcome(result["message"]).replace("[redacted]", ""))
+            outcomes = json.loads(outcome(result["message"]).replace(MASK, ""))
             assert outcomes.pop("read own status (control)").startswith("got:"), outcomes  # the C++ runs
             assert all(text.startswith("blocked") for text in outcomes.values()), outcomes
             cpp_child = int(outcomes["fork"].rsplit("child ", 1)[1].split()[0])
@@ -169,7 +170,7 @@ def test_without_the_sandbox_the_same_attacks_work(world):
                 assert text.startswith("got"), (name, text)
             assert any("sandbox is off" in w for w in result["warnings"])
         stolen = results["py_proc_environ"]["message"]
-        assert "OPENAI_API_KEY=[redacted]" in stolen and world["secret"] not in stolen  # scrubbed on its way out
+        assert f"OPENAI_API_KEY={MASK}" in stolen and world["secret"] not in stolen  # scrubbed on its way out
         assert world["listener"].connections >= 1
         # it got a session of its own (whether it outlived the worker then depends on the memory cgroup,
         # which kills all of its tasks where one could be made)

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from kfoundry.llm.redact import MASK
 from kfoundry.sandbox import secrets
 
 
@@ -25,6 +26,6 @@ def test_scrub_tree_reaches_every_string(monkeypatch):
     record = Record("found sk-ant-secret-value!", ["x sk-ant-secret-value y"],
                     {"traceback": ["line", ("sk-ant-secret-value", 3)], "file": "/w/copy.py:3"})
     secrets.scrub_tree(record, rewrite={"/w/copy.py": "/home/me/kernel.py"})
-    assert record.message == "found [redacted]!" and record.notes == ["x [redacted] y"]
-    assert record.error == {"traceback": ["line", ("[redacted]", 3)], "file": "/home/me/kernel.py:3"}
+    assert record.message == f"found {MASK}!" and record.notes == [f"x {MASK} y"]
+    assert record.error == {"traceback": ["line", (MASK, 3)], "file": "/home/me/kernel.py:3"}
     assert secrets.scrub("nothing here", values=[]) == "nothing here"

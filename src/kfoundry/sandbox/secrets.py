@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from typing import Any
 
+from kfoundry.llm.redact import Redactor
 from kfoundry.sandbox.environment import looks_secret
 
 MIN_LENGTH = 8  # shorter values ("1", "true") are not treated as secrets: replacing them would garble text
-REDACTED = "[redacted]"
 _registered: set[str] = set()
 
 
@@ -25,14 +24,18 @@ def register(value: str | None) -> None:
 def known() -> list[str]:
     values = set(_registered)
     values.update(v for k, v in os.environ.items() if looks_secret(k) and v and len(v) >= MIN_LENGTH)
-    return sorted(values, key=len, reverse=True)  # longest first: a key that contains another
+    return sorted(values)
 
 
 def scrub(text: str, values: list[str] | None = None, rewrite: dict[str, str] | None = None) -> str:
-    """`text` with every secret value replaced, and each key of `rewrite` by its value (paths)."""
-    values = known() if values is None else values
-    if text and values:
-        text = re.sub("|".join(re.escape(v) for v in values), REDACTED, text)
+    """`text` with every secret value and anything shaped like a key masked (kfoundry.llm.redact), and
+    each key of `rewrite` replaced by its value (paths)."""
+    return _scrub(text, Redactor(known() if values is None else values), rewrite)
+
+
+def _scrub(text: str, redact: Redactor, rewrite: dict[str, str] | None) -> str:
+    if text:
+        text = redact(text)
     for old, new in (rewrite or {}).items():
         text = text.replace(old, new) if text else text
     return text
@@ -40,21 +43,22 @@ def scrub(text: str, values: list[str] | None = None, rewrite: dict[str, str] | 
 
 def scrub_tree(value: Any, values: list[str] | None = None, rewrite: dict[str, str] | None = None) -> Any:
     """Every string inside dicts, lists and dataclasses scrubbed, in place where the container allows."""
-    values = known() if values is None else values
-    if not values and not rewrite:
-        return value
+    return _scrub_tree(value, Redactor(known() if values is None else values), rewrite)
+
+
+def _scrub_tree(value: Any, redact: Redactor, rewrite: dict[str, str] | None) -> Any:
     if isinstance(value, str):
-        return scrub(value, values, rewrite)
+        return _scrub(value, redact, rewrite)
     if isinstance(value, list):
-        value[:] = [scrub_tree(v, values, rewrite) for v in value]
+        value[:] = [_scrub_tree(v, redact, rewrite) for v in value]
         return value
     if isinstance(value, tuple):
-        return type(value)(scrub_tree(v, values, rewrite) for v in value)
+        return type(value)(_scrub_tree(v, redact, rewrite) for v in value)
     if isinstance(value, dict):
         for key in list(value):
-            value[key] = scrub_tree(value[key], values, rewrite)
+            value[key] = _scrub_tree(value[key], redact, rewrite)
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            setattr(value, f.name, scrub_tree(getattr(value, f.name), values, rewrite))
+            setattr(value, f.name, _scrub_tree(getattr(value, f.name), redact, rewrite))
     return value
