@@ -303,15 +303,13 @@ class Evaluator:
             marks.append(("wait_worker_s", time.perf_counter()))
             checks = CandidateChecks()
             judge_time = [0.0]
-            # the sandboxed worker reads nothing outside its folder: the candidate goes there
-            copy = worker.workdir / path.name
-            rewrite = {str(copy): str(path.resolve())}
             try:
                 import shutil
 
                 self._check_sandbox(worker)
                 shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
-                copy.write_text(text, encoding="utf-8")
+                copy = worker.copy_in(path)
+                rewrite = {str(copy): str(path.resolve())}  # messages name the user's file, not the copy
                 job = {
                     "kind": "candidate",
                     "candidate_path": str(copy),

@@ -1,5 +1,6 @@
-"""Worker processes: one fresh process per job, started ahead of need, in a private folder, with a
-an environment from an allow-list, a sandbox (a candidate's), a timeout, a memory budget and (on a GPU) the device's GPU lock.
+"""Worker processes: one fresh process per job, started ahead of need, in a private folder, with an
+environment from an allow-list, a sandbox (where it runs a candidate's code), a timeout, a memory
+budget and (on a GPU) the device's GPU lock.
 
 Protocol: the worker imports torch, reports `ready` and waits for one JSON job on stdin. It writes
 JSON lines to a pipe of its own ({"phase": ...} as it goes, {"request": ..., "id": n} when it needs
@@ -235,6 +236,12 @@ class Worker:
             if message is None and self.process.poll() is not None:
                 return False
         return True
+
+    def copy_in(self, candidate: Path) -> Path:
+        """The candidate's file, copied into this worker's folder: a sandboxed worker reads nothing outside it."""
+        copy = self.workdir / candidate.name
+        copy.write_bytes(candidate.read_bytes())
+        return copy
 
     @property
     def sandbox(self) -> dict[str, Any]:

@@ -79,8 +79,7 @@ def run_replay(evaluator, candidate: Path, *, wrapper: list[str] | None = None, 
         shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
         written = prepared.write_inputs("0", worker.workdir)
         written.rename(worker.workdir / "inputs_0.pt")
-        copy = worker.workdir / Path(candidate).name  # the sandboxed worker reads only its own folder
-        copy.write_bytes(Path(candidate).read_bytes())
+        copy = worker.copy_in(Path(candidate))
         outcome = worker.run(replay_job(evaluator, copy), timeout_s)
     result = _outcome(outcome, timeout_s)
     return scrub_tree(result, rewrite={str(copy): str(Path(candidate).resolve())})

@@ -96,6 +96,8 @@ def _shared_files() -> list[str]:
     exists. A candidate could write into them: the lock is only ever flocked, the timeline is a benchmark's
     diagnostic."""
     files = []
+    # gpu_lock's ENV_LOCK and ENV_TIMELINE, spelled out: importing kfoundry.evaluate imports torch, which
+    # must come after the sandbox
     lock = os.environ.get("KFOUNDRY_GPU_LOCK")
     for path in filter(None, (lock, lock and lock + ".turnstile", os.environ.get("KFOUNDRY_GPU_TIMELINE"))):
         try:
