@@ -17,7 +17,7 @@ is submitted 5 times among 8 other candidates that compile and check meanwhile; 
 medians (each from its own worker process) and the eager baseline against triton.testing.do_bench.
 
     python benchmarks/eval_throughput.py [--problems a,b] [--candidates 16] [--fidelity] [--resume]
-                                         [--json benchmarks/results/eval_throughput-....json]
+                                         [--workers N] [--json benchmarks/results/eval_throughput-....json]
 """
 
 from __future__ import annotations
@@ -193,13 +193,19 @@ def run_problem(problem: Path, count: int, out_dir: Path, options: EvalOptions) 
     row["best_ms"] = min((e.timing.runtime_ms for e in ok), default=None)
     row["phases_mean_s"] = {k: round(statistics.mean(e.durations_s.get(k, 0.0) for e in evaluations), 3)
                             for k in PHASES}
+    worker_keys = sorted({k for e in evaluations for k in e.durations_s if k.startswith("worker_") and k != "worker_wait_s"})
+    row["worker_seconds_mean"] = {k[len("worker_"):]: round(statistics.mean(e.durations_s.get(k, 0.0) for e in evaluations), 3)
+                                  for k in worker_keys}
     row["timing_warmup_s_mean"] = round(statistics.mean(
         [e.timing.candidate.warmup_s or 0.0 for e in ok if e.timing.candidate] or [0.0]), 3)
     best_compile = [e.timing.speedup_compile for e in ok if e.timing.speedup_compile]
     row["best_speedup_compile"] = round(max(best_compile), 3) if best_compile else None
     spans = read_timeline(timeline)
     row["timeline"] = {"spans": len(spans), "timed_overlaps": len(exclusive_overlaps([s for s in spans if s.released])),
-                       "max_shared_at_once": concurrency(spans, "shared"), **gpu_time(spans, first, last)}
+                       "max_shared_at_once": concurrency(spans, "shared"), **gpu_time(spans, first, last),
+                       # a long shared hold stalls everyone: a timing that waits for it holds back later requests
+                       "longest_shared": [[s.label, s.phase, round(s.end - s.start, 2)] for s in sorted(
+                           (s for s in spans if s.mode == "shared"), key=lambda s: s.start - s.end)[:5]]}
     (out_dir / f"timeline-{problem.stem}.txt").write_text(render_timeline(spans, width=160))
     row["log_tail"] = log[-5:]
     return row
@@ -272,6 +278,7 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true", help="keep problems already in --json")
     parser.add_argument("--optimize", default=None, help="also run kfoundry optimize on this throughput problem")
     parser.add_argument("--max-evals", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=None, help="candidate workers per GPU (default: the memory plan's)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--work", default=str(ROOT / "kfoundry-runs" / "eval_throughput"))
     args = parser.parse_args()
@@ -286,7 +293,7 @@ def main() -> int:
     record.update(device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
                   torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
                   cores=os.cpu_count(), settings="defaults: 5 trials, 100 timing trials, guard on, eager+compile")
-    options = EvalOptions(device="cuda")
+    options = EvalOptions(device="cuda", workers=args.workers)
     names = args.problems.split(",") if args.problems else sorted(p.stem for p in PROBLEMS.glob("*.py"))
     done = {r["problem"] for r in record["rows"]}
     if not args.skip_throughput:
@@ -303,7 +310,8 @@ def main() -> int:
             out_json.write_text(json.dumps(record, indent=2))
             print(json.dumps({k: row.get(k) for k in ("evals_per_min", "reference_setup_s", "baselines_s",
                                                       "peak_host_gb", "predicted_host_gb", "peak_gpu_gb",
-                                                      "verdicts", "timeline", "workers", "error")}), flush=True)
+                                                      "verdicts", "timeline", "workers", "error", "phases_mean_s",
+                                                      "worker_seconds_mean")}), flush=True)
     if args.fidelity:
         for example in ("pointwise_chain", "layernorm"):
             print(f"== fidelity {example}", flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,8 @@ def test_triton_compiles_and_extension_builds_run_off_the_lock(tmp_path: Path, m
 
     monkeypatch.setattr(JITFunction, "_do_compile", fake_compile)
     monkeypatch.setattr(cpp_extension, "load_inline", fake_build)
-    restore = compile_off_gpu(lock)
+    seconds: Counter = Counter()
+    restore = compile_off_gpu(lock, seconds)
     try:
         with lock.shared("compile"):
             assert JITFunction._do_compile(None, "key") == "kernel"
@@ -51,5 +53,44 @@ def test_triton_compiles_and_extension_builds_run_off_the_lock(tmp_path: Path, m
         restore()
     assert JITFunction._do_compile is fake_compile and cpp_extension.load_inline is fake_build
     assert seen == [("compile", None, True), ("build", None, True)]
+    assert set(seconds) == {"triton compile", "extension build"} and all(v >= 0 for v in seconds.values())
     assert [s.phase for s in read_timeline(timeline)] == ["compile"] * 3
+    lock.close()
+
+
+def test_torch_compiles_off_the_lock_and_benchmarks_on_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The baseline process's torch.compile: inductor's compiler gives the GPU up, its benchmarks (GPU work,
+    even when called from inside that compiler) take a shared hold; a Triton launcher's gcc build is off."""
+    from torch._inductor import compile_fx
+    from torch._inductor.runtime.benchmarking import benchmarker
+    from triton.backends.nvidia import driver as nvidia_driver
+
+    lock_file = tmp_path / "gpu.lock"
+    lock = GpuLock(lock_file, timeline=tmp_path / "timeline.jsonl", label="baselines")
+    seen = []
+
+    def fake_benchmark(*args, **kwargs):
+        seen.append(("benchmark", lock.held, _free(lock_file)))
+        return 1.0
+
+    def fake_compile_fx(*args, **kwargs):
+        seen.append(("compile_fx", lock.held, _free(lock_file)))
+        return benchmarker.benchmark_gpu(lambda: None)
+
+    def fake_launcher_build(*args, **kwargs):
+        seen.append(("launcher", lock.held, _free(lock_file)))
+
+    monkeypatch.setattr(compile_fx, "compile_fx", fake_compile_fx)
+    monkeypatch.setattr(benchmarker, "benchmark_gpu", fake_benchmark)
+    monkeypatch.setattr(nvidia_driver, "compile_module_from_src", fake_launcher_build)
+    restore = compile_off_gpu(lock, inductor=True)
+    try:
+        with lock.shared("compile compile"):
+            assert compile_fx.compile_fx("graph", []) == 1.0
+            nvidia_driver.compile_module_from_src(src="", name="__triton_launcher")
+            assert lock.held == "shared"
+    finally:
+        restore()
+    assert compile_fx.compile_fx is fake_compile_fx and nvidia_driver.compile_module_from_src is fake_launcher_build
+    assert seen == [("compile_fx", None, True), ("benchmark", "shared", False), ("launcher", None, True)]
     lock.close()

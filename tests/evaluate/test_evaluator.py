@@ -52,6 +52,11 @@ def test_ok(affine_eval, affine_evaluator):
     assert evaluation.durations_s["reference_s"] > 0 and evaluation.durations_s["candidate_total_s"] > 0
     assert 0 <= evaluation.durations_s["worker_wait_s"] < evaluation.durations_s["candidate_total_s"]
     assert 0 <= evaluation.durations_s["worker_exit_s"] < evaluation.durations_s["candidate_total_s"]
+    # where the worker's time went: its runs and its waits on the judge, each within the candidate's total
+    assert 0 < evaluation.durations_s["worker_run_s"] < evaluation.durations_s["candidate_total_s"]
+    assert 0 < evaluation.durations_s["worker_judge_check_s"] < evaluation.durations_s["candidate_total_s"]
+    assert 0 < evaluation.durations_s["worker_judge_inputs_s"] < evaluation.durations_s["candidate_total_s"]
+    assert evaluation.durations_s["worker_gpu_lock_wait_s"] == 0  # a CPU worker has no GPU lock
     assert evaluation.warnings == []
 
 

@@ -19,3 +19,15 @@ def test_garbage_only_tells_unwritten_memory_from_values(monkeypatch):
     monkeypatch.setattr(judge_job, "GARBAGE_SAMPLE", 100)
     assert _garbage_only(a, poisoned) and not _garbage_only(a, raced)
     assert not _garbage_only(torch.arange(10), torch.arange(10))
+
+
+def test_only_orders_that_touch_the_gpu_wait_for_its_lock():
+    from types import SimpleNamespace
+
+    from kfoundry.evaluate.judge_job import _needs_gpu
+
+    ref = SimpleNamespace(sets={"0": object()})
+    assert not _needs_gpu(ref, {"op": "inputs", "set": "0", "mode": "ipc"})  # a description of what is computed
+    assert _needs_gpu(ref, {"op": "inputs", "set": "1", "mode": "ipc"})  # computed now: GPU work
+    assert _needs_gpu(ref, {"op": "inputs", "set": "0", "mode": "file"})  # saved from the GPU
+    assert _needs_gpu(ref, {"op": "fill", "set": "0"}) and _needs_gpu(ref, {"op": "compare", "set": "0"})

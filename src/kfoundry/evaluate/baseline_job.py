@@ -19,6 +19,7 @@ import torch
 from kfoundry import problem as problems
 from kfoundry.errors import ProblemError
 from kfoundry.evaluate.baselines import load_baselines, save_baselines
+from kfoundry.evaluate.compiling import compile_off_gpu
 from kfoundry.evaluate.gpu_lock import process_lock
 from kfoundry.evaluate.reference_job import clone_inputs, draw_inputs
 from kfoundry.types import to_jsonable
@@ -37,6 +38,7 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
             return cached
     channel.phase("load")
     lock = process_lock("baselines")
+    compile_off_gpu(lock, inductor=any(name.startswith("compile") for name in timing["baselines"]))
     source = problems.ProblemSource(path=Path(job["problem_path"]), text=job["problem_text"],
                                     overrides=job["overrides"])
     try:

@@ -11,7 +11,10 @@ side, and the lock is never held while waiting for the judge (who may need it).
 from __future__ import annotations
 
 import ast
+import contextlib
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import torch
 
 from kfoundry import problem as problems
 from kfoundry.evaluate import transport
+from kfoundry.evaluate.compiling import PHASES as COMPILE_PHASES
 from kfoundry.evaluate.compiling import compile_off_gpu
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
 from kfoundry.evaluate.gpu_lock import process_lock
@@ -84,14 +88,28 @@ class Stopped(Exception):
     """The parent ended the evaluation early (a wrong trial: the verdict is known)."""
 
 
-class Exchange:
-    """This worker's side of the transport: inputs from the judge, outputs to it."""
+@contextlib.contextmanager
+def spent(seconds: Counter, name: str) -> Iterator[None]:
+    """Add the block's wall time to seconds[name]: where a worker's time goes, for the throughput benchmark."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[name] += time.perf_counter() - started
 
-    def __init__(self, channel, device: str, mode: str, workdir: Path) -> None:
+
+class Exchange:
+    """This worker's side of the transport: inputs from the judge, outputs to it. `seconds` gathers the
+    time spent waiting on the judge for inputs and for checks."""
+
+    def __init__(self, channel, device: str, mode: str, workdir: Path, seconds: Counter | None = None) -> None:
         self.channel, self.device, self.mode, self.workdir = channel, device, mode, workdir
+        self.seconds = seconds if seconds is not None else Counter()
+        self._layouts: dict[str, Any] = {}  # each set's tensor layouts, asked for once: sets 0 and probe serve 7 runs
 
     def _ask(self, kind: str, **data: Any) -> dict[str, Any]:
-        reply = self.channel.request(kind, **data)
+        with spent(self.seconds, "judge " + ("inputs" if kind in ("inputs", "fill") else kind)):
+            reply = self.channel.request(kind, **data)
         if reply.get("stop"):
             raise Stopped(reply.get("reason", "stopped by the parent"))
         if "error" in reply:
@@ -99,13 +117,15 @@ class Exchange:
         return reply
 
     def inputs(self, name: str) -> list:
-        reply = self._ask("inputs", set=name, mode=self.mode)
-        if "file" in reply:
-            path = transport.file_in(self.workdir, reply["file"])
-            loaded = torch.load(path, weights_only=True)
-            path.unlink()
-            return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in loaded]
-        meta = reply["tree"]
+        meta = self._layouts.get(name)
+        if meta is None:
+            reply = self._ask("inputs", set=name, mode=self.mode)
+            if "file" in reply:
+                path = transport.file_in(self.workdir, reply["file"])
+                loaded = torch.load(path, weights_only=True)
+                path.unlink()
+                return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in loaded]
+            meta = self._layouts[name] = reply["tree"]
 
         def buffer(desc: dict[str, Any]) -> torch.Tensor:
             dtype = transport.DTYPES[desc["dtype"]]
@@ -163,7 +183,8 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
         }
     state_before = global_state()  # before any of the candidate's code runs
     tracker = LaunchTracker().install()
-    compile_off_gpu(lock)
+    seconds: Counter = Counter()
+    compile_off_gpu(lock, seconds)
     model_class, failure = load_model_class(path, source)
     if failure is not None:
         return failure
@@ -176,10 +197,15 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             model = problems.build_model(model_class, init_inputs, job["init_seed"], dtype, device, job["eval_mode"])
     except BaseException as exc:
         return describe_exception(exc, path, "init")
-    exchange = Exchange(channel, device, job.get("transport", "file"), workdir)
+    exchange = Exchange(channel, device, job.get("transport", "file"), workdir, seconds)
+
+    def counted_apart() -> float:
+        """What a run's wall time holds that is reported under other names: lock waits and compiles."""
+        return getattr(lock, "waited_s", 0.0) + sum(seconds[name] for name in COMPILE_PHASES)
 
     def run(inputs: list, seed: int, recorder: OpRecorder | None = None, poisoned: bool = True,
             phase: str = "run") -> Any:
+        started, elsewhere = time.perf_counter(), counted_apart()
         with gpu(phase):
             if poisoned:
                 poison(job.get("output_meta"), device)
@@ -192,6 +218,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
                     with recorder:
                         out = model(*inputs)
             synchronize(device)
+        seconds["run"] += time.perf_counter() - started - (counted_apart() - elsewhere)
         return out
 
     # Triton and load_inline compile on the first call: give that its own phase (and time)
@@ -223,7 +250,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
         channel.phase("guard")
         phase = "guard"
         profile: dict[str, Any] = {}
-        guard_runs(job, tracker, run, exchange, guard, device, source, profile, gpu)
+        guard_runs(job, tracker, run, exchange, guard, device, source, profile, gpu, seconds)
         guard["state_changes"] = state_changes(state_before, global_state())
         if tracker.compiled:
             from kfoundry.evaluate.kernel_metadata import triton_metadata
@@ -235,12 +262,17 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             channel.phase("timing")
             tracker.uninstall()  # timed as a user would run it: no launch hooks
             inputs = exchange.inputs("0")  # the baselines' inputs
-            flush_page_cache()  # before the exclusive phase: writing out dirty pages is no GPU work
+            with spent(seconds, "page cache flush"):
+                flush_page_cache()  # before the exclusive phase: writing out dirty pages is no GPU work
+            waited = getattr(lock, "waited_s", 0.0)
             with lock.exclusive("timing"):
+                seconds["timing queue"] += getattr(lock, "waited_s", 0.0) - waited
                 result["timing"], last = time_candidate(job, model, inputs, device)
             channel.phase("timing check")
             exchange.check("the last timed run", "0", last, inputs)
             del last
+        seconds["gpu lock wait"] = getattr(lock, "waited_s", 0.0) - seconds["timing queue"]
+        result["seconds"] = {k: round(v, 4) for k, v in seconds.items()}
     except Stopped as stop:
         return {"status": "stopped", "reason": str(stop)}
     except BaseException as exc:
@@ -251,7 +283,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
 
 def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict[str, Any], device: str,
-               source: str, profile: dict[str, Any], gpu) -> None:
+               source: str, profile: dict[str, Any], gpu, seconds: Counter) -> None:
     """The extra runs the guard judges: kernels off (ghost), new data in the same tensors and the
     same data in new tensors (caching), sparse outliers (shortcuts), and on a GPU the kernel list
     (which also goes to `profile`, with each launch's duration, for the diagnosis)."""
@@ -288,7 +320,8 @@ def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict
         try:
             with gpu("poison"):
                 poison(job.get("output_meta"), device)  # before, not inside, the profile: it is the harness's kernel
-            trace = profile_kernels(lambda: run(inputs, seeds[0], poisoned=False, phase="profile"))
+            with spent(seconds, "profiler"):
+                trace = profile_kernels(lambda: run(inputs, seeds[0], poisoned=False, phase="profile"))
             own = set(tracker.kernel_names) | cuda_kernel_names(source)
             guard.update(kernels=[k["name"] for k in trace["kernels"]], streams=trace["streams"],
                          library_kernels=library_kernels(trace["kernels"], own))

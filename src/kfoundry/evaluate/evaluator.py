@@ -166,7 +166,8 @@ class Evaluator:
         self.prepared: PreparedProblem | None = None
         self.plan: MemoryPlan | None = None
         self.reference_seconds = 0.0
-        self.transport = "file" if self.device == "cpu" else self.options.transport
+        # --sandbox strict closes /dev/shm to workers, and CUDA IPC needs it: outputs cross as files
+        self.transport = "file" if self.device == "cpu" or self.options.sandbox == "strict" else self.options.transport
         self.memory_limit: int | None = None  # each candidate worker's budget, once planned
         self.pool: WorkerPool | None = None
         self.judge: Judge | None = None
@@ -511,6 +512,9 @@ class Evaluator:
             evaluation.error = result.get("error")
             return
         evaluation.profile = result.get("profile") or {}
+        # where the worker's time went, apart from its phases: compiling, waiting on the GPU lock or the judge
+        evaluation.durations_s.update({"worker_" + name.replace(" ", "_") + "_s": float(value)
+                                       for name, value in (result.get("seconds") or {}).items()})
         evaluation.guard.setdefault("kernel_names", (result.get("guard") or {}).get("kernel_names", []))
         self._check_trials(evaluation, checks)
         if evaluation.status == "ok" and self.options.guard:

@@ -13,6 +13,8 @@ needed and only the last one is kept, so memory does not grow with the number of
 
 from __future__ import annotations
 
+import contextlib
+
 import time
 import traceback
 from pathlib import Path
@@ -25,6 +27,7 @@ from kfoundry.diagnose.numeric import error_pattern, nondeterminism
 from kfoundry.errors import ProblemError
 from kfoundry.evaluate import transport
 from kfoundry.evaluate.compare import IndexSource, compare_outputs, flatten_outputs
+from kfoundry.evaluate.compiling import compile_off_gpu
 from kfoundry.evaluate.device_facts import device_facts
 from kfoundry.evaluate.gpu_lock import process_lock
 from kfoundry.evaluate.index_sources import IndexRecorder
@@ -334,8 +337,16 @@ def _repeat(first: Any, second: Any, atol: float) -> dict[str, Any] | None:
 ORDERS = {"inputs": _inputs, "fill": _fill, "compare": _compare}
 
 
+def _needs_gpu(ref: Reference, order: dict[str, Any]) -> bool:
+    """False for an order that only describes inputs already computed (CUDA IPC: the worker's buffers are
+    filled by the next order): it need not wait while a timing holds the GPU."""
+    return not (order.get("op") == "inputs" and order.get("mode") != "file" and order.get("set") in ref.sets)
+
+
 def run_judge(job: dict[str, Any], channel) -> dict[str, Any]:
-    shared = process_lock("judge").shared
+    lock = process_lock("judge")
+    shared = lock.shared
+    compile_off_gpu(lock)  # its comparison kernel compiles on the first compare
     channel.phase("load")
     started = time.monotonic()
     try:
@@ -361,7 +372,7 @@ def run_judge(job: dict[str, Any], channel) -> dict[str, Any]:
         try:
             if handler is None:
                 raise transport.TransportError(f"unknown order {order.get('op')!r}")
-            with shared(order["op"]):
+            with shared(order["op"]) if _needs_gpu(ref, order) else contextlib.nullcontext():
                 served = time.monotonic()
                 answer = handler(ref, order)
         except transport.TransportError as exc:
