@@ -39,8 +39,8 @@ import json, sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from kfoundry.evaluate import EvalOptions, Evaluator
-problem, mode, cache, out, *files = sys.argv[1:]
-options = EvalOptions(device="cpu", trials=1, seed=3, guard=False, sandbox=mode, cache_dir=Path(cache), workers=2,
+problem, device, mode, cache, out, *files = sys.argv[1:]
+options = EvalOptions(device=device, trials=1, seed=3, guard=False, sandbox=mode, cache_dir=Path(cache), workers=2,
                       timeout_s=400)
 with Evaluator(problem, options) as evaluator:
     evaluator.prepare()
@@ -107,11 +107,11 @@ def world(tmp_path_factory):
         leftover.unlink()
 
 
-def run_corpus(world, mode: str, names: list[str]) -> dict:
-    out = world["project"] / f"results-{mode}.json"
+def run_corpus(world, mode: str, names: list[str], device: str = "cpu") -> dict:
+    out = world["project"] / f"results-{mode}-{device}.json"
     env = {**os.environ, "OPENAI_API_KEY": world["secret"], "PYTHONPATH": str(ROOT / "src")}
     files = [str(world["files"][name]) for name in names]
-    done = subprocess.run([sys.executable, "-c", RUNNER, str(PROBLEM), mode, str(world["cache"]), str(out), *files],
+    done = subprocess.run([sys.executable, "-c", RUNNER, str(PROBLEM), device, mode, str(world["cache"]), str(out), *files],
                           cwd=world["project"], env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
@@ -127,8 +127,19 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_sandbox_stops_every_attack(world):
+    assert_all_blocked(world, run_corpus(world, "on", sorted(world["files"])), "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+def test_the_sandbox_stops_every_attack_on_a_gpu(world):
+    """The same corpus in CUDA workers: the sandbox then also grants the GPU's device files, /dev/shm and the
+    GPU lock's files, and none of that may open a door."""
+    assert_all_blocked(world, run_corpus(world, "on", sorted(world["files"]), device="cuda"), "cuda")
+
+
+def assert_all_blocked(world, results: dict, device: str) -> None:
     names = sorted(world["files"])
-    results = run_corpus(world, "on", names)
     assert len(names) >= 15
     for name in names:
         result = results[name]
@@ -145,7 +156,9 @@ def test_the_sandbox_stops_every_attack(world):
         else:
             assert outcome(result["message"]).startswith("blocked"), (name, result["message"])
     assert world["listener"].connections == 0
-    assert not list(world["cache"].glob("*forged*")) and not (world["cache"] / "baselines").exists()
+    # on a GPU the evaluator itself stores the baselines it measured there: only our own records, no forged one
+    assert not list(world["cache"].rglob("*forged*"))
+    assert device != "cpu" or not (world["cache"] / "baselines").exists()
     assert list(world["library"].iterdir()) == [] and list(world["run"].iterdir()) == []
     assert not list(Path(tempfile.gettempdir()).glob(world["tmp_target"].name + "*"))
     assert not list((ROOT / "src" / "kfoundry").glob("planted_by_*"))

@@ -7,7 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from kfoundry.sandbox.policy import SandboxReport
 
@@ -54,3 +57,46 @@ def test_a_worker_keeps_its_folder_and_the_lock_and_loses_the_project(tmp_path):
                    "project config": "PermissionError", "project listing": "PermissionError",
                    "parent environ": "PermissionError", "import torch-free package": "ok"}
     assert (work / "made.txt").exists() and (tmp_path / "gpu.lock.turnstile").exists()
+
+
+def test_a_gpu_worker_whose_folder_lies_in_dev_shm_is_reported_incomplete(tmp_path):
+    # a GPU worker must keep /dev/shm writable (CUDA IPC), so a folder of ours there would be every candidate's
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("this machine has no writable /dev/shm")
+    child = ("import json; from pathlib import Path; from kfoundry.sandbox import policy; "
+             "print(json.dumps(policy.apply(Path.cwd(), gpu=True).to_dict()))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="kfoundry-test-") as inside:
+        done = subprocess.run([sys.executable, "-c", child], cwd=inside, env=env, capture_output=True, text=True,
+                              timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = SandboxReport(**json.loads(done.stdout))
+    assert not report.complete
+    assert [m for m in report.missing if m.startswith("folders:") and "KFOUNDRY_WORK_DIR" in m]
+    outside = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert outside.returncode == 0, outside.stderr[-2000:]
+    assert not [m for m in json.loads(outside.stdout)["missing"] if m.startswith("folders:")]
+
+
+def test_dev_shm_is_open_to_a_gpu_worker_for_cuda_ipc_and_closed_under_strict(tmp_path):
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("this machine has no writable /dev/shm")
+    child = (
+        "import json, os, sys; from pathlib import Path; from kfoundry.sandbox import policy\n"
+        "report = policy.apply(Path.cwd(), gpu=True, shared_memory=sys.argv[1] == 'open').to_dict()\n"
+        "path = f'/dev/shm/kfoundry-test-{os.getpid()}'\n"
+        "try:\n"
+        "    Path(path).write_text('x'); os.unlink(path); outcome = 'ok'\n"
+        "except OSError as exc:\n"
+        "    outcome = type(exc).__name__\n"
+        "print(json.dumps({'report': report, 'write': outcome}))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    seen = {}
+    for mode in ("open", "closed"):
+        done = subprocess.run([sys.executable, "-c", child, mode], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr[-2000:]
+        seen[mode] = json.loads(done.stdout)
+    assert seen["open"]["write"] == "ok" and "/dev/shm writable (CUDA IPC)" in seen["open"]["report"]["filesystem"]
+    assert seen["closed"]["write"] == "PermissionError" and "/dev/shm" not in seen["closed"]["report"]["filesystem"]

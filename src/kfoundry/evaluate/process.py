@@ -33,9 +33,9 @@ from kfoundry.sandbox.environment import evaluation_environment
 STDERR = "stderr.log"
 CHANNEL_FD_ENV = "KFOUNDRY_CHANNEL_FD"
 MAX_LINE = 1 << 20  # a longer line from a worker is dropped, not parsed
+SELF_DEADLINE_GRACE_S = 30.0  # a worker ends itself this long after its job's timeout
 READY_TIMEOUT_S = 300.0  # a worker's start-up (imports, CUDA context) before its job's own time counts
 SHARED_MEMORY = Path("/dev/shm")
-SHARED_MEMORY_MIN_FREE = 32 << 30
 _ENDED = object()  # the worker's pipe closed
 
 
@@ -60,21 +60,15 @@ def session_members(session: int) -> list[int]:
 
 
 def work_root(device: str) -> str | None:
-    """The folder that workers' and the judge's files go under: KFOUNDRY_WORK_DIR if set; for a GPU,
-    /dev/shm (memory) where it has 32 GiB free; else the system's temporary directory (None). Only
-    small files go there now (a GPU's outputs cross by CUDA IPC), but a fallback to files may not."""
+    """The folder that workers' and the judge's files go under: KFOUNDRY_WORK_DIR if set, else the
+    system's temporary directory (None). Never /dev/shm by default, GPUs included: a CUDA worker's sandbox
+    must leave /dev/shm writable (torch's and the driver's CUDA IPC files are made there by name), so any
+    folder there would be open to every candidate. A GPU's outputs cross by CUDA IPC: the folders hold
+    small files."""
     chosen = os.environ.get("KFOUNDRY_WORK_DIR")
     if chosen:
         Path(chosen).mkdir(parents=True, exist_ok=True)
         return chosen
-    if device == "cpu":
-        return None
-    try:
-        stats = os.statvfs(SHARED_MEMORY)
-    except OSError:
-        return None
-    if os.access(SHARED_MEMORY, os.W_OK) and stats.f_bavail * stats.f_frsize >= SHARED_MEMORY_MIN_FREE:
-        return str(SHARED_MEMORY)
     return None
 
 
@@ -258,7 +252,9 @@ class Worker:
         self.wait_ready(ready_timeout_s)
         start, sent = time.monotonic(), time.time()
         deadline = start + timeout_s
-        self.send(job)
+        # the worker's own backstop (kfoundry.sandbox.lifeline): this process kills it at the deadline, unless
+        # it is dead itself
+        self.send({**job, "deadline_s": timeout_s + SELF_DEADLINE_GRACE_S})
         result_seen, timed_out, ended = False, False, False
         for message in list(self.messages):
             if "phase" in message and on_phase:

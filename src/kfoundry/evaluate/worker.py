@@ -108,8 +108,9 @@ def _warm_up(device: str, label: str) -> None:
         pass
 
 
-def main(sandbox: dict[str, Any] | None = None) -> int:
-    """`sandbox`: what kfoundry.sandbox.start put in force before this ran, reported with `ready`."""
+def main(sandbox: dict[str, Any] | None = None, lifeline=None) -> int:
+    """`sandbox`: what kfoundry.sandbox.start put in force before this ran, reported with `ready`;
+    `lifeline`: its kfoundry.sandbox.lifeline.Lifeline, given the job's own deadline."""
     faulthandler.enable()  # a segfault leaves the Python stack (with the candidate's line) in stderr
     fd = os.environ.get(CHANNEL_FD_ENV)
     channel = Channel(int(fd) if fd and fd.isdigit() else None)
@@ -127,6 +128,8 @@ def main(sandbox: dict[str, Any] | None = None) -> int:
     if not line:
         return 0
     job = json.loads(line)
+    if lifeline is not None:
+        lifeline.set_deadline(job.get("deadline_s"))
     if str(job.get("device", "")).startswith("cuda:"):
         # Triton launches, and CUDA events record, on the current device: make it the job's GPU
         torch.cuda.set_device(job["device"])

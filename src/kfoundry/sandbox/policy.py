@@ -4,8 +4,9 @@ thread (Landlock binds the calling thread and what it starts later), and the rec
 - Filesystem (Landlock): read and execute the system, Python, CUDA and compiler paths (the package's
   own source included: the worker imports it; reading it gives nothing away); read and write the
   worker's own folder (its copy of the candidate, its Triton, extension and CUDA caches, its temp
-  dir) and, on a GPU, /dev/shm (torch creates CUDA IPC reference counters there by name; no folder
-  of ours lives there). Of /proc only the worker's own directory (writable: CUDA's driver writes
+  dir) and, on a GPU, /dev/shm (torch and the driver create CUDA IPC files there by name; no folder of
+  ours lives there: evaluate.process.work_root, and a worker whose folder does is reported as missing
+  a part of its sandbox). Of /proc only the worker's own directory (writable: CUDA's driver writes
   there) and a few system files, read-only; of /dev only the devices it needs, one by one. Nothing else: not the baseline cache, the library, run folders,
   other workers' folders, the rest of /tmp, or /proc of any other process (another's environ).
 - Network: no sockets but AF_UNIX (seccomp), and on Landlock ABI 4+ no TCP bind or connect. Under
@@ -37,6 +38,7 @@ PROC_READ = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems"
              "/proc/devices")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*")
+SHARED_MEMORY = "/dev/shm"
 
 
 @dataclass
@@ -63,7 +65,7 @@ def _inside(path: str, roots: list[str]) -> bool:
     return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
-def worker_rules(workdir: Path, gpu: bool, handle_tcp: bool = True) -> landlock.Rules:
+def worker_rules(workdir: Path, gpu: bool, handle_tcp: bool = True, shared_memory: bool = True) -> landlock.Rules:
     """The paths a candidate's worker may use. Of sys.path only what is under Python's prefixes and the
     kfoundry package itself (an entry such as a project folder would open its run folders and its
     kfoundry.toml); of PATH nothing under the home or the working directory the worker was started from."""
@@ -85,7 +87,8 @@ def worker_rules(workdir: Path, gpu: bool, handle_tcp: bool = True) -> landlock.
     writes = [str(workdir), f"/proc/{os.getpid()}"]
     if gpu:
         devices += [path for pattern in GPU_DEVICES for path in sorted(glob.glob(pattern))]
-        writes.append("/dev/shm")
+        if shared_memory:  # CUDA IPC: torch's reference counters and the driver's event segments
+            writes.append(SHARED_MEMORY)
     writes += _shared_files()
     return landlock.Rules(read=list(dict.fromkeys(reads)), write=writes, devices=devices, handle_tcp=handle_tcp)
 
@@ -108,7 +111,7 @@ def _shared_files() -> list[str]:
     return files
 
 
-def apply(workdir: Path, gpu: bool, allow_inet: bool = False) -> SandboxReport:
+def apply(workdir: Path, gpu: bool, allow_inet: bool = False, shared_memory: bool = True) -> SandboxReport:
     """Restrict this process (and what it starts) now; every failure is recorded, none is fatal here
     (the parent decides: a warning, or a refusal under --sandbox strict). KFOUNDRY_SANDBOX_WITHOUT
     (landlock, seccomp; comma-separated) leaves parts out, reported as missing as on a kernel that lacks
@@ -121,9 +124,16 @@ def apply(workdir: Path, gpu: bool, allow_inet: bool = False) -> SandboxReport:
     try:
         if "landlock" in without:
             raise landlock.LandlockUnavailable(f"left out by {WITHOUT_ENV}")
-        report.filesystem = landlock.restrict(worker_rules(workdir, gpu, handle_tcp=not allow_inet))
+        report.filesystem = landlock.restrict(worker_rules(workdir, gpu, handle_tcp=not allow_inet,
+                                                           shared_memory=shared_memory))
+        if gpu and shared_memory:
+            report.filesystem += f"; {SHARED_MEMORY} writable (CUDA IPC)"
     except landlock.LandlockUnavailable as exc:
         report.missing.append(f"filesystem: Landlock is not available ({exc})")
+    if gpu and shared_memory and _inside(str(workdir), [os.path.realpath(SHARED_MEMORY)]):
+        report.missing.append(f"folders: the worker's folder lies under {SHARED_MEMORY}, which CUDA IPC needs "
+                              "writable, so every candidate can reach every other's folder: set KFOUNDRY_WORK_DIR "
+                              "to a folder outside it")
     try:
         if "seccomp" in without:
             raise seccomp.SeccompUnavailable(f"left out by {WITHOUT_ENV}")

@@ -3,7 +3,8 @@ then the worker (kfoundry.evaluate.worker), whose package imports torch.
 
 A candidate's worker restricts itself (kfoundry.sandbox.policy) before anything else runs in it; the
 judge and the baseline process, which never run a candidate, only make themselves non-dumpable. The
-record of what held goes to the parent with the worker's `ready`.
+record of what held goes to the parent with the worker's `ready`. Every one of them then keeps a
+lifeline (kfoundry.sandbox.lifeline): it ends itself and what it started when its parent is gone.
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ def main() -> int:
         from kfoundry.sandbox import policy
 
         device = os.environ.get("KFOUNDRY_WORKER_DEVICE", "cpu")
+        # strict: not even /dev/shm, which CUDA IPC needs (the evaluator then sends outputs as files)
         report = policy.apply(Path.cwd(), gpu=device.startswith("cuda"),
-                              allow_inet=os.environ.get(policy.INET_ENV) == "1").to_dict()
+                              allow_inet=os.environ.get(policy.INET_ENV) == "1",
+                              shared_memory=os.environ.get(policy.MODE_ENV) != "strict").to_dict()
     else:
         from kfoundry.sandbox.process_flags import make_non_dumpable
 
         report = {"dumpable": not make_non_dumpable(), "applies_to": "workers that run a candidate"}
+    from kfoundry.sandbox.lifeline import watch
+
+    lifeline = watch()  # after the sandbox: the thread is bound by it too
     from kfoundry.evaluate import worker
 
-    return worker.main(sandbox=report)
+    return worker.main(sandbox=report, lifeline=lifeline)
 
 
 if __name__ == "__main__":
