@@ -8,6 +8,7 @@ import time
 
 from kfoundry.evaluate.host_memory import (
     MemorySampler,
+    children_map,
     folder_bytes,
     host_available,
     process_memory,
@@ -73,6 +74,8 @@ def test_process_tree_finds_a_grandchild():
         assert tree[0] == child.pid and grandchild in tree
         assert os.getpid() not in tree
         assert process_tree(grandchild) == [grandchild]
+        children = children_map()  # one pass over /proc serves every tree of a sample
+        assert process_tree(child.pid, children) == tree and process_tree(grandchild, children) == [grandchild]
     finally:
         child.stdin.write("done\n")
         child.stdin.flush()

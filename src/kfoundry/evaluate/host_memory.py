@@ -61,11 +61,19 @@ def _parents() -> dict[int, int]:
     return parents
 
 
-def process_tree(pid: int) -> list[int]:
-    """The pid and all its descendants now alive (the pid itself first, even if gone)."""
+def children_map() -> dict[int, list[int]]:
+    """ppid -> the pids of its children, of every process now alive: one pass over /proc."""
     children: dict[int, list[int]] = {}
     for child, parent in _parents().items():
         children.setdefault(parent, []).append(child)
+    return children
+
+
+def process_tree(pid: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    """The pid and all its descendants now alive (the pid itself first, even if gone); `children`, a
+    children_map() already taken, saves a pass over /proc when several trees are wanted at once."""
+    if children is None:
+        children = children_map()
     tree, pending, seen = [], [pid], {pid}
     while pending:
         current = pending.pop()
@@ -238,9 +246,12 @@ class MemorySampler:
 
     def sample(self) -> int:
         """Take one sample now; returns its bytes (and updates the peak)."""
+        # one pass over /proc for all the trees: a pass per process, every 50 ms, took half a core (and the
+        # GIL) from the evaluator it measures (seen with py-spy on the H200)
+        children = children_map()
         with self._lock:
             pids, folders, prefixes = list(self._pids), list(self._folders), list(self._prefixes)
-            pids += [child for parent in self._parents for child in process_tree(parent)[1:]]
+            pids += [child for parent in self._parents for child in process_tree(parent, children)[1:]]
         for root, prefix in prefixes:
             try:
                 with os.scandir(root) as entries:
@@ -253,7 +264,7 @@ class MemorySampler:
                 continue
         counted: dict[int, int] = {}
         for pid in pids:
-            for member in process_tree(pid):
+            for member in process_tree(pid, children):
                 if member not in counted:
                     counted[member] = process_memory(member)
         files = sum(folder_bytes(folder) for folder in dict.fromkeys(folders))
