@@ -15,3 +15,10 @@ class CandidateFileError(KFoundryError):
 
 class UsageError(KFoundryError):
     """An option has a value that cannot be used (bf16 on CPU, an unknown device, a bad --set)."""
+
+
+def brief(exc: BaseException, limit: int = 160) -> str:
+    """An exception's message on one short line (SQLite quotes whole damaged cells, newlines and all)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

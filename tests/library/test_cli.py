@@ -42,7 +42,7 @@ def test_missing_id_and_bad_import_exit_2(tmp_path):
     garbage = tmp_path / "garbage.sqlite"
     garbage.write_bytes(b"this is not sqlite at all" * 100)
     result = _run("stats", "--library", garbage)
-    assert result.exit_code == 2 and "cannot open library" in result.output
+    assert result.exit_code == 2 and "is damaged (file is not a database)" in result.output
 
 
 def test_export_import(tmp_path):
@@ -54,3 +54,39 @@ def test_export_import(tmp_path):
     assert result.exit_code == 0 and json.loads(result.stdout)["exported"] == 11
     result = _run("import", out, "--library", tmp_path / "other.sqlite")
     assert result.exit_code == 0 and "imported 1 new items" in result.stdout
+
+
+def _damage(path, where: str) -> None:
+    """Random bytes over the file's header, over 8 KiB of its middle, or over its last 8 KiB."""
+    import random
+
+    data = bytearray(path.read_bytes())
+    rng = random.Random(7)
+    start = {"header": 0, "middle": len(data) // 2, "end": max(0, len(data) - 8192)}[where]
+    length = 100 if where == "header" else 8192
+    for i in range(start, min(len(data), start + length)):
+        data[i] = rng.randrange(256)
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_library_is_one_line_and_exit_2_at_open_or_at_any_query(tmp_path):
+    for where in ("header", "middle", "end"):
+        db = tmp_path / f"lib-{where}.sqlite"
+        with Library(db) as lib:  # the seed: a few hundred KB
+            lib.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _damage(db, where)
+        codes = []
+        for command in (("stats",), ("list",), ("search", "softmax rows"), ("export", tmp_path / "out.jsonl")):
+            result = _run(*command, "--library", db)
+            assert result.exception is None or isinstance(result.exception, SystemExit), (where, command,
+                                                                                           result.output)
+            codes.append(result.exit_code)
+            if result.exit_code:
+                assert result.exit_code == 2, (where, command, result.output)
+                lines = result.output.strip().splitlines()
+                assert len(lines) == 1 and str(db) in lines[0] and "move it aside" in lines[0], (where, command,
+                                                                                                 result.output)
+        if where == "header":
+            assert set(codes) == {2}  # not a database at all
+        if where == "middle":
+            assert 2 in codes  # 8 KiB of noise mid-file: some query meets it

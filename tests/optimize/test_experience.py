@@ -36,3 +36,24 @@ def test_without_a_library_nothing_is_read_or_written():
     experience = Experience(None, SIG, "run", None)
     assert experience.retrieve(5) == [] and experience.kernels_for_this_problem() == []
     assert experience.tuning_preferences() == {} and experience.finish(None, "x") == []
+
+
+def test_a_library_damaged_mid_file_is_dropped_with_one_note_and_the_run_goes_on(tmp_path):
+    import random
+
+    path = tmp_path / "lib.sqlite"
+    with Library(path) as library:
+        library.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    rng = random.Random(7)
+    for i in range(len(data) // 2, len(data) // 2 + 8192):  # 8 KiB of noise mid-file: the header still opens
+        data[i] = rng.randrange(256)
+    path.write_bytes(bytes(data))
+    notes: list[str] = []
+    experience = Experience(Library(path, seed=False), SIG, "run-a", "cpu", on_damaged=notes.append)
+    assert experience.kernels_for_this_problem() == []  # the query meets the damage
+    assert experience.library is None and len(notes) == 1
+    assert str(path) in notes[0] and "goes on without it" in notes[0] and "\n" not in notes[0]
+    parent = Individual(id="1", source="a = 1\n", status="ok", fitness=1.2)
+    experience.record(Individual(id="2", source="a = 2\n", status="ok", fitness=1.5), parent, None)
+    assert experience.retrieve(3) == [] and experience.finish(None, "affine") == [] and len(notes) == 1

@@ -5,6 +5,7 @@ import pytest
 
 from kfoundry.errors import UsageError
 from kfoundry.runs import SCHEMA_VERSION, RunStore, RunStoreError, source_hash
+from kfoundry.sqlite_files import DamagedFile
 from tests.runs.conftest import PROBLEM, evaluation
 
 
@@ -134,8 +135,38 @@ def test_open_missing_store(tmp_path):
 
 def test_open_corrupt_store(tmp_path):
     (tmp_path / "run.sqlite").write_bytes(b"this is not a database" * 100)
-    with pytest.raises(RunStoreError, match="corrupt"):
+    with pytest.raises(DamagedFile, match="run.sqlite is damaged .file is not a database.: the run's records"):
         RunStore.open(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["header", "middle", "end"])
+def test_a_store_damaged_anywhere_is_a_damaged_file_not_a_traceback(store, where):
+    """Resume and the report read the whole store: damage at the header, in the middle or at the end is
+    either harmless to what they read or a DamagedFile (one line, exit code 2 in the CLI)."""
+    import random
+
+    from kfoundry.runs.report_data import gather
+
+    for k in range(300):  # enough rows for the file to have a middle
+        cid = store.add_candidate(f"x = {k}\n" * 40, [], "tuner", 0, 0, "tuner")
+        store.finish_evaluation(store.start_evaluation(cid), evaluation(speedup_eager=1.0 + k / 1000, runtime_ms=1.0))
+    store.close()
+    data = bytearray(store.path.read_bytes())
+    rng = random.Random(7)
+    start = {"header": 0, "middle": len(data) // 2, "end": max(0, len(data) - 8192)}[where]
+    for i in range(start, min(len(data), start + (100 if where == "header" else 8192))):
+        data[i] = rng.randrange(256)
+    store.path.write_bytes(bytes(data))
+    outcomes = []
+    for read in (lambda: RunStore.open(store.run_dir).close(), lambda: gather(store.run_dir)):
+        try:
+            read()
+            outcomes.append("read")
+        except DamagedFile as exc:
+            assert str(store.path) in str(exc) and "\n" not in str(exc)
+            outcomes.append("damaged")
+    if where != "end":  # the last pages may hold only free space
+        assert "damaged" in outcomes, outcomes
 
 
 def test_open_another_sqlite_file(tmp_path):

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
 from kfoundry.library.store import Library, LibraryError
+from kfoundry.sqlite_files import DamagedFile
 
 EXIT_BAD_INPUT = 2
 
@@ -20,10 +23,18 @@ LIBRARY_OPTION = typer.Option(None, "--library", help="Library file (default: th
 JSON_OPTION = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
 
 
-def _open(path: Optional[Path]) -> Library:
+@contextmanager
+def _open(path: Optional[Path]) -> Iterator[Library]:
+    """The library for one command; a file damaged anywhere (found at open or at any query: DamagedFile)
+    is one line and exit code 2, never a traceback."""
     try:
-        return Library(path)
-    except LibraryError as exc:
+        library = Library(path)
+    except (LibraryError, DamagedFile) as exc:
+        _fail(exc)
+    try:
+        with library:
+            yield library
+    except DamagedFile as exc:
         _fail(exc)
 
 

@@ -23,6 +23,7 @@ from kfoundry.library.distil import rule_insights
 from kfoundry.library.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from kfoundry.library.similarity import similarity
 from kfoundry.library.text_index import bm25_scores
+from kfoundry.sqlite_files import connect
 
 ITEM_TYPES = ("kernel", "insight", "step")
 SIGNATURE_WEIGHT = 0.6  # the rest is BM25
@@ -33,6 +34,9 @@ SEMANTIC_WEIGHTS = {"signature": 0.5, "bm25": 0.25, "embedding": 0.25}
 EMBED_CODE_CHARS = 1000  # of an item's code (comments stripped) its document holds; the model reads ~256 tokens
 STEP_FIELDS = ("run_id", "expert", "outcome", "diagnosis", "speedup_before", "speedup_after",
                "parent_source", "child_source")
+
+
+WAY_OUT = "move it aside (a new one is made at the next run) or give another with --library"
 
 
 class LibraryError(KFoundryError):
@@ -75,16 +79,18 @@ class Library:
         self.path = Path(path) if path is not None else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._embedder: embeddings.Embedder | None = None
+        # damage met at open or at any later query: a DamagedFile (one line, exit code 2), never a traceback
+        self.db = connect(self.path, WAY_OUT, timeout=30)
         try:
-            self.db = sqlite3.connect(self.path, timeout=30)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise LibraryError(f"cannot open library {self.path}: {exc}") from None
-        if seed:
-            self._load_seed()
+            if seed:
+                self._load_seed()
+        except BaseException:
+            self.db.close()
+            raise
 
     # --- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

@@ -82,8 +82,21 @@ class Optimization:
         if self.settings.library == "off":
             return None
         from kfoundry.library import Library
+        from kfoundry.library.store import LibraryError
+        from kfoundry.sqlite_files import DamagedFile
 
-        return Library(self.settings.library)
+        try:
+            return Library(self.settings.library)
+        except (LibraryError, DamagedFile) as exc:  # damaged, or of a newer schema: the run goes on without it
+            from kfoundry.optimize.experience import library_note
+
+            self._library_damaged(library_note(exc))
+            return None
+
+    def _library_damaged(self, note: str) -> None:
+        self.view.note(note)
+        self.notes.append(note)
+        self.store.event("library_damaged", note=note)
 
     def _first_population(self, experience: Experience) -> list[Individual]:
         k = self.settings.islands
@@ -240,7 +253,7 @@ class Optimization:
                     self.notes.append(note)
                 signature = self._signature()
                 self.experience = Experience(self._library(), signature, self.run_dir.name,
-                                             prepared.device_facts.name)
+                                             prepared.device_facts.name, on_damaged=self._library_damaged)
                 retrieved = self.experience.retrieve(s.retrieve)
                 self.store.event("retrieved", items=[{"id": r["id"], "title": r["title"], "score": r["score"]}
                                                      for r in retrieved])

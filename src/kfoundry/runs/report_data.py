@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from kfoundry.runs.schema import DB_NAME
+from kfoundry.runs.schema import DB_NAME, connect
 from kfoundry.runs.store import RunStore
 
 NO_TIMING = "not measured"
@@ -274,8 +274,7 @@ def gather(run_dir: str | Path) -> dict[str, Any]:
     """Everything the report shows. Raises RunStoreError when run_dir holds no readable run store."""
     run_dir = Path(run_dir)
     with RunStore.open(run_dir, resume=False) as store, \
-            closing(sqlite3.connect(str(run_dir / DB_NAME), timeout=30.0)) as conn:
-        conn.row_factory = sqlite3.Row
+            closing(connect(run_dir / DB_NAME, configure=False)) as conn:
         meta = store.meta()
         totals = store.totals()
         events = store.events()

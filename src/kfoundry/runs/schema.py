@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from kfoundry import sqlite_files
+
 SCHEMA_VERSION = 1
 DB_NAME = "run.sqlite"
 ORIGINS = ("seed", "llm", "template", "tuner", "migrant")
@@ -77,10 +79,15 @@ PRAGMA user_version = {SCHEMA_VERSION};
 """
 
 
+WAY_OUT = ("the run's records cannot be read: start a new run in another directory (-o), or move this "
+           "one aside")
+
+
 def connect(path: Path, configure: bool = True) -> sqlite3.Connection:
     """`configure=False` opens without touching the file, to check first what it is."""
     # Autocommit mode: every write method opens its own transaction (see RunStore._write).
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
+    # damage met at open or at any later query: a DamagedFile (one line, exit code 2), never a traceback
+    conn = sqlite_files.connect(path, WAY_OUT, isolation_level=None, check_same_thread=False, timeout=30.0)
     conn.row_factory = sqlite3.Row
     if configure:
         configure_connection(conn)
