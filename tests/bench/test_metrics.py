@@ -6,7 +6,7 @@ import pytest
 
 from kfoundry.bench import metrics as m
 
-# eager, compile speedups; C failed; E's reference failed (left out of every figure)
+# eager, compile speedups; C failed; E's reference failed (a failure too, counted apart as well)
 OUTCOMES = [
     {"status": "ok", "speedup_eager": 2.0, "speedup_compile": 1.5},  # A
     {"status": "ok", "speedup_eager": 0.5, "speedup_compile": 0.25},  # B
@@ -41,12 +41,13 @@ def test_geomeans():
     assert m.geomean_all(JUDGED, "speedup_compile") == pytest.approx(0.375 ** (1 / 4))
 
 
-def test_summary_leaves_out_problems_whose_reference_failed():
+def test_summary_counts_problems_whose_reference_failed_as_failures():
     summary = m.summarize(OUTCOMES)
-    assert summary["problems"] == 4 and summary["unjudged"] == 1 and summary["correct"] == 3
-    assert summary["correctness_rate"] == 0.75
-    assert summary["eager"]["fast_p"] == {"0": 0.75, "1": 0.5, "1.2": 0.5, "1.5": 0.25, "2": 0.0}
-    assert summary["eager"]["geomean_all"] == pytest.approx(1.3 ** 0.25)
+    assert summary["problems"] == 5 and summary["unjudged"] == 1 and summary["correct"] == 3
+    assert summary["correctness_rate"] == 0.6  # 3 of 5: an unloadable problem does not raise the score
+    assert summary["eager"]["fast_p"] == {"0": 0.6, "1": 0.4, "1.2": 0.4, "1.5": 0.2, "2": 0.0}
+    assert summary["eager"]["geomean_all"] == pytest.approx(1.3 ** 0.2)  # C and E counted as 1.0
+    assert summary["eager"]["geomean_correct"] == pytest.approx(1.3 ** (1 / 3))
     assert summary["compile"]["timed_correct"] == 3 and summary["compile"]["untimed_correct"] == 0
 
 

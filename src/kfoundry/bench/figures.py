@@ -44,7 +44,8 @@ def metric_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append((f"correct problems without a {name} time (left out of the {name} figures)",
                          str(part["untimed_correct"])))
     if metrics["unjudged"]:
-        rows.append(("problems whose reference failed (left out of every figure)", str(metrics["unjudged"])))
+        rows.append(("of them, problems whose reference failed or did not fit (counted as failures)",
+                     str(metrics["unjudged"])))
     return rows
 
 

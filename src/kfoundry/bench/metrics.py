@@ -1,8 +1,9 @@
 """The suite metrics papers use, as pure functions of per-problem outcomes.
 
 An outcome is a mapping with `status` ("ok" is correct) and the speedups `speedup_eager` /
-`speedup_compile` (None when not measured). Problems the harness could not judge (the reference
-itself failed) are left out before these functions are called (see `judged`).
+`speedup_compile` (None when not measured). Every problem counts: one whose reference could not be
+loaded or run, or that did not fit the machine (UNJUDGED), is a failure like any other (a suite's
+score must not rise because its problems fail to load), and the summary says how many there were.
 
 - correctness rate: correct / problems.
 - fast_p: the share of problems that are correct *and* more than p times faster than the
@@ -20,17 +21,13 @@ from typing import Any
 
 FAST_P = (0.0, 1.0, 1.2, 1.5, 2.0)
 BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
-UNJUDGED = ("problem_error", "too_large")  # the reference failed or did not fit: nothing to judge the method by
+UNJUDGED = ("problem_error", "too_large")  # the reference failed or did not fit: counted as failures, and apart
 
 Outcome = Mapping[str, Any]
 
 
 def is_correct(outcome: Outcome) -> bool:
     return outcome.get("status") == "ok"
-
-
-def judged(outcomes: Iterable[Outcome]) -> list[Outcome]:
-    return [o for o in outcomes if o.get("status") not in UNJUDGED]
 
 
 def correctness_rate(outcomes: Sequence[Outcome]) -> float | None:
@@ -90,21 +87,21 @@ def geomean_all(outcomes: Sequence[Outcome], key: str = "speedup_eager") -> floa
 
 def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """Every metric, with the counts that say what each was computed over."""
-    judged_outcomes = judged(outcomes)
-    correct = sum(is_correct(o) for o in judged_outcomes)
+    outcomes = list(outcomes)
+    correct = sum(is_correct(o) for o in outcomes)
     summary: dict[str, Any] = {
-        "problems": len(judged_outcomes),
-        "unjudged": len(outcomes) - len(judged_outcomes),
+        "problems": len(outcomes),
+        "unjudged": sum(o.get("status") in UNJUDGED for o in outcomes),
         "correct": correct,
-        "correctness_rate": correctness_rate(judged_outcomes),
+        "correctness_rate": correctness_rate(outcomes),
     }
     for baseline, key in BASELINES.items():
-        values, missing = _timed(judged_outcomes, key)
+        values, missing = _timed(outcomes, key)
         summary[baseline] = {
             "timed_correct": len(values),
             "untimed_correct": missing,
-            "fast_p": {f"{p:g}": fast_p(judged_outcomes, p, key) for p in FAST_P},
-            "geomean_correct": geomean_correct(judged_outcomes, key),
-            "geomean_all": geomean_all(judged_outcomes, key),
+            "fast_p": {f"{p:g}": fast_p(outcomes, p, key) for p in FAST_P},
+            "geomean_correct": geomean_correct(outcomes, key),
+            "geomean_all": geomean_all(outcomes, key),
         }
     return summary
