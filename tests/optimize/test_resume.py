@@ -61,6 +61,50 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
     assert (run / "best.py").is_file() and result["best"] is not None
 
 
+def _code(source: str, names: list[str]) -> str:
+    """A kernel's code without comments, docstrings or the names of the problem and the run's folder."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            body[0] = ast.Pass()
+    text = ast.unparse(tree)
+    for name in names:
+        text = text.replace(name, "NAME")
+    return text
+
+
+def test_a_run_killed_in_its_first_generation_resumes_without_evaluating_a_kernel_again(tmp_path):
+    # no LLM: the first generation is the composer's, which a resume in that generation composes again
+    run = tmp_path / "run-folder"
+    db = run / "run.sqlite"
+    command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
+               "--max-evals", "8", "--llm", "none", "--library", "off", "-o", str(run), "--quiet"]
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            finished = _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL")
+            if finished and finished[0][0] >= 1:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not _rows(db, "SELECT value FROM state WHERE key = 'search'")  # killed before its first generation ended
+    optimize(resume=run, quiet=True)
+    sources = [row[0] for row in _rows(db, "SELECT c.source FROM evaluations e JOIN candidates c"
+                                           " ON c.id = e.candidate_id WHERE e.finished_at IS NOT NULL")]
+    codes = [_code(source, ["affine", run.name]) for source in sources]
+    assert len(sources) >= 2 and len(set(codes)) == len(codes), "a kernel was evaluated twice"
+
+
 def test_ctrl_c_stops_at_once_and_says_how_to_resume(tmp_path):
     run = tmp_path / "run"
     db = run / "run.sqlite"

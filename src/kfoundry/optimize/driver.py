@@ -123,7 +123,7 @@ class Optimization:
             # twice what the first population takes: the rest wait for the router to pick the composer
             result = compose(self.problem, set_values=self.options.set_values, precision=self.options.precision,
                              eval_mode=self.options.eval_mode, max_variants=2 * self.settings.compose_variants,
-                             tolerance=self.options.tolerance)
+                             tolerance=self.options.tolerance, name=self.name)  # a resumed run's too: its own
         except Exception as exc:  # noqa: BLE001 -- the composer is one source of first kernels, never a reason to stop
             message = f"the composer failed ({type(exc).__name__}: {exc})"
             self.store.event("composed", count=0, unsupported=[], message=message)

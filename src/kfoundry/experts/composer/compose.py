@@ -181,24 +181,27 @@ def describe_plan(the_plan: Plan) -> str:
 
 
 def compose(problem_path: str | Path, *, set_values: dict | None = None, precision: str = "fp32",
-            eval_mode: bool = False, max_variants: int = 4, tolerance: float | None = None) -> ComposeResult:
-    """Triton candidates for a problem from the template library, or the ops that stop it.
+            eval_mode: bool = False, max_variants: int = 4, tolerance: float | None = None,
+            name: str | None = None) -> ComposeResult:
+    """Triton candidates for a problem from the template library, or the ops that stop it. `name`, the
+    problem's name in the kernels' docstrings, defaults to the file's (examples/<name>/problem.py: the
+    folder's); a resumed run gives the one it started with, so that its kernels are the same code.
 
     Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
     composer does not understand is reported in `unsupported`."""
     sample = _load(problem_path, set_values, eval_mode)
-    result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance)
+    result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
     if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
         # what failed on the meta device (shapes only) may work with real data: once more on the CPU
         sample = _load(problem_path, set_values, eval_mode, "cpu")
-        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance)
+        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
     return result
 
 
 def _safe_compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
-                  tolerance: float | None) -> ComposeResult:
+                  tolerance: float | None, name: str | None) -> ComposeResult:
     try:
-        return _compose(sample, precision, eval_mode, max_variants, tolerance)
+        return _compose(sample, precision, eval_mode, max_variants, tolerance, name)
     except Exception as exc:  # noqa: BLE001 -- a composer bug must not stop a search: say so, produce nothing
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return ComposeResult([], [f"composer error ({type(exc).__name__})"],
@@ -234,9 +237,9 @@ def _load(problem_path: str | Path, set_values: dict | None, eval_mode: bool, de
 
 
 def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
-             tolerance: float | None) -> ComposeResult:
+             tolerance: float | None, name: str | None) -> ComposeResult:
     path = sample.source.path
-    name = path.parent.name if path.stem == "problem" else path.stem  # examples/<name>/problem.py
+    name = name or (path.parent.name if path.stem == "problem" else path.stem)  # examples/<name>/problem.py
     try:
         init = init_parts(sample.source.text)
     except InitError as exc:
