@@ -322,6 +322,7 @@ def test_dropout_problem_does_not_pass_a_copy(dropout_evaluation):
         ("no_get_init_inputs.py", "missing get_init_inputs"),
         ("get_inputs_raises.py", "get_inputs() of the problem raised RuntimeError"),
         ("top_level_raises.py", "failed to load: ModuleNotFoundError"),
+        ("forward_returns_none.py", "the problem's forward returns no tensor (None)"),
     ],
 )
 def test_bad_problem_raises_problem_error(problems_dir, candidates_dir, name, expected):

@@ -186,6 +186,11 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
     channel.phase("inputs")
     channel.phase("expected")
     first = ref.compute("0")
+    if not any(isinstance(x, torch.Tensor) for x in flatten_outputs(first.reference)):
+        # nothing to compare: every candidate would pass, or be judged a ghost
+        found = "None" if first.reference is None else type(first.reference).__name__
+        raise ProblemError(f"the problem's forward returns no tensor ({found}): a kernel is judged by the tensors "
+                           "its forward returns, so Model.forward must return at least one")
     ref._inputs0 = clone_inputs(first.inputs)
     # the same inputs once more, the RNG not reset in between: random ops (Dropout) show as a difference
     with torch.no_grad():
