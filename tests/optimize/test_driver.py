@@ -63,6 +63,25 @@ def test_bad_input_is_a_usage_error_before_any_run_directory_exists(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_start_that_fails_leaves_nothing_that_blocks_the_same_command(tmp_path):
+    from kfoundry.errors import ProblemError
+
+    broken = AFFINE.parent / "bad" / "get_inputs_raises.py"  # it loads; its get_inputs raises at the reference
+    for _ in range(2):  # the same command twice: the same message, not "the folder exists"
+        with pytest.raises(ProblemError, match="get_inputs"):
+            optimize(broken, out=tmp_path / "run", options=eval_options(), library=str(tmp_path / "lib.sqlite"))
+        assert not (tmp_path / "run").exists()
+
+
+def test_a_library_that_cannot_be_opened_is_a_note_and_the_run_goes_on(tmp_path):
+    folder = tmp_path / "a-folder"  # not a file: SQLite cannot open it
+    folder.mkdir()
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
+                      settings=OptimizeSettings(islands=1, library=str(folder), compose_variants=0), max_evals=1)
+    assert result["evaluations"] == 1
+    assert any("experience library cannot be used" in note and str(folder) in note for note in result["notes"])
+
+
 def test_a_run_with_nothing_to_start_from_stops_and_says_why(tmp_path):
     result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(),
                       settings=OptimizeSettings(islands=1, library="off", compose_variants=0), max_evals=3)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kfoundry.errors import KFoundryError
+from kfoundry.errors import KFoundryError, brief
 from kfoundry.library import embeddings
 from kfoundry.library import seed as seed_data
 from kfoundry.library.distil import rule_insights
@@ -80,7 +80,10 @@ class Library:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._embedder: embeddings.Embedder | None = None
         # damage met at open or at any later query: a DamagedFile (one line, exit code 2), never a traceback
-        self.db = connect(self.path, WAY_OUT, timeout=30)
+        try:
+            self.db = connect(self.path, WAY_OUT, timeout=30)
+        except sqlite3.Error as exc:  # a folder, a path it cannot open
+            raise LibraryError(f"cannot open library {self.path}: {brief(exc)}") from None
         try:
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -88,6 +91,9 @@ class Library:
             self._migrate()
             if seed:
                 self._load_seed()
+        except sqlite3.Error as exc:  # not damage (that is a DamagedFile): a folder, a path it cannot open
+            self.db.close()
+            raise LibraryError(f"cannot open library {self.path}: {brief(exc)}") from None
         except BaseException:
             self.db.close()
             raise

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kfoundry.errors import UsageError
+from kfoundry.errors import KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
 from kfoundry.experts import EXPERTS, PromptContext, Router
 from kfoundry.optimize.experience import Experience
@@ -404,6 +405,14 @@ def optimize(problem: str | Path | None = None, *, out: str | Path | None = None
                             resumed=resume is not None, progress=progress).run()
     except KeyboardInterrupt as exc:
         exc.run_dir = str(store.run_dir)  # for the caller's "continue with --resume" message
+        raise
+    except KFoundryError:
+        # a new run that failed before its first candidate (its problem's get_inputs raised, say): nothing in
+        # its folder is worth keeping, and left there it would block the same command (-o exists; --resume
+        # repeats the failure)
+        if resume is None and not store.candidates():
+            store.close()
+            shutil.rmtree(store.run_dir, ignore_errors=True)
         raise
     finally:
         store.close()
