@@ -36,18 +36,31 @@ def fake_evaluation(timing):
 class FakeOptimize:
     """Stands in for kfoundry.optimize.optimize: makes a run store and returns its result.json."""
 
-    def __init__(self, fail_on=(), interrupt_on=()):
+    def __init__(self, fail_on=(), interrupt_on=(), interrupt_after_one=()):
         self.calls = []
         self.fail_on, self.interrupt_on = set(fail_on), set(interrupt_on)
+        self.interrupt_after_one = set(interrupt_after_one)
 
-    def __call__(self, problem_path, *, out, options, llm=None, max_evals=None, max_time_s=None, max_cost=None,
-                 target_speedup=None, quiet=True):
+    def __call__(self, problem_path=None, *, out=None, options=None, llm=None, max_evals=None, max_time_s=None,
+                 max_cost=None, target_speedup=None, quiet=True, resume=None):
+        if resume is not None:  # optimize --resume: the run's first evaluation stays, one more is made
+            self.calls.append({"name": resume.name, "resume": True, "max_evals": max_evals})
+            with RunStore.open(resume) as store:
+                cid = store.add_candidate("class ModelNew: pass  # 2\n", [], "tuner", 0, 1, "tuner")
+                store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[resume.name]))
+                paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+            return json.loads(paths["result"].read_text())
         name = Path(problem_path).stem
         self.calls.append({"name": name, "out": out, "options": options, "llm": llm, "max_evals": max_evals,
                            "max_time_s": max_time_s, "quiet": quiet})
         if name in self.interrupt_on:
             out.mkdir(parents=True)
             (out / "run.sqlite").write_text("half made")  # killed mid-run: resuming starts it over
+            raise KeyboardInterrupt
+        if name in self.interrupt_after_one:  # killed after its first verdict: resuming keeps it
+            with RunStore.create(out, problem_path, {"policy": "strict"}, seed=1) as store:
+                cid = store.add_candidate("class ModelNew: pass\n", [], "initializer", 0, 0, "llm")
+                store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[name]))
             raise KeyboardInterrupt
         if name in self.fail_on:
             raise RuntimeError("the fake search broke")
@@ -119,6 +132,23 @@ def test_a_killed_bench_resumes_with_finished_problems_kept(tmp_path, suite):
     changed = FakeOptimize()
     run_bench(suite, settings(max_cost=1.0), out, resume=True, optimize_fn=changed)
     assert len(changed.calls) == 3  # other settings: nothing is kept
+
+
+def test_a_resumed_bench_goes_on_with_the_interrupted_search_keeping_its_evaluations(tmp_path, suite):
+    out = tmp_path / "out"
+    first = run_bench(suite, settings(), out, optimize_fn=FakeOptimize(interrupt_after_one={"2_b"}))
+    assert first.interrupted and first.pending == ["2_b", "3_c"]
+    again = FakeOptimize()
+    second = run_bench(suite, settings(), out, resume=True, optimize_fn=again)
+    assert again.calls[0] == {"name": "2_b", "resume": True, "max_evals": 3}  # not started over
+    assert [c["name"] for c in again.calls] == ["2_b", "3_c"] and second.complete
+    with RunStore.open(out / "runs" / "2_b", resume=False) as store:
+        assert len(store.finished_evaluations()) == 2  # the first call's verdict and the resumed one's
+    changed = FakeOptimize(interrupt_after_one={"2_b"})
+    run_bench(suite, settings(), tmp_path / "other", optimize_fn=changed)
+    later = FakeOptimize()
+    run_bench(suite, settings(max_cost=1.0), tmp_path / "other", resume=True, optimize_fn=later)
+    assert all("resume" not in call for call in later.calls)  # other settings: the search starts over
 
 
 def test_resume_with_another_selection_keeps_the_other_results(tmp_path, suite):

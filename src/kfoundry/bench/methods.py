@@ -62,13 +62,14 @@ def _base(problem: SuiteProblem, settings: BenchSettings, fingerprint: str, set_
 
 def run_problem(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, rel_run_dir: str,
                 fingerprint: str, set_values: dict[str, Any], *, progress: Progress,
-                optimize_fn: OptimizeFn | None = None) -> ProblemResult:
-    """One problem, by the bench's method; every failure becomes the problem's status and message."""
+                optimize_fn: OptimizeFn | None = None, resume: bool = False) -> ProblemResult:
+    """One problem, by the bench's method; every failure becomes the problem's status and message.
+    `resume`: the search in run_dir was cut short, with these settings: it goes on (optimize --resume)."""
     result = _base(problem, settings, fingerprint, set_values, rel_run_dir)
     started = time.monotonic()
     try:
         if settings.method == "optimize":
-            _optimize(problem, settings, run_dir, set_values, result, optimize_fn, progress)
+            _optimize(problem, settings, run_dir, set_values, result, optimize_fn, progress, resume)
         else:
             _evaluate(problem, settings, run_dir, set_values, result, progress)
     except ProblemError as exc:
@@ -167,12 +168,17 @@ def default_optimize() -> OptimizeFn:
 
 
 def _optimize(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set_values: dict[str, Any],
-              result: ProblemResult, optimize_fn: OptimizeFn | None, progress: Progress | None = None) -> None:
+              result: ProblemResult, optimize_fn: OptimizeFn | None, progress: Progress | None = None,
+              resume: bool = False) -> None:
     optimize = optimize_fn or default_optimize()  # the runner resolves it first: this is for direct calls
     extra = {"progress": progress} if progress is not None and optimize_fn is None else {}
-    record = optimize(problem.path, out=run_dir, options=problem_options(settings, set_values), llm=settings.llm,
-                      max_evals=settings.max_evals, max_time_s=settings.time_per_problem,
-                      max_cost=settings.max_cost, target_speedup=settings.target_speedup, quiet=True, **extra)
+    budget = {"max_evals": settings.max_evals, "max_time_s": settings.time_per_problem, "max_cost": settings.max_cost,
+              "target_speedup": settings.target_speedup}
+    if resume:  # its settings are the run's own; its finished evaluations are kept
+        record = optimize(resume=run_dir, quiet=True, **budget, **extra)
+    else:
+        record = optimize(problem.path, out=run_dir, options=problem_options(settings, set_values), llm=settings.llm,
+                          quiet=True, **budget, **extra)
     apply_run_result(result, record)
     if not (run_dir / "report.html").exists():
         write_report_quietly(run_dir)
@@ -200,6 +206,27 @@ def apply_run_result(result: ProblemResult, record: dict[str, Any]) -> None:
 
 
 def clear_run_dir(run_dir: Path) -> None:
-    """A run dir left by an unfinished attempt (a killed bench) is started over."""
+    """A run dir left by an unfinished attempt that cannot go on is started over."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
+
+
+def resumable(run_dir: Path, fingerprint: str) -> bool:
+    """Whether run_dir holds a search an earlier call of this bench, with the same settings for this problem
+    (its fingerprint, kept beside the folder), started and did not finish, in a readable run store."""
+    mark = fingerprint_file(run_dir)
+    if not mark.is_file() or mark.read_text(encoding="utf-8").strip() != fingerprint:
+        return False
+    from kfoundry.errors import KFoundryError
+    from kfoundry.runs import RunStore
+
+    try:
+        with RunStore.open(run_dir, resume=False) as store:
+            return bool(store.candidates())
+    except KFoundryError:  # no store, a damaged one, another schema: start over
+        return False
+
+
+def fingerprint_file(run_dir: Path) -> Path:
+    """Beside the run folder, not in it: a new run needs an empty folder."""
+    return run_dir.with_name(run_dir.name + ".fingerprint")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from kfoundry.bench import outputs
-from kfoundry.bench.methods import OptimizeFn, clear_run_dir, default_optimize, run_problem
+from kfoundry.bench.methods import (OptimizeFn, clear_run_dir, default_optimize, fingerprint_file, resumable,
+                                   run_problem)
 from kfoundry.bench.metrics import summarize
 from kfoundry.bench.results import ProblemResult, merge_labels
 from kfoundry.bench.settings import BenchSettings
@@ -124,13 +125,19 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
             say(f"[{index}/{total}] {problem.name}: kept from an earlier call ({earlier.status})")
             return
         run_dir = out / RUNS_DIR / problem.name
-        clear_run_dir(run_dir)
+        # a search an interrupted call started, with the same settings: it goes on, its evaluations kept
+        going_on = resume and settings.method == "optimize" and resumable(run_dir, fingerprint)
+        if not going_on:
+            clear_run_dir(run_dir)
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            fingerprint_file(run_dir).write_text(fingerprint + "\n", encoding="utf-8")
         where = f" on {device}" if device else ""
-        say(f"  [{index}/{total}] {problem.name}: {settings.method}{where}")
+        say(f"  [{index}/{total}] {problem.name}: {settings.method}{where}"
+            + (" (resuming its interrupted search)" if going_on else ""))
         local = settings if device is None else replace(settings, options=replace(settings.options, device=device))
         result = run_problem(problem, local, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
                              progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
-                             optimize_fn=optimize_fn)
+                             optimize_fn=optimize_fn, resume=going_on)
         if stop_requested() and settings.method == "optimize":  # a search cut short: it runs again with --resume
             say(f"[{index}/{total}] {problem.name}: stopped by the interrupt{where}")
             return
