@@ -1,6 +1,7 @@
 """A running `kfoundry optimize` killed with SIGKILL, then resumed: nothing evaluated is lost or
 evaluated again, the interrupted generation is taken in, and the budget holds."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -44,8 +45,12 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     before = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
     assert 3 <= len(before) < MAX_EVALS
+    kept = _rows(db, "SELECT value FROM state WHERE key = 'elapsed'")  # stored as it passed, kill or not
+    assert kept and json.loads(kept[0][0])["s"] > 0
 
     result = optimize(resume=run, quiet=True)
+    search = json.loads(_rows(db, "SELECT value FROM state WHERE key = 'search'")[0][0])["search"]
+    assert search["elapsed_s"] >= json.loads(kept[0][0])["s"]  # the killed session's time counts for --max-time
 
     finished = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
     per_candidate = _rows(db, "SELECT candidate_id, COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL"

@@ -40,6 +40,9 @@ def _eval_settings(options: EvalOptions) -> dict[str, Any]:
     return data
 
 
+ELAPSED_EVERY_S = 2.0
+
+
 def problem_name(problem: Path) -> str:
     """`examples/softmax/problem.py` -> "softmax": a file named problem.py is named by its folder."""
     return problem.parent.name if problem.stem == "problem" and problem.parent.name else problem.stem
@@ -179,6 +182,7 @@ class Optimization:
             if ind is not None:
                 self.individuals[ind.id] = ind
                 self._remember(ind)
+            self._save_elapsed()
         if kind == "generation":
             self.proposer.flush_calls()
             self.store.save_state("search", self.loop.state())
@@ -292,6 +296,20 @@ class Optimization:
         self.evaluations.update(evaluations)  # in place: the proposer holds this dict
         if snapshot is not None:
             self.loop.restore(snapshot, stored)
+        if self.resumed:  # the time the killed session spent after its last snapshot counts too
+            self.loop.take_in_elapsed(float((self.store.load_state("elapsed") or {}).get("s", 0.0)))
+        self.loop.start_clock()  # the first population's evaluations count for --max-time
+        keeper = asyncio.ensure_future(self._keep_time())
+        try:
+            await self._first_candidates(snapshot, stored)
+            result = await self.loop.run()
+        finally:
+            keeper.cancel()
+        return result.reason
+
+    async def _first_candidates(self, snapshot: dict[str, Any] | None, stored: dict[str, Individual]) -> None:
+        """What the search starts from: a resumed snapshot's interrupted generation, or the first population."""
+        if snapshot is not None:
             self.proposer.restore(self.store.load_state("tuner_rng"))
             self.individuals.update(self.loop.individuals)
             correct = sum(1 for i in self.loop.individuals.values() if i.ok)
@@ -306,8 +324,16 @@ class Optimization:
             if first:
                 self.view.status(f"first population: {len(first)} candidate(s)")
                 await self.loop.seed(first)
-        result = await self.loop.run()
-        return result.reason
+
+    async def _keep_time(self) -> None:
+        """The search's elapsed time, stored as it passes (at every verdict and every ELAPSED_EVERY_S), so
+        a kill loses little of it."""
+        while True:
+            await asyncio.sleep(ELAPSED_EVERY_S)
+            self._save_elapsed()
+
+    def _save_elapsed(self) -> None:
+        self.store.save_state("elapsed", {"s": round(self.loop.elapsed_s(), 3)})
 
     def _complete_baselines(self) -> None:
         """Verdicts given before torch.compile's baseline was measured get its figures now."""

@@ -311,9 +311,15 @@ class SearchLoop:
         self._emit("generation", evals=self.search.evals, best=self.best_id,
                    best_fitness=self.best().fitness if self.best() else None)
 
+    def start_clock(self) -> None:
+        """Count elapsed time from now (the first population's evaluations count too); run() starts it if
+        nobody did."""
+        if self._started is None:
+            self._started = self.clock()
+            self._elapsed_base = self.search.elapsed_s
+
     async def run(self) -> SearchResult:
-        self._started = self.clock()
-        self._elapsed_base = self.search.elapsed_s
+        self.start_clock()
         try:
             reason = await self._pipeline()
         finally:
@@ -321,6 +327,17 @@ class SearchLoop:
             self._elapsed_base, self._started = self.search.elapsed_s, None
         self._emit("stop", reason=reason, best=self.best_id)
         return SearchResult(self.best(), reason, self.search, self.individuals)
+
+    def elapsed_s(self) -> float:
+        """The search's time so far, this session's running span included."""
+        return self._refresh().elapsed_s
+
+    def take_in_elapsed(self, seconds: float) -> None:
+        """Time an earlier session spent after its last snapshot (kept as it passed): counted from now on.
+        Before the clock starts."""
+        if self._started is None and seconds > self.search.elapsed_s:
+            self.search.elapsed_s = seconds
+            self._elapsed_base = seconds
 
     # -- snapshot -----------------------------------------------------------------------------
 
