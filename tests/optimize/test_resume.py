@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from kfoundry.optimize import optimize
 from tests.optimize.helpers import AFFINE, writer_spec
 
@@ -82,18 +84,19 @@ def _code(source: str, names: list[str]) -> str:
     return text
 
 
-def test_a_run_killed_in_its_first_generation_resumes_without_evaluating_a_kernel_again(tmp_path):
+@pytest.mark.parametrize("kill_after", [1, 2, 4, 7])  # with the test above (3, with an LLM): five points
+def test_a_run_killed_at_any_point_resumes_without_evaluating_a_kernel_again(tmp_path, kill_after):
     # no LLM: the first generation is the composer's, which a resume in that generation composes again
     run = tmp_path / "run-folder"
     db = run / "run.sqlite"
     command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
-               "--max-evals", "8", "--llm", "none", "--library", "off", "-o", str(run), "--quiet"]
+               "--max-evals", "10", "--llm", "none", "--library", "off", "-o", str(run), "--quiet"]
     proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             finished = _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL")
-            if finished and finished[0][0] >= 1:
+            if finished and finished[0][0] >= kill_after:
                 break
             time.sleep(0.1)
         assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
@@ -102,7 +105,8 @@ def test_a_run_killed_in_its_first_generation_resumes_without_evaluating_a_kerne
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert not _rows(db, "SELECT value FROM state WHERE key = 'search'")  # killed before its first generation ended
+    if kill_after == 1:  # killed before its first generation ended: the composer runs again on resume
+        assert not _rows(db, "SELECT value FROM state WHERE key = 'search'")
     optimize(resume=run, quiet=True)
     sources = [row[0] for row in _rows(db, "SELECT c.source FROM evaluations e JOIN candidates c"
                                            " ON c.id = e.candidate_id WHERE e.finished_at IS NOT NULL")]

@@ -167,6 +167,8 @@ def test_a_store_damaged_anywhere_is_a_damaged_file_not_a_traceback(store, where
             outcomes.append("damaged")
     if where != "end":  # the last pages may hold only free space
         assert "damaged" in outcomes, outcomes
+    if where == "middle":
+        assert outcomes[0] == "damaged"  # a resume checks the whole store first (PRAGMA quick_check)
 
 
 def test_open_another_sqlite_file(tmp_path):

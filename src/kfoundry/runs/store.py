@@ -25,9 +25,11 @@ from kfoundry.runs.schema import (
     DDL,
     ORIGINS,
     SCHEMA_VERSION,
+    WAY_OUT,
     configure_connection,
     connect,
 )
+from kfoundry.sqlite_files import DamagedFile
 from kfoundry.types import STATUSES
 
 _REPLY_FIELDS = tuple(f.name for f in dataclasses.fields(LLMReply))
@@ -118,6 +120,11 @@ class RunStore:
             raise RunStoreError(f"{path} has run-store schema version {version}; this kfoundry "
                                 f"reads version {SCHEMA_VERSION}: resume it with the kfoundry "
                                 "that made it, or start a new run")
+        if resume:  # a run's store is small: find damage now, not halfway through the resumed search
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+            if problems != ["ok"]:
+                conn.close()
+                raise DamagedFile(path, sqlite3.DatabaseError(problems[0]), WAY_OUT)
         configure_connection(conn)
         store = cls(run_dir, conn)
         if resume:
