@@ -151,6 +151,24 @@ def test_a_resumed_bench_goes_on_with_the_interrupted_search_keeping_its_evaluat
     assert all("resume" not in call for call in later.calls)  # other settings: the search starts over
 
 
+@pytest.mark.parametrize("where", ["header", "middle", "end"])
+def test_a_damaged_bench_file_is_one_line_for_resume(tmp_path, suite, where):
+    import random
+
+    out = tmp_path / "out"
+    run_bench(suite, settings(), out, optimize_fn=FakeOptimize())
+    path = out / "bench.json"
+    data = bytearray(path.read_bytes())
+    start = {"header": 0, "middle": len(data) // 2, "end": max(0, len(data) - 64)}[where]
+    rng = random.Random(7)
+    for i in range(start, min(len(data), start + 64)):
+        data[i] = rng.randrange(256)
+    path.write_bytes(bytes(data))
+    with pytest.raises(UsageError) as info:
+        run_bench(suite, settings(), out, resume=True, optimize_fn=FakeOptimize())
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
 def test_resume_with_another_selection_keeps_the_other_results(tmp_path, suite):
     out = tmp_path / "out"
     run_bench(discover(suite.root, problems="1"), settings(), out, optimize_fn=FakeOptimize())

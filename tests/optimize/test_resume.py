@@ -61,6 +61,10 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
     assert set(before) <= set(finished)  # every verdict from before the kill stands, unchanged
     assert per_candidate == []  # no candidate evaluated twice
     assert len({h for _, h in candidates}) == len(candidates)  # no code stored twice
+    sources = [row[0] for row in _rows(db, "SELECT c.source FROM evaluations e JOIN candidates c"
+                                           " ON c.id = e.candidate_id WHERE e.finished_at IS NOT NULL")]
+    codes = [_code(source, ["affine", run.name]) for source in sources]
+    assert len(set(codes)) == len(codes)  # nor evaluated twice under other comments, docstrings or names
     assert len(finished) == len(candidates) == MAX_EVALS == result["evaluations"]  # none lost, budget held
     assert _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NULL") == [(0,)]
     sessions = _rows(db, "SELECT data FROM events WHERE kind = 'session_start'")

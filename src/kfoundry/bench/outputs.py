@@ -55,9 +55,13 @@ def load_results(out: Path) -> dict[str, ProblemResult]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise UsageError(f"{path} is not a kfoundry bench file: choose another --out")
     found = {}
-    for item in document.get("problems", []) + document.get("kept", []):
-        result = ProblemResult.from_dict(item)
-        found[result.name] = result
+    try:
+        for item in document.get("problems", []) + document.get("kept", []):
+            result = ProblemResult.from_dict(item)
+            found[result.name] = result
+    except (TypeError, AttributeError, ValueError) as exc:  # valid JSON, damaged records
+        raise UsageError(f"{path} is damaged ({type(exc).__name__}: {exc}): move it away or choose another "
+                         "--out") from None
     return found
 
 
