@@ -73,10 +73,10 @@ class _Connection(_Translating, sqlite3.Connection):
         return cursor
 
     def execute(self, *args: Any, **kwargs: Any) -> Any:
-        return self._kf_call(self.cursor().execute, *args, **kwargs)
+        return self.cursor().execute(*args, **kwargs)  # the cursor translates
 
     def executemany(self, *args: Any, **kwargs: Any) -> Any:
-        return self._kf_call(self.cursor().executemany, *args, **kwargs)
+        return self.cursor().executemany(*args, **kwargs)
 
     def executescript(self, *args: Any, **kwargs: Any) -> Any:
         return self._kf_call(super().executescript, *args, **kwargs)

@@ -14,7 +14,6 @@ needed and only the last one is kept, so memory does not grow with the number of
 from __future__ import annotations
 
 import contextlib
-
 import time
 import traceback
 from pathlib import Path

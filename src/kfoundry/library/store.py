@@ -82,21 +82,18 @@ class Library:
         # damage met at open or at any later query: a DamagedFile (one line, exit code 2), never a traceback
         try:
             self.db = connect(self.path, WAY_OUT, timeout=30)
-        except sqlite3.Error as exc:  # a folder, a path it cannot open
+            try:
+                self.db.row_factory = sqlite3.Row
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
+                if seed:
+                    self._load_seed()
+            except BaseException:
+                self.db.close()
+                raise
+        except sqlite3.Error as exc:  # not damage (that is a DamagedFile): a folder, a path SQLite cannot open
             raise LibraryError(f"cannot open library {self.path}: {brief(exc)}") from None
-        try:
-            self.db.row_factory = sqlite3.Row
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
-            if seed:
-                self._load_seed()
-        except sqlite3.Error as exc:  # not damage (that is a DamagedFile): a folder, a path it cannot open
-            self.db.close()
-            raise LibraryError(f"cannot open library {self.path}: {brief(exc)}") from None
-        except BaseException:
-            self.db.close()
-            raise
 
     # --- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
