@@ -356,11 +356,12 @@ class Optimization:
         paths = self.store.write_outputs(device_info)
         best = self.store.best("speedup_eager")
         self.experience.finish(best, self.name)
-        if self.llm is not None and self.experience.library is not None:
+        if self.llm is not None:
             from kfoundry.optimize.insights import summarize_run
 
-            summarize_run(self.llm, self.budget, self.store, self.experience.library, self.run_dir.name,
-                          self.experience.signature, self.name, prepared.device_facts.name)
+            self.experience.use(None, lambda library: summarize_run(
+                self.llm, self.budget, self.store, library, self.run_dir.name, self.experience.signature, self.name,
+                prepared.device_facts.name))
         result = json.loads(paths["result"].read_text())
         result.update({"stop_reason": reason, "run_dir": str(self.run_dir), "notes": self.notes,
                        "llm_used": self.llm is not None, "timed": self.evaluator.device != "cpu",

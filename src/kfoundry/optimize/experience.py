@@ -36,7 +36,8 @@ class Experience:
         self.device = device
         self.on_damaged = on_damaged
 
-    def _use(self, default: Any, action: Callable[[Any], Any]) -> Any:
+    def use(self, default: Any, action: Callable[[Any], Any]) -> Any:
+        """action(library), or `default` when the library is off or turns out damaged (then dropped)."""
         if self.library is None:
             return default
         try:
@@ -55,7 +56,7 @@ class Experience:
     def retrieve(self, k: int) -> list[dict[str, Any]]:
         if k <= 0:
             return []
-        return self._use([], lambda library: library.retrieve(self.signature, k=k))
+        return self.use([], lambda library: library.retrieve(self.signature, k=k))
 
     def kernels_for_this_problem(self) -> list[dict[str, Any]]:
         """Library kernels written for this very computation (an earlier run's best): seeds."""
@@ -71,19 +72,19 @@ class Experience:
                         out.append(full)
             return out
 
-        return self._use([], kernels)
+        return self.use([], kernels)
 
     def tuning_preferences(self) -> dict[str, int]:
         from kfoundry.experts.tuner import preferred_settings
 
-        return self._use({}, lambda library: preferred_settings(library.tuning_records(self.signature.get("kind"))))
+        return self.use({}, lambda library: preferred_settings(library.tuning_records(self.signature.get("kind"))))
 
     def record(self, child: Individual, parent: Individual | None, data: dict[str, Any] | None) -> None:
         """One parent -> child step (seeds, composed and library kernels have no parent: not steps)."""
         if parent is None:
             return
         categories = sorted({f.category for f in parent.diagnosis.findings}) if parent.diagnosis else []
-        self._use(None, lambda library: library.record_step(
+        self.use(None, lambda library: library.record_step(
             self.signature, child.expert, parent.source, child.source, categories, child.status, parent.fitness,
             child.fitness, device=self.device, run_id=self.run_id, data=data))
 
@@ -96,4 +97,4 @@ class Experience:
                                    speedup=best["speedup_eager"], device=self.device)
             return library.distil()
 
-        return self._use([], keep)
+        return self.use([], keep)
