@@ -99,15 +99,16 @@ def test_a_worker_that_dies_before_its_job_is_reported():
 
 
 def test_work_root_is_the_temp_dir_for_cpus_and_gpus(monkeypatch):
-    # never /dev/shm: a CUDA worker's sandbox leaves it writable, so a folder there is every candidate's
+    # never /dev/shm, whatever the device: a CUDA worker's sandbox leaves it writable, so a folder there is
+    # every candidate's
     monkeypatch.delenv("KFOUNDRY_WORK_DIR", raising=False)
-    assert work_root("cpu") is None and work_root("cuda:0") is None
+    assert work_root() is None
 
 
 def test_work_dir_setting_places_the_worker(monkeypatch, tmp_path):
     chosen = tmp_path / "work"
     monkeypatch.setenv("KFOUNDRY_WORK_DIR", str(chosen))
-    assert work_root("cpu") == str(chosen) and chosen.is_dir()
+    assert work_root() == str(chosen) and chosen.is_dir()
     with Worker("cpu") as worker:
         assert worker.workdir.parent == chosen
 

@@ -201,7 +201,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
     def counted_apart() -> float:
         """What a run's wall time holds that is reported under other names: lock waits and compiles."""
-        return getattr(lock, "waited_s", 0.0) + sum(seconds[name] for name in COMPILE_PHASES)
+        return lock.waited_s + sum(seconds[name] for name in COMPILE_PHASES)
 
     def run(inputs: list, seed: int, recorder: OpRecorder | None = None, poisoned: bool = True,
             phase: str = "run") -> Any:
@@ -264,14 +264,14 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             inputs = exchange.inputs("0")  # the baselines' inputs
             with spent(seconds, "page cache flush"):
                 flush_page_cache()  # before the exclusive phase: writing out dirty pages is no GPU work
-            waited = getattr(lock, "waited_s", 0.0)
+            waited = lock.waited_s
             with lock.exclusive("timing"):
-                seconds["timing queue"] += getattr(lock, "waited_s", 0.0) - waited
+                seconds["timing queue"] += lock.waited_s - waited
                 result["timing"], last = time_candidate(job, model, inputs, device)
             channel.phase("timing check")
             exchange.check("the last timed run", "0", last, inputs)
             del last
-        seconds["gpu lock wait"] = getattr(lock, "waited_s", 0.0) - seconds["timing queue"]
+        seconds["gpu lock wait"] = lock.waited_s - seconds["timing queue"]
         result["seconds"] = {k: round(v, 4) for k, v in seconds.items()}
     except Stopped as stop:
         return {"status": "stopped", "reason": str(stop)}

@@ -217,7 +217,7 @@ class Evaluator:
         others = memory.host_terms.get("judge", 0)
         self.memory_limit = int(max(2 << 30, min(0.75 * available, (0.85 * available - others) / memory.workers)))
         judge_limit = int(0.85 * available)
-        self._exchange = WorkDir.create("exchange", work_root(self.device))
+        self._exchange = WorkDir.create("exchange", work_root())
         self.judge = Judge(self.device, judge_limit, self._reference_env())
         job = {
             "kind": "judge",

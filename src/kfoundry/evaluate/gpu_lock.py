@@ -72,6 +72,8 @@ def from_environment(label: str = "") -> GpuLock | None:
 class NoLock:
     """Stands for the GPU lock where there is none (a CPU worker): its phases hold nothing."""
 
+    waited_s = 0.0  # as GpuLock's: it never waits
+
     def shared(self, phase: str) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 

@@ -27,15 +27,15 @@ from typing import Any
 import kfoundry
 from kfoundry.evaluate import gpu_lock
 from kfoundry.evaluate.memory_guard import MemoryGuard
-from kfoundry.evaluate.workdirs import WorkDir
+from kfoundry.evaluate.workdirs import WORK_DIR_ENV, WorkDir
 from kfoundry.sandbox.environment import evaluation_environment
+from kfoundry.sandbox.policy import SHARED_MEMORY
 
 STDERR = "stderr.log"
 CHANNEL_FD_ENV = "KFOUNDRY_CHANNEL_FD"
 MAX_LINE = 1 << 20  # a longer line from a worker is dropped, not parsed
 SELF_DEADLINE_GRACE_S = 30.0  # a worker ends itself this long after its job's timeout
 READY_TIMEOUT_S = 300.0  # a worker's start-up (imports, CUDA context) before its job's own time counts
-SHARED_MEMORY = Path("/dev/shm")
 _ENDED = object()  # the worker's pipe closed
 
 
@@ -59,13 +59,13 @@ def session_members(session: int) -> list[int]:
     return members
 
 
-def work_root(device: str) -> str | None:
+def work_root() -> str | None:
     """The folder that workers' and the judge's files go under: KFOUNDRY_WORK_DIR if set, else the
     system's temporary directory (None). Never /dev/shm by default, GPUs included: a CUDA worker's sandbox
     must leave /dev/shm writable (torch's and the driver's CUDA IPC files are made there by name), so any
     folder there would be open to every candidate. A GPU's outputs cross by CUDA IPC: the folders hold
     small files."""
-    chosen = os.environ.get("KFOUNDRY_WORK_DIR")
+    chosen = os.environ.get(WORK_DIR_ENV)
     if chosen:
         Path(chosen).mkdir(parents=True, exist_ok=True)
         return chosen
@@ -125,7 +125,7 @@ class Worker:
     ) -> None:
         self.device = device
         self.label = label
-        self._dir = WorkDir.create(label, work_root(device))
+        self._dir = WorkDir.create(label, work_root())
         self.workdir = self._dir.path
         self.guard = MemoryGuard.create(memory_limit_bytes, self.workdir, label) if memory_limit_bytes else None
         read_end, write_end = os.pipe()
@@ -369,7 +369,7 @@ def _remove_ipc_leftovers(pid: int) -> None:
     """What CUDA IPC leaves in /dev/shm for a process that was killed or skipped its teardown: torch's
     reference-count files (torch_<pid>_*) and the driver's event segments (cuda.shm.<dev>.<pid hex>.*)."""
     for pattern in (f"torch_{pid}_*", f"cuda.shm.*.{pid:x}.*"):
-        for path in SHARED_MEMORY.glob(pattern):
+        for path in Path(SHARED_MEMORY).glob(pattern):
             try:
                 if path.stat().st_uid == os.getuid():
                     path.unlink()

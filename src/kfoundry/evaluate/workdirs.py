@@ -20,9 +20,10 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from kfoundry.sandbox.policy import SHARED_MEMORY
+
 PREFIX = "kfoundry-"
 LOCK_NAME = ".owner.lock"
-SHARED_MEMORY = "/dev/shm"
 WORK_DIR_ENV = "KFOUNDRY_WORK_DIR"
 # A folder without a lock is either from a version without locks or so fresh that its creator has
 # not made the lock yet (mkdtemp, then open): only the first kind is old.
