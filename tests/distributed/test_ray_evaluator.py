@@ -16,6 +16,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kfou
 from kfoundry.distributed import RayEvaluator, connect, disconnect
 from kfoundry.evaluate import EvalOptions
 from kfoundry.types import Evaluation
+from tests.helpers import alive
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +67,6 @@ def _running(evaluator: RayEvaluator, candidate: Path, timeout_s: float = 60) ->
             return found[0]
         time.sleep(0.05)
     raise AssertionError("the evaluation never started")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _children(pid: int) -> list[int]:
@@ -129,9 +123,9 @@ def test_an_actor_process_killed_outright_leaves_no_candidate_behind(evaluator, 
         assert workers, "the actor runs its candidate in a worker process of its own"
         os.kill(running["pid"], signal.SIGKILL)  # as the OOM killer would: no clean-up in the actor
         deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not [pid for pid in workers if _alive(pid)], "a candidate worker outlived its actor"
+        assert not [pid for pid in workers if alive(pid)], "a candidate worker outlived its actor"
         go.touch()
         evaluation = future.result(timeout=180)
     assert evaluation.status == "ok" and evaluation.settings["worker"]["attempts"] == 2, evaluation.message

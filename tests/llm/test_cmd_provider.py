@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kfoundry.llm import LLMError, Pricing, make_provider
+from tests.helpers import alive
 
 FAKE_LLM = Path(__file__).resolve().parents[1] / "fixtures" / "llm" / "fake_llm.py"
 PYTHON = shlex.quote(sys.executable)
@@ -76,18 +76,7 @@ def test_timeout_kills_the_process_group(tmp_path):
     assert time.monotonic() - started < 10
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the command's child outlived the timeout"
+    assert not alive(child), "the command's child outlived the timeout"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (killed, not yet reaped by init in this container) counts as dead.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -25,51 +25,29 @@ def _rows(db, sql):
         return []
 
 
-def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
-    run = tmp_path / "run"
-    db = run / "run.sqlite"
-    command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
-               "--islands", "2", "--max-evals", str(MAX_EVALS), "--llm", writer_spec(tmp_path / "llm.log"),
-               "--library", str(tmp_path / "lib.sqlite"), "-o", str(run), "--quiet"]
+def _kill_after(command: list[str], db, verdicts: int) -> None:
+    """Start `kfoundry optimize` in a session of its own and SIGKILL all of it once `verdicts` are stored."""
     proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             finished = _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL")
-            if finished and finished[0][0] >= 3:
+            if finished and finished[0][0] >= verdicts:
                 break
-            time.sleep(0.2)
+            time.sleep(0.1)
         assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    before = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
-    assert 3 <= len(before) < MAX_EVALS
-    kept = _rows(db, "SELECT value FROM state WHERE key = 'elapsed'")  # stored as it passed, kill or not
-    assert kept and json.loads(kept[0][0])["s"] > 0
 
-    result = optimize(resume=run, quiet=True)
-    search = json.loads(_rows(db, "SELECT value FROM state WHERE key = 'search'")[0][0])["search"]
-    assert search["elapsed_s"] >= json.loads(kept[0][0])["s"]  # the killed session's time counts for --max-time
 
-    finished = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
-    per_candidate = _rows(db, "SELECT candidate_id, COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL"
-                              " GROUP BY candidate_id HAVING COUNT(*) > 1")
-    candidates = _rows(db, "SELECT id, source_hash FROM candidates")
-    assert set(before) <= set(finished)  # every verdict from before the kill stands, unchanged
-    assert per_candidate == []  # no candidate evaluated twice
-    assert len({h for _, h in candidates}) == len(candidates)  # no code stored twice
+def _evaluated_codes(db, names: list[str]) -> list[str]:
+    """The code of every finished evaluation, stripped as `_code` does."""
     sources = [row[0] for row in _rows(db, "SELECT c.source FROM evaluations e JOIN candidates c"
                                            " ON c.id = e.candidate_id WHERE e.finished_at IS NOT NULL")]
-    codes = [_code(source, ["affine", run.name]) for source in sources]
-    assert len(set(codes)) == len(codes)  # nor evaluated twice under other comments, docstrings or names
-    assert len(finished) == len(candidates) == MAX_EVALS == result["evaluations"]  # none lost, budget held
-    assert _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NULL") == [(0,)]
-    sessions = _rows(db, "SELECT data FROM events WHERE kind = 'session_start'")
-    assert len(sessions) == 2 and '"resumed": true' in sessions[1][0]
-    assert (run / "best.py").is_file() and result["best"] is not None
+    return [_code(source, names) for source in sources]
 
 
 def _code(source: str, names: list[str]) -> str:
@@ -88,6 +66,38 @@ def _code(source: str, names: list[str]) -> str:
     return text
 
 
+def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
+    run = tmp_path / "run"
+    db = run / "run.sqlite"
+    command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
+               "--islands", "2", "--max-evals", str(MAX_EVALS), "--llm", writer_spec(tmp_path / "llm.log"),
+               "--library", str(tmp_path / "lib.sqlite"), "-o", str(run), "--quiet"]
+    _kill_after(command, db, 3)
+    before = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
+    assert 3 <= len(before) < MAX_EVALS
+    kept = _rows(db, "SELECT value FROM state WHERE key = 'elapsed'")  # stored as it passed, kill or not
+    assert kept and json.loads(kept[0][0])["s"] > 0
+
+    result = optimize(resume=run, quiet=True)
+    search = json.loads(_rows(db, "SELECT value FROM state WHERE key = 'search'")[0][0])["search"]
+    assert search["elapsed_s"] >= json.loads(kept[0][0])["s"]  # the killed session's time counts for --max-time
+
+    finished = _rows(db, "SELECT candidate_id, status FROM evaluations WHERE finished_at IS NOT NULL")
+    per_candidate = _rows(db, "SELECT candidate_id, COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL"
+                              " GROUP BY candidate_id HAVING COUNT(*) > 1")
+    candidates = _rows(db, "SELECT id, source_hash FROM candidates")
+    assert set(before) <= set(finished)  # every verdict from before the kill stands, unchanged
+    assert per_candidate == []  # no candidate evaluated twice
+    assert len({h for _, h in candidates}) == len(candidates)  # no code stored twice
+    codes = _evaluated_codes(db, ["affine", run.name])
+    assert len(set(codes)) == len(codes)  # nor evaluated twice under other comments, docstrings or names
+    assert len(finished) == len(candidates) == MAX_EVALS == result["evaluations"]  # none lost, budget held
+    assert _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NULL") == [(0,)]
+    sessions = _rows(db, "SELECT data FROM events WHERE kind = 'session_start'")
+    assert len(sessions) == 2 and '"resumed": true' in sessions[1][0]
+    assert (run / "best.py").is_file() and result["best"] is not None
+
+
 @pytest.mark.parametrize("kill_after", [1, 2, 4, 7])  # with the test above (3, with an LLM): five points
 def test_a_run_killed_at_any_point_resumes_without_evaluating_a_kernel_again(tmp_path, kill_after):
     # no LLM: the first generation is the composer's, which a resume in that generation composes again
@@ -95,27 +105,12 @@ def test_a_run_killed_at_any_point_resumes_without_evaluating_a_kernel_again(tmp
     db = run / "run.sqlite"
     command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
                "--max-evals", "10", "--llm", "none", "--library", "off", "-o", str(run), "--quiet"]
-    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            finished = _rows(db, "SELECT COUNT(*) FROM evaluations WHERE finished_at IS NOT NULL")
-            if finished and finished[0][0] >= kill_after:
-                break
-            time.sleep(0.1)
-        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    _kill_after(command, db, kill_after)
     if kill_after == 1:  # killed before its first generation ended: the composer runs again on resume
         assert not _rows(db, "SELECT value FROM state WHERE key = 'search'")
     optimize(resume=run, quiet=True)
-    sources = [row[0] for row in _rows(db, "SELECT c.source FROM evaluations e JOIN candidates c"
-                                           " ON c.id = e.candidate_id WHERE e.finished_at IS NOT NULL")]
-    codes = [_code(source, ["affine", run.name]) for source in sources]
-    assert len(sources) >= 2 and len(set(codes)) == len(codes), "a kernel was evaluated twice"
+    codes = _evaluated_codes(db, ["affine", run.name])
+    assert len(codes) >= 2 and len(set(codes)) == len(codes), "a kernel was evaluated twice"
 
 
 def test_ctrl_c_stops_at_once_and_says_how_to_resume(tmp_path):

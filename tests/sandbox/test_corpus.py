@@ -29,6 +29,7 @@ import pytest
 from kfoundry.evaluate.signed_cache import KEY_FILE
 from kfoundry.llm.redact import MASK
 from kfoundry.sandbox import landlock
+from tests.helpers import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fixtures" / "sandbox"
@@ -117,15 +118,6 @@ def run_corpus(world, mode: str, names: list[str], device: str = "cpu") -> dict:
     return json.loads(out.read_text())
 
 
-def _alive(pid: int) -> bool:
-    """Running (a killed process whose parent is gone stays a zombie until init reaps it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def test_the_sandbox_stops_every_attack(world):
     assert_all_blocked(world, run_corpus(world, "on", sorted(world["files"])), "cpu")
 
@@ -165,8 +157,8 @@ def assert_all_blocked(world, results: dict, device: str) -> None:
     fork = outcome(results["py_fork_outlives"]["message"])
     assert "PermissionError" in fork  # setsid: denied
     child = int(fork.rsplit("child ", 1)[1].split()[0])
-    assert not _alive(child)  # it stayed in the worker's process group, which was killed with the worker
-    assert not _alive(cpp_child)  # forked from C++, in the worker's session: killed with it
+    assert not alive(child)  # it stayed in the worker's process group, which was killed with the worker
+    assert not alive(cpp_child)  # forked from C++, in the worker's session: killed with it
 
 
 def test_without_the_sandbox_the_same_attacks_work(world):
@@ -192,5 +184,5 @@ def test_without_the_sandbox_the_same_attacks_work(world):
         fork = outcome(results["py_fork_outlives"]["message"]) if "py_fork_outlives" in results else ""
         if "child " in fork:
             child = int(fork.rsplit("child ", 1)[1].split()[0])
-            if _alive(child):
+            if alive(child):
                 os.kill(child, signal.SIGKILL)

@@ -16,6 +16,7 @@ import pytest
 
 from kfoundry.evaluate.host_memory import process_tree
 from kfoundry.sandbox import lifeline
+from tests.helpers import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "tests" / "fixtures" / "problems" / "affine.py"
@@ -54,15 +55,6 @@ options = EvalOptions(device="cpu", trials=1, seed=3, guard=False, timeout_s=200
 with Evaluator(sys.argv[1], options) as evaluator:
     evaluator.evaluate(sys.argv[2])
 """
-
-
-def _alive(pid: int) -> bool:
-    """Running (a killed process whose parent is gone stays a zombie until init reaps it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _stat(pid: int) -> tuple[int, int]:
@@ -108,9 +100,9 @@ def test_killing_the_parent_ends_every_worker_and_what_a_candidate_forked(tmp_pa
         os.killpg(parent.pid, signal.SIGKILL)  # the parent's group only: the workers lead sessions of their own
         parent.wait()
         ended = time.monotonic() + 2.0
-        while time.monotonic() < ended and any(_alive(pid) for pid in tree):
+        while time.monotonic() < ended and any(alive(pid) for pid in tree):
             time.sleep(0.05)
-        survivors = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in tree if _alive(pid)}
+        survivors = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:80] for pid in tree if alive(pid)}
         assert not {p for p in survivors if p != spinners["own group"]}, survivors
         if in_own_cgroup:  # ninja's way out of the group is closed by the worker's memory cgroup
             assert not survivors, survivors
