@@ -94,3 +94,25 @@ def test_torch_compiles_off_the_lock_and_benchmarks_on_it(tmp_path: Path, monkey
     assert compile_fx.compile_fx is fake_compile_fx and nvidia_driver.compile_module_from_src is fake_launcher_build
     assert seen == [("compile_fx", None, True), ("benchmark", "shared", False), ("launcher", None, True)]
     lock.close()
+
+
+def test_a_kernel_over_the_gpus_shared_memory_fails_before_code_generation(monkeypatch: pytest.MonkeyPatch):
+    """Triton's own OutOfResources, raised once the kernel's shared memory is known (after the LLVM IR
+    stage), before the slow stages run; a kernel that fits goes on to them."""
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.runtime.errors import OutOfResources
+
+    from kfoundry.evaluate import compiling
+    from kfoundry.evaluate.compiling import fail_fast_over_shared_memory
+
+    generated = []
+    monkeypatch.setattr(CUDABackend, "make_ptx", lambda self, src, metadata, *rest: generated.append(src) or "ptx")
+    monkeypatch.setattr(compiling, "shared_memory_limit", lambda: 232448)  # an H100's or H200's per block
+    restore = fail_fast_over_shared_memory()
+    try:
+        with pytest.raises(OutOfResources, match="shared memory, Required: 327680, Hardware limit: 232448"):
+            CUDABackend.make_ptx(None, "huge", {"shared": 327680}, None, 90)
+        assert CUDABackend.make_ptx(None, "fits", {"shared": 65536}, None, 90) == "ptx"
+    finally:
+        restore()
+    assert generated == ["fits"]

@@ -549,3 +549,13 @@ def test_a_missing_part_of_the_sandbox_warns_once_per_run_and_strict_refuses(mon
                    spare=False) as evaluator:
         with pytest.raises(UsageError, match="--sandbox strict: .*Landlock is not available"):
             evaluator.evaluate(candidates_dir / "affine_ok.py")
+
+
+def test_a_worker_asks_for_its_trials_budget_before_timing(affine_evaluator, tmp_path):
+    """Asked right before a timing, so that eager's median, once measured, bounds a slow candidate's trials;
+    with no eager figure (here: the CPU) there is no bound beyond the timing budget."""
+    from kfoundry.evaluate.evaluator import CandidateChecks
+
+    affine_evaluator.prepare()
+    assert affine_evaluator._serve({"request": "trials budget"}, tmp_path, CandidateChecks()) == {
+        "trials_budget_s": None}

@@ -27,6 +27,7 @@ from kfoundry.evaluate.gpu_lock import (
     ENV_TIMELINE,
     GpuLock,
     NoLock,
+    ThreadLocks,
     Span,
     concurrency,
     exclusive_overlaps,
@@ -359,6 +360,37 @@ def test_process_lock_is_the_assigned_lock_or_one_that_holds_nothing(tmp_path: P
     with lock.exclusive("timing"):
         pass
     assert [(s.phase, s.mode) for s in read_timeline(tmp_path / "timeline.jsonl")] == [("timing", "exclusive")]
+
+
+def test_thread_locks_give_each_thread_its_own_holder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's threads: each holds the GPU on its own object, so one thread's release is not another's,
+    and a timing (another process's exclusive) waits for every thread's hold."""
+    import threading
+
+    monkeypatch.setenv(ENV_LOCK, str(tmp_path / "gpu.lock"))
+    monkeypatch.delenv(ENV_TIMELINE, raising=False)
+    locks = ThreadLocks("judge")
+    first_in, second_out = threading.Event(), threading.Event()
+    seen = {}
+
+    def other() -> None:
+        with locks.shared("fill"):
+            seen["other"] = locks.current()
+            first_in.wait(5)
+        second_out.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with locks.shared("compare"):
+        first_in.set()
+        second_out.wait(5)  # the other thread has released its hold; this one's stays
+        assert not can_lock(tmp_path / "gpu.lock", fcntl.LOCK_EX)
+    thread.join()
+    assert can_lock(tmp_path / "gpu.lock", fcntl.LOCK_EX)
+    assert isinstance(locks.current(), GpuLock) and seen["other"] is not locks.current()
+    assert locks.waited_s >= 0.0
+    monkeypatch.delenv(ENV_LOCK)
+    assert isinstance(ThreadLocks().current(), NoLock)  # a CPU process: holds nothing, from any thread
 
 
 def test_lock_path_is_per_device_and_user() -> None:

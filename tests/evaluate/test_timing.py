@@ -109,6 +109,23 @@ def test_timer_takes_fewer_trials_when_runs_are_long():
     assert 10 <= stats.trials < 100  # 100 x 20 ms would exceed the 0.4 s budget; at least 10 are kept
 
 
+def test_a_trials_budget_bounds_the_trials_but_not_the_warm_up():
+    import time
+
+    timer = _fake_timer(event_ms=0.0)
+    stats, _ = timer.time(lambda: time.sleep(0.01), trials=100, budget_s=10.0, trials_budget_s=0.3)
+    assert 10 <= stats.trials <= 40  # 0.3 s of 10 ms runs, not 100 of them
+    assert stats.warmup_s >= WARMUP_S  # the warm-up had the whole budget's limit
+
+
+def test_a_candidates_trials_budget_follows_eager():
+    from kfoundry.evaluate.timing import MIN_RELATIVE_BUDGET_S, RELATIVE_BUDGET, trials_budget_s
+
+    assert trials_budget_s(None, 100) is None  # eager not measured yet: only the budget bounds it
+    assert trials_budget_s(7.0, 100) == pytest.approx(RELATIVE_BUDGET * 0.7)  # 100 trials of eager: 0.7 s
+    assert trials_budget_s(0.05, 100) == MIN_RELATIVE_BUDGET_S  # a fast problem: the floor
+
+
 def test_timer_keeps_the_event_time_when_the_host_sees_only_a_little_more():
     import time
 

@@ -23,7 +23,7 @@ import torch
 from kfoundry import problem as problems
 from kfoundry.evaluate import transport
 from kfoundry.evaluate.compiling import PHASES as COMPILE_PHASES
-from kfoundry.evaluate.compiling import compile_off_gpu
+from kfoundry.evaluate.compiling import compile_off_gpu, fail_fast_over_shared_memory
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
 from kfoundry.evaluate.gpu_lock import process_lock
 from kfoundry.evaluate.reference_job import plain, synchronize
@@ -102,10 +102,12 @@ class Exchange:
     """This worker's side of the transport: inputs from the judge, outputs to it. `seconds` gathers the
     time spent waiting on the judge for inputs and for checks."""
 
-    def __init__(self, channel, device: str, mode: str, workdir: Path, seconds: Counter | None = None) -> None:
+    def __init__(self, channel, device: str, mode: str, workdir: Path, seconds: Counter | None = None,
+                 layouts: dict[str, Any] | None = None) -> None:
         self.channel, self.device, self.mode, self.workdir = channel, device, mode, workdir
         self.seconds = seconds if seconds is not None else Counter()
-        self._layouts: dict[str, Any] = {}  # each set's tensor layouts, asked for once: sets 0 and probe serve 7 runs
+        # each set's tensor layouts, as the judge described them when it prepared; one it did not is asked for
+        self._layouts: dict[str, Any] = {k: v for k, v in (layouts or {}).items() if v is not None}
 
     def _ask(self, kind: str, **data: Any) -> dict[str, Any]:
         with spent(self.seconds, "judge " + ("inputs" if kind in ("inputs", "fill") else kind)):
@@ -117,7 +119,7 @@ class Exchange:
         return reply
 
     def inputs(self, name: str) -> list:
-        meta = self._layouts.get(name)
+        meta = self._layouts.get(name) if self.mode != "file" else None
         if meta is None:
             reply = self._ask("inputs", set=name, mode=self.mode)
             if "file" in reply:
@@ -185,6 +187,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     tracker = LaunchTracker().install()
     seconds: Counter = Counter()
     compile_off_gpu(lock, seconds)
+    fail_fast_over_shared_memory()
     model_class, failure = load_model_class(path, source)
     if failure is not None:
         return failure
@@ -197,7 +200,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             model = problems.build_model(model_class, init_inputs, job["init_seed"], dtype, device, job["eval_mode"])
     except BaseException as exc:
         return describe_exception(exc, path, "init")
-    exchange = Exchange(channel, device, job.get("transport", "file"), workdir, seconds)
+    exchange = Exchange(channel, device, job.get("transport", "file"), workdir, seconds, job.get("input_layouts"))
 
     def counted_apart() -> float:
         """What a run's wall time holds that is reported under other names: lock waits and compiles."""
@@ -264,6 +267,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             inputs = exchange.inputs("0")  # the baselines' inputs
             with spent(seconds, "page cache flush"):
                 flush_page_cache()  # before the exclusive phase: writing out dirty pages is no GPU work
+            job["timing"]["trials_budget_s"] = channel.request("trials budget").get("trials_budget_s")
             waited = lock.waited_s
             with lock.exclusive("timing"):
                 seconds["timing queue"] += lock.waited_s - waited
@@ -342,7 +346,8 @@ def time_candidate(job: dict[str, Any], model, run_inputs: list, device: str) ->
     started = time.perf_counter()
     timer = GpuTimer(device)
     made = time.perf_counter()
-    stats, last = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"], flush_files=False)
+    stats, last = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"], flush_files=False,
+                             trials_budget_s=timing.get("trials_budget_s"))
     timed = time.perf_counter()
     peak = peak_memory(device, call)
     # where the GPU's exclusive time goes, for the throughput benchmark

@@ -88,3 +88,42 @@ def compile_off_gpu(lock: Any, seconds: Counter | None = None, inductor: bool = 
             undo.pop()()
 
     return restore
+
+
+def shared_memory_limit() -> int:
+    """The current GPU's shared memory per block, as Triton checks it at a kernel's first launch."""
+    from triton.compiler.compiler import max_shared_mem
+    from triton.runtime.driver import driver
+
+    return max_shared_mem(driver.active.get_current_device())
+
+
+def fail_fast_over_shared_memory() -> Callable[[], None]:
+    """A Triton kernel that needs more shared memory than the GPU has fails before its machine code is made,
+    not after: Triton knows the figure once the kernel is lowered to LLVM IR, but only raises at the first
+    launch, after LLVM's code generation and ptxas, which for the huge tiles of such a kernel (a tuner child
+    asking for 320 KB) took tens of seconds. The error is Triton's own `OutOfResources`, with its message,
+    so the verdict and its diagnosis are what they were, and an autotuner still prunes that config. Returns
+    what undoes it; a no-op without Triton's CUDA backend."""
+    try:
+        from triton.backends.nvidia.compiler import CUDABackend
+        from triton.runtime.errors import OutOfResources
+    except Exception:  # noqa: BLE001 -- no CUDA backend in this Triton: nothing to check early
+        return lambda: None
+    original = CUDABackend.make_ptx
+
+    @functools.wraps(original)
+    def make_ptx(self: Any, src: Any, metadata: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        needed = metadata.get("shared") or 0
+        if needed:
+            limit = shared_memory_limit()
+            if needed > limit:
+                raise OutOfResources(needed, limit, "shared memory")
+        return original(self, src, metadata, *args, **kwargs)
+
+    CUDABackend.make_ptx = make_ptx
+
+    def restore() -> None:
+        CUDABackend.make_ptx = original
+
+    return restore

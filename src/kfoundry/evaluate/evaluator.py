@@ -26,12 +26,12 @@ from kfoundry.diagnose import diagnose
 from kfoundry.errors import CandidateFileError, UsageError
 from kfoundry.evaluate.baselines import baseline_key, load_baselines
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
-from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone
+from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone, baseline_worker
 from kfoundry.evaluate.memory_guard import reap_cgroups
 from kfoundry.evaluate.memory_plan import MemoryPlan, plan, problem_sizes
 from kfoundry.evaluate.options import EvalOptions, resolve_device
 from kfoundry.evaluate.process import READY_TIMEOUT_S, Worker, WorkerOutcome, WorkerPool, work_root
-from kfoundry.evaluate.timing import TIMING_METHOD
+from kfoundry.evaluate.timing import TIMING_METHOD, trials_budget_s
 from kfoundry.evaluate.workdirs import WorkDir, reap
 from kfoundry.guard.findings import Finding
 from kfoundry.problem import ProblemSource, read_problem, read_source
@@ -84,6 +84,7 @@ class PreparedProblem:
         self.cost = ProblemCost(**result["cost"])
         self.device_facts = DeviceFacts(**result["device_facts"])
         self.names = [str(k) for k in range(trials)] + list(HIDDEN_SETS)
+        self.input_layouts: dict[str, Any] = result.get("input_layouts") or {}
         self.reference_seconds = result.get("seconds")
         self.plan = plan
         self.workers = plan.workers
@@ -104,6 +105,12 @@ class PreparedProblem:
         if wait_for_all or not isinstance(self._baselines, Baselines):
             return self.baselines
         return self._baselines.available(["eager"])
+
+    def measured_median_ms(self, name: str) -> float | None:
+        """A baseline's median if it is measured by now (never waits)."""
+        record = self._baselines.so_far() if isinstance(self._baselines, Baselines) else self._baselines
+        stats = ((record or {}).get("stats") or {}).get(name)
+        return stats.get("median_ms") if isinstance(stats, dict) else None
 
     def write_inputs(self, name: str, folder: Path) -> Path:
         """Set `name`'s inputs as a file in `folder` (for a replay under a tool)."""
@@ -219,6 +226,10 @@ class Evaluator:
         judge_limit = int(0.85 * available)
         self._exchange = WorkDir.create("exchange", work_root())
         self.judge = Judge(self.device, judge_limit, self._reference_env())
+        # the baseline process starts now and imports while the judge prepares: eager's figure, which it
+        # measures first, gates the first verdicts
+        early = (baseline_worker(self.device, judge_limit, self._reference_env())
+                 if self.device.startswith("cuda") and opts.baselines else None)
         job = {
             "kind": "judge",
             "problem_path": str(self.source.path),
@@ -242,14 +253,19 @@ class Evaluator:
                                wrapper=opts.wrapper, memory_limit_bytes=self.memory_limit, sandbox=opts.sandbox)
         self.pool.fill()
         self.progress("reference: starting the judge")
-        result = self.judge.prepare(job, opts.reference_timeout_s, self.progress)
+        try:
+            result = self.judge.prepare(job, opts.reference_timeout_s, self.progress)
+        except BaseException:
+            if early is not None:
+                early.close()
+            raise
         self.reference_seconds = time.monotonic() - started
         if self.device.startswith("cuda") and result.get("gpu_memory"):
             memory = self._fit_gpu(memory, result["gpu_memory"]["free"])
         self.plan = memory
         self._slots = threading.Semaphore(memory.workers)
         facts = DeviceFacts(**result["device_facts"])
-        baselines = self._start_baselines(facts, judge_limit) if self.device.startswith("cuda") else None
+        baselines = self._start_baselines(facts, judge_limit, early) if self.device.startswith("cuda") else None
         self.progress(f"reference: ready in {self.reference_seconds:.1f} s; {memory.describe()}")
         return PreparedProblem(self.source, result, self._exchange.path, len(self.trial_seeds), baselines,
                                memory, self.judge)
@@ -262,7 +278,8 @@ class Evaluator:
         fitted.resident = memory.resident
         return fitted
 
-    def _start_baselines(self, facts: DeviceFacts, limit: int) -> Baselines | dict[str, Any] | None:
+    def _start_baselines(self, facts: DeviceFacts, limit: int,
+                         early: Worker | None) -> Baselines | dict[str, Any] | None:
         opts = self.options
         if not opts.baselines:
             return None
@@ -270,6 +287,8 @@ class Evaluator:
         if not opts.no_cache:
             cached = load_baselines(self.cache_dir, key)
             if cached is not None and all(n in cached["stats"] or n in cached["errors"] for n in opts.baselines):
+                if early is not None:
+                    early.close()
                 cached["cached"] = True
                 return cached
         job = {"kind": "baselines", "key": key, "problem_path": str(self.source.path),
@@ -278,7 +297,8 @@ class Evaluator:
                "trial_seeds": self.trial_seeds, "cache_dir": str(self.cache_dir),
                "timing": {"trials": opts.timing_trials, "budget_s": opts.timing_budget_s,
                           "baselines": list(opts.baselines), "no_cache": opts.no_cache}}
-        return Baselines(self.device, job, opts.reference_timeout_s, limit, self._reference_env(), self.progress)
+        return Baselines(self.device, job, opts.reference_timeout_s, limit, self._reference_env(), self.progress,
+                         worker=early)
 
     def _reference_env(self) -> dict[str, str]:
         """The judge's and the baseline process's: torch.compile's cache beside the baselines' (never a
@@ -322,6 +342,7 @@ class Evaluator:
                     "probe_seed": self.probe_seed,
                     "output_meta": prepared.output_meta,
                     "transport": self.transport,
+                    "input_layouts": prepared.input_layouts,
                     "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
                     if self.device != "cpu" else None,
                 }
@@ -388,6 +409,9 @@ class Evaluator:
     def _serve(self, message: dict[str, Any], folder: Path, checks: CandidateChecks) -> dict[str, Any]:
         """One request of a candidate's worker, passed on to the judge (checked fields only)."""
         kind = message.get("request")
+        if kind == "trials budget":  # asked right before the timing: eager's median may be in by then
+            return {"trials_budget_s": trials_budget_s(self.prepared.measured_median_ms("eager"),
+                                                       self.options.timing_trials)}
         names = set(self.prepared.names)
         name = message.get("set")
         if name not in names:

@@ -24,8 +24,9 @@ times are taken right after the flock succeeds and release times right before th
 recorded span lies inside the real holding interval and recorded spans that do not overlap prove
 that the holds did not overlap.
 
-Caveats: a lock object belongs to one thread (threads each make their own; two objects on the same
-file contend like two processes, so one thread holding two of them can deadlock itself). A child
+Caveats: a lock object belongs to one thread (threads each make their own, or share a `ThreadLocks`;
+two objects on the same file contend like two processes, so one thread holding two of them can
+deadlock itself). A child
 made by `fork` without `exec` shares the parent's open files and hence its flocks; the object
 notices the new pid and opens files of its own before taking anything in the child.
 """
@@ -39,6 +40,7 @@ import math
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -87,6 +89,41 @@ class NoLock:
 def process_lock(label: str = "") -> GpuLock | NoLock:
     """This process's GPU lock as the parent assigned it, or a NoLock: the same phases either way."""
     return from_environment(label) or NoLock()
+
+
+class ThreadLocks:
+    """The process's GPU lock for a process that holds it from several threads (the judge serves orders
+    at once): each thread gets a lock object of its own on first use, since one object belongs to one
+    thread. Its phases are those of the calling thread's object."""
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+        self._local = threading.local()
+        self._made: list[GpuLock | NoLock] = []
+        self._making = threading.Lock()
+
+    def current(self) -> GpuLock | NoLock:
+        lock = getattr(self._local, "lock", None)
+        if lock is None:
+            lock = self._local.lock = process_lock(self.label)
+            with self._making:
+                self._made.append(lock)
+        return lock
+
+    @property
+    def waited_s(self) -> float:
+        """Every thread's waits together."""
+        with self._making:
+            return sum(lock.waited_s for lock in self._made)
+
+    def shared(self, phase: str) -> contextlib.AbstractContextManager[None]:
+        return self.current().shared(phase)
+
+    def exclusive(self, phase: str) -> contextlib.AbstractContextManager[None]:
+        return self.current().exclusive(phase)
+
+    def off_gpu(self, phase: str) -> contextlib.AbstractContextManager[None]:
+        return self.current().off_gpu(phase)
 
 
 class GpuLock:

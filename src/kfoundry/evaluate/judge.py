@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from kfoundry.errors import ProblemError
@@ -21,17 +23,22 @@ class JudgeGone(RuntimeError):
 
 
 class Judge:
-    """One judge process; `ask` may be called from several threads (orders are served one at a time)."""
+    """One judge process. `ask` may be called from several threads at once: each order carries an id, a
+    reader thread hands each answer to the thread that asked, and the judge serves several orders at a
+    time (kfoundry.evaluate.judge_job), so one order that waits for the GPU holds back no other."""
 
     def __init__(self, device: str, memory_limit_bytes: int | None, extra_env: dict[str, str]) -> None:
         self.worker = Worker(device, label="judge", memory_limit_bytes=memory_limit_bytes, extra_env=extra_env)
-        self._lock = threading.Lock()
+        self._state = threading.Lock()  # the next id, the waiting orders, and one order's line at a time
         self._next = 0
+        self._waiting: dict[int, Future] = {}
+        self._gone: str | None = None
+        self._reader: threading.Thread | None = None
         self.phases: dict[str, float] = {}
 
-    def _receive(self, timeout_s: float) -> dict[str, Any] | None:
+    def _receive(self, timeout_s: float, keep: bool = True) -> dict[str, Any] | None:
         try:
-            return self.worker.receive(timeout_s)
+            return self.worker.receive(timeout_s, keep=keep)
         except WorkerEnded:
             raise JudgeGone(self._death()) from None
 
@@ -65,6 +72,8 @@ class Judge:
                 if label:
                     progress(f"reference: {label}")
             if "prepared" in message:
+                self._reader = threading.Thread(target=self._answers, daemon=True, name="kfoundry-judge-answers")
+                self._reader.start()
                 return message["prepared"]
             if "result" in message:
                 result = message["result"] or {}
@@ -72,26 +81,51 @@ class Judge:
                     raise ProblemError(result["problem_error"])
                 raise ProblemError(f"the reference process failed: {result.get('internal_error') or result}")
 
+    def _answers(self) -> None:
+        """Hand each answer to the order that waits for it, until the judge ends."""
+        while True:
+            try:
+                message = self._receive(1.0, keep=False)  # hundreds of answers a minute: none is kept
+            except JudgeGone as gone:
+                with self._state:
+                    self._gone = str(gone)
+                    waiting, self._waiting = self._waiting, {}
+                for future in waiting.values():
+                    future.set_exception(JudgeGone(str(gone)))
+                return
+            if message is None or "answer" not in message:
+                continue
+            with self._state:
+                future = self._waiting.pop(message["answer"], None)
+            if future is not None:
+                future.set_result(message)
+
     def ask(self, op: str, **data: Any) -> dict[str, Any]:
-        with self._lock:
+        future: Future = Future()
+        with self._state:
+            if self._gone is not None:
+                raise JudgeGone(self._gone)
             self._next += 1
             ident = self._next
-            if not self.worker.send({"op": op, "id": ident, **data}):
-                raise JudgeGone(self._death())
-            deadline = time.monotonic() + ANSWER_TIMEOUT_S
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.worker.kill()
-                    raise JudgeGone(f"the judge did not answer {op} within {ANSWER_TIMEOUT_S:.0f} s")
-                message = self._receive(left)
-                if message is not None and message.get("answer") == ident:
-                    return message
+            self._waiting[ident] = future
+            sent = self.worker.send({"op": op, "id": ident, **data})
+        if not sent:
+            with self._state:
+                self._waiting.pop(ident, None)
+            raise JudgeGone(self._death())
+        try:
+            return future.result(timeout=ANSWER_TIMEOUT_S)
+        except FutureTimeout:
+            self.worker.kill()
+            raise JudgeGone(f"the judge did not answer {op} within {ANSWER_TIMEOUT_S:.0f} s") from None
 
     def close(self) -> None:
         if self.worker.process.poll() is None:
-            self.worker.send({"op": "close"})
+            with self._state:
+                self.worker.send({"op": "close"})
         self.worker.close()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
 
 
 class Baselines:
@@ -99,7 +133,7 @@ class Baselines:
     `available(names)` only for the named baselines (the job reports each one as it is measured)."""
 
     def __init__(self, device: str, job: dict[str, Any], timeout_s: float, memory_limit_bytes: int | None,
-                 extra_env: dict[str, str], progress: Progress) -> None:
+                 extra_env: dict[str, str], progress: Progress, worker: Worker | None = None) -> None:
         self.progress = progress
         self._done = threading.Event()
         self._record: dict[str, Any] | None = None
@@ -108,7 +142,8 @@ class Baselines:
         self._peak: int | None = None
         self.seconds: float | None = None
         self._names = list(job.get("timing", {}).get("baselines", []))
-        self._worker = Worker(device, label="baselines", memory_limit_bytes=memory_limit_bytes, extra_env=extra_env)
+        # a worker started early (`baseline_worker`) has its imports done by now
+        self._worker = worker or baseline_worker(device, memory_limit_bytes, extra_env)
         self._thread = threading.Thread(target=self._run, args=(job, timeout_s), daemon=True,
                                         name="kfoundry-baselines")
         self._thread.start()
@@ -153,6 +188,13 @@ class Baselines:
                         "pending": [n for n in self._names if n not in stats and n not in errors]}
         return self.result()
 
+    def so_far(self) -> dict[str, Any]:
+        """What is measured by now, without waiting: the whole record once the process is done."""
+        with self._changed:
+            if not self._done.is_set():
+                return {"stats": dict(self._so_far["stats"]), "errors": dict(self._so_far["errors"])}
+        return self.result()
+
     def _phase(self, phase: str) -> None:
         if phase.startswith("baseline "):
             self.progress(f"reference: baselines ({phase.removeprefix('baseline ')})")
@@ -169,6 +211,11 @@ class Baselines:
         if not self._done.is_set():
             self._worker.kill()
         self._thread.join(timeout=10)
+
+
+def baseline_worker(device: str, memory_limit_bytes: int | None, extra_env: dict[str, str]) -> Worker:
+    """The baseline process, before its job: started beside the judge, it imports torch meanwhile."""
+    return Worker(device, label="baselines", memory_limit_bytes=memory_limit_bytes, extra_env=extra_env)
 
 
 def _baseline_record(outcome: WorkerOutcome, timeout_s: float) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 It computes, for every input set (the trials, and the guard's probe and outlier sets), the inputs
 and the expected outputs (the PyTorch reference and its float64 ground truth), checks whether the
 problem is weak, and measures its cost and the device's facts. Then it serves the parent's orders
-one at a time: put a set's inputs where a candidate's worker can take them, and compare what a
-worker computed with what is expected. The expected outputs never leave this process.
+several at once: put a set's inputs where a candidate's worker can take them, and compare what a
+worker computed with what is expected (one comparison at a time). The expected outputs never leave
+this process.
 
 Where they fit (`resident`), every set's expected outputs stay in memory — on the GPU for a GPU
 problem, so comparisons run there in milliseconds; otherwise a set is computed again when it is
@@ -14,8 +15,10 @@ needed and only the last one is kept, so memory does not grow with the number of
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from kfoundry.evaluate import transport
 from kfoundry.evaluate.compare import IndexSource, compare_outputs, flatten_outputs
 from kfoundry.evaluate.compiling import compile_off_gpu
 from kfoundry.evaluate.device_facts import device_facts
-from kfoundry.evaluate.gpu_lock import process_lock
+from kfoundry.evaluate.gpu_lock import ThreadLocks
 from kfoundry.evaluate.index_sources import IndexRecorder
 from kfoundry.evaluate.reference_job import (INPUT_INDEPENDENT, NEAR_ZERO_PREFIX, NONDETERMINISTIC, all_close,
                                              clone_inputs, draw_inputs, near_zero, plain, synchronize, upcast,
@@ -177,6 +180,14 @@ def _detached(value: Any) -> Any:
     return value
 
 
+def _layout(inputs: list) -> Any:
+    """A set's tensor layouts as the `inputs` order describes them; None where they cannot be carried."""
+    try:
+        return transport.describe_tree(inputs, transport.tensor_meta)
+    except transport.TransportError:
+        return None
+
+
 def prepare(ref: Reference, channel) -> dict[str, Any]:
     """Every set once (kept when resident), the weak-problem checks, the cost and the device's facts."""
     job, device = ref.job, ref.device
@@ -206,8 +217,10 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
     near, independent = near_zero(first.reference, tol), False
     cost = problems.measure_cost(ref.model, clone_inputs(first.inputs), first.reference)
     ref.sets["0"] = first
+    layouts = {"0": _layout(first.inputs)}
     for name in ref.names[1:]:
         expected = ref.compute(name)
+        layouts[name] = _layout(expected.inputs)
         near = near and near_zero(expected.reference, tol)
         if name == "probe":  # fresh data: the same output means it does not depend on its inputs
             independent = (all_close(expected.reference, first.reference, tol)
@@ -233,6 +246,8 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         "cost": to_jsonable(cost),
         "device_facts": to_jsonable(facts),
         "resident": ref.resident,
+        # each set's tensor layouts: a worker allocates its buffers from these, with no order to ask for them
+        "input_layouts": layouts,
     }
     if device.startswith("cuda"):
         synchronize(device)
@@ -347,14 +362,45 @@ def _needs_gpu(ref: Reference, order: dict[str, Any]) -> bool:
     return not (order.get("op") == "inputs" and order.get("mode") != "file" and order.get("set") in ref.sets)
 
 
+SERVING_THREADS = 4  # orders served at once where every set is resident
+
+
+def _heavy(order: dict[str, Any]) -> bool:
+    """An order whose scratch memory the plan counts once (a comparison, inputs written to a file): these
+    are served one at a time; fills and layouts allocate nothing and may run beside them."""
+    return order.get("op") == "compare" or (order.get("op") == "inputs" and order.get("mode") == "file")
+
+
+def serve(ref: Reference, order: dict[str, Any], locks: ThreadLocks, heavy: threading.Lock, channel) -> None:
+    """One order, answered on the channel (with where its time went: waiting for the GPU, serving)."""
+    handler = ORDERS.get(order.get("op"))
+    answer: dict[str, Any]
+    asked = time.monotonic()
+    served = asked
+    try:
+        if handler is None:
+            raise transport.TransportError(f"unknown order {order.get('op')!r}")
+        # the heavy lock before the GPU's: a thread that holds the GPU never waits for another of ours,
+        # so a timing waiting for the GPU cannot wait on a thread that waits for it
+        with heavy if _heavy(order) else contextlib.nullcontext():
+            with locks.shared(order["op"]) if _needs_gpu(ref, order) else contextlib.nullcontext():
+                served = time.monotonic()
+                answer = handler(ref, order)
+    except transport.TransportError as exc:
+        answer = {"error": str(exc), "transport": True}
+    except Exception as exc:  # one bad order never ends the judge
+        answer = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
+    answer["lock_wait_s"], answer["serve_s"] = round(served - asked, 4), round(time.monotonic() - served, 4)
+    channel.send(answer=order.get("id"), **answer)
+
+
 def run_judge(job: dict[str, Any], channel) -> dict[str, Any]:
-    lock = process_lock("judge")
-    shared = lock.shared
-    compile_off_gpu(lock)  # its comparison kernel compiles on the first compare
+    locks = ThreadLocks("judge")
+    compile_off_gpu(locks)  # its comparison kernel compiles on the first compare
     channel.phase("load")
     started = time.monotonic()
     try:
-        with shared("reference"):
+        with locks.shared("reference"):
             ref = Reference(job, channel)
             prepared = prepare(ref, channel)
     except ProblemError as exc:
@@ -365,24 +411,13 @@ def run_judge(job: dict[str, Any], channel) -> dict[str, Any]:
     prepared["seconds"] = round(time.monotonic() - started, 3)
     channel.send(prepared=prepared)
     channel.phase("serving")
-    while True:
-        order = channel.receive()
-        if order is None or order.get("op") == "close":
-            return {"status": "closed"}
-        handler = ORDERS.get(order.get("op"))
-        answer: dict[str, Any]
-        asked = time.monotonic()
-        served = asked
-        try:
-            if handler is None:
-                raise transport.TransportError(f"unknown order {order.get('op')!r}")
-            with shared(order["op"]) if _needs_gpu(ref, order) else contextlib.nullcontext():
-                served = time.monotonic()
-                answer = handler(ref, order)
-        except transport.TransportError as exc:
-            answer = {"error": str(exc), "transport": True}
-        except Exception as exc:  # one bad order never ends the judge
-            answer = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
-        # where the judge's time goes: waiting for the GPU (a timing holds it) and serving
-        answer["lock_wait_s"], answer["serve_s"] = round(served - asked, 4), round(time.monotonic() - served, 4)
-        channel.send(answer=order.get("id"), **answer)
+    # Several candidates' orders at once: one order waiting for the GPU (a timing holds it) or serving
+    # does not hold back the others. Sets computed on demand (not resident) are made one at a time.
+    threads = SERVING_THREADS if ref.resident else 1
+    heavy = threading.Lock()
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kfoundry-judge") as pool:
+        while True:
+            order = channel.receive()
+            if order is None or order.get("op") == "close":
+                return {"status": "closed"}
+            pool.submit(serve, ref, order, locks, heavy, channel)

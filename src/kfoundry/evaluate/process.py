@@ -203,9 +203,9 @@ class Worker:
         except (BrokenPipeError, OSError, ValueError):
             return False  # the worker died: reported from its exit code
 
-    def receive(self, timeout_s: float) -> dict[str, Any] | None:
-        """The worker's next message (also kept in `messages`), or None when none came within timeout_s;
-        WorkerEnded once its pipe has closed."""
+    def receive(self, timeout_s: float, keep: bool = True) -> dict[str, Any] | None:
+        """The worker's next message (also kept in `messages`, unless not `keep`), or None when none came
+        within timeout_s; WorkerEnded once its pipe has closed."""
         try:
             message = self._inbox.get(timeout=timeout_s)
         except queue.Empty:
@@ -213,7 +213,8 @@ class Worker:
         if message is _ENDED:
             self._inbox.put(_ENDED)  # for the next caller too
             raise WorkerEnded
-        self.messages.append(message)
+        if keep:
+            self.messages.append(message)
         return message
 
     def wait_ready(self, timeout_s: float) -> bool:

@@ -45,6 +45,8 @@ TIMING_METHOD = (
 )
 DEFAULT_BUDGET_S = 10.0
 MIN_TRIALS = 10
+RELATIVE_BUDGET = 2.0  # a candidate's timed trials take at most this many times what eager's take ...
+MIN_RELATIVE_BUDGET_S = 1.0  # ... or this long, whichever is more
 FLAG_RATIO = 1.5
 FLAG_MARGIN_MS = 0.02
 
@@ -187,11 +189,12 @@ class GpuTimer:
 
     def time(
         self, fn: Callable[[], Any], trials: int = 100, budget_s: float = DEFAULT_BUDGET_S,
-        flush_files: bool = True,
+        flush_files: bool = True, trials_budget_s: float | None = None,
     ) -> tuple[TimingStats, Any]:
-        """Time fn() over up to `trials` trials (fewer if they would exceed budget_s); returns
-        the statistics and the output of the last timed run. flush_files=False: the caller wrote out
-        dirty pages already (before taking the GPU to itself: a sync can take a while)."""
+        """Time fn() over up to `trials` trials (fewer if they would exceed budget_s, or trials_budget_s,
+        which bounds the trials but not the warm-up); returns the statistics and the output of the last
+        timed run. flush_files=False: the caller wrote out dirty pages already (before taking the GPU to
+        itself: a sync can take a while)."""
         out = fn()  # the first call may compile or autotune: not part of any estimate
         self._sync()
         if flush_files:
@@ -199,8 +202,9 @@ class GpuTimer:
         warm_runs, warm_s = self.warm_up(fn, budget_s)
         per_run = warm_s / warm_runs
         count = trials
-        if per_run * trials > budget_s:
-            count = max(MIN_TRIALS, int(budget_s / max(per_run, 1e-9)))
+        limit = min(budget_s, trials_budget_s) if trials_budget_s else budget_s
+        if per_run * trials > limit:
+            count = max(MIN_TRIALS, int(limit / max(per_run, 1e-9)))
         count = min(count, trials)
         clock_start = self.clock_mhz()
         times, events, hosts, flagged = [], [], [], 0
@@ -218,6 +222,17 @@ class GpuTimer:
         stats.warmup_runs, stats.warmup_s = warm_runs, round(warm_s, 4)
         stats.sm_clock_mhz = [clock_start, self.clock_mhz()]
         return stats, out
+
+
+def trials_budget_s(eager_median_ms: float | None, trials: int) -> float | None:
+    """How long a candidate's timed trials may take once eager's median is known: RELATIVE_BUDGET times
+    what `trials` runs of eager take, and at least MIN_RELATIVE_BUDGET_S. While a candidate is timed the
+    GPU is no one else's, and a candidate ten times slower than eager (a tuner child with a bad tile)
+    held it for 8 s of 100 trials; a median of 20 says as much. A candidate up to twice eager's time
+    still gets every trial. None (no bound beyond the budget) before eager is measured."""
+    if not eager_median_ms:
+        return None
+    return max(MIN_RELATIVE_BUDGET_S, RELATIVE_BUDGET * eager_median_ms * trials / 1e3)
 
 
 def peak_memory(device, fn: Callable[[], Any]) -> int:

@@ -9,6 +9,7 @@ import faulthandler
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -26,13 +27,16 @@ class Channel:
         self._file = os.fdopen(fd, "w", encoding="utf-8", buffering=1) if fd is not None else None
         self._t0 = time.monotonic()
         self._next = 0
+        self._writing = threading.Lock()  # the judge answers from several threads: one line at a time
 
     def send(self, **message: Any) -> None:
         message["t"] = round(time.monotonic() - self._t0, 4)
         message["wall"] = round(time.time(), 4)  # the parent's clock too: how long the job waited, and the exit
         if self._file is not None:
-            self._file.write(json.dumps(message, default=str) + "\n")
-            self._file.flush()
+            line = json.dumps(message, default=str) + "\n"
+            with self._writing:
+                self._file.write(line)
+                self._file.flush()
 
     def phase(self, name: str) -> None:
         self.send(phase=name)

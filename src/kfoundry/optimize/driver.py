@@ -281,7 +281,9 @@ class Optimization:
                                          preferred=self.experience.tuning_preferences(),
                                          prompts_dir=self.run_dir / "prompts")
                 near = self._near_duplicates()
-                with LocalQueue(self._evaluate, workers=workers) as queue:  # one evaluation per worker at once
+                # the evaluator runs one candidate per worker at once; two threads more check the next
+                # candidates' sources and diagnose finished ones meanwhile, so no worker waits for that
+                with LocalQueue(self._evaluate, workers=workers + 2) as queue:
                     self.loop = SearchLoop(archipelago, self.proposer, queue, router, stop,
                                            # the pipeline: every worker busy, a couple of proposals ready
                                            concurrency=max(s.concurrency, workers + 2), on_event=self._on_event,
