@@ -1,5 +1,7 @@
 """Small helpers shared by the tests."""
 
+import difflib
+import os
 from pathlib import Path
 
 AFFINE_SEED = 1234  # the --seed of the shared affine evaluator (conftest.affine_evaluator)
@@ -21,3 +23,23 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+UPDATE_GOLDEN_ENV = "KFOUNDRY_UPDATE_GOLDEN"
+
+
+def assert_golden(path: Path, text: str) -> None:
+    """`text` must equal the golden file `path` byte for byte. With KFOUNDRY_UPDATE_GOLDEN=1 the file is
+    written instead: a change of behaviour then shows as a diff of the golden files in its commit."""
+    if os.environ.get(UPDATE_GOLDEN_ENV) == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    if not path.exists():
+        raise AssertionError(f"no golden file {path}: run with {UPDATE_GOLDEN_ENV}=1 to write it")
+    expected = path.read_text(encoding="utf-8")
+    if text != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), "golden", "now", n=2))
+        raise AssertionError(f"{path.name} changed (if that is meant, rerun with {UPDATE_GOLDEN_ENV}=1 and "
+                             f"commit the golden files with the change):\n{diff[:6000]}")
