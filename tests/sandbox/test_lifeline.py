@@ -63,17 +63,40 @@ def _stat(pid: int) -> tuple[int, int]:
     return int(fields[1]), int(fields[2])
 
 
+WORKER_COMMANDS = (b"kfoundry.sandbox.start", b"kfoundry.evaluate.forkserver")  # started, or forked from a server
+
+
+def _ours(pid: int) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return any(mark in command for mark in WORKER_COMMANDS)
+
+
+def _worker(pid: int) -> bool:
+    """A worker: started by the evaluator itself, or forked by a fork server (which the evaluator started)."""
+    try:
+        ppid, _ = _stat(pid)
+    except (OSError, IndexError):
+        return False
+    if not _ours(pid):
+        return False
+    if not _ours(ppid):
+        return b"kfoundry.sandbox.start" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    grandparent, _ = _stat(ppid)
+    return not _ours(grandparent)  # its parent is a server, not a worker
+
+
 def _spinners(tree: list[int]) -> dict[str, int]:
-    """The candidate's two forked children, found as children of a worker that are not workers' starters."""
+    """The candidate's two forked children: processes of a worker's command whose parent is a worker."""
     found = {}
     for pid in tree:
         try:
             ppid, pgid = _stat(pid)
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            parent_command = Path(f"/proc/{ppid}/cmdline").read_bytes()
         except (OSError, IndexError):
             continue
-        if b"kfoundry.sandbox.start" in command and b"kfoundry.sandbox.start" in parent_command:
+        if _ours(pid) and _worker(ppid):
             found["own group" if pgid == pid else "worker's group"] = pid
     return found
 

@@ -1,6 +1,7 @@
 """Worker processes: one fresh process per job, started ahead of need, in a private folder, with an
 environment from an allow-list, a sandbox (where it runs a candidate's code), a timeout, a memory
-budget and (on a GPU) the device's GPU lock.
+budget and (on a GPU) the device's GPU lock. On the CPU a worker is forked from a server that imported
+torch already (kfoundry.evaluate.forkserver); elsewhere it is a process of its own.
 
 Protocol: the worker imports torch, reports `ready` and waits for one JSON job on stdin. It writes
 JSON lines to a pipe of its own ({"phase": ...} as it goes, {"request": ..., "id": n} when it needs
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import kfoundry
-from kfoundry.evaluate import gpu_lock
+from kfoundry.evaluate import forkserver, gpu_lock
 from kfoundry.evaluate.memory_guard import MemoryGuard
 from kfoundry.evaluate.workdirs import WORK_DIR_ENV, WorkDir
 from kfoundry.sandbox.environment import evaluation_environment
@@ -160,14 +161,16 @@ class Worker:
             env[gpu_lock.ENV_LOCK] = gpu_lock.lock_path(device)
         env.update(extra_env or {})
         self._stderr = open(self.workdir / STDERR, "wb")
-        prefix = self.guard.command_prefix() if self.guard else []
-        command = [*prefix, *(wrapper or []), sys.executable, "-m", "kfoundry.sandbox.start"]
         self.started = time.monotonic()
         try:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=self._stderr, stderr=self._stderr, cwd=self.workdir,
-                env=env, start_new_session=True, pass_fds=(write_end, self._dir.lock_fd),
-            )
+            self.process = self._fork(env, write_end) if not wrapper else None
+            if self.process is None:
+                prefix = self.guard.command_prefix() if self.guard else []
+                command = [*prefix, *(wrapper or []), sys.executable, "-m", "kfoundry.sandbox.start"]
+                self.process = subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=self._stderr, stderr=self._stderr, cwd=self.workdir,
+                    env=env, start_new_session=True, pass_fds=(write_end, self._dir.lock_fd),
+                )
         finally:
             os.close(write_end)
         if self.guard:
@@ -178,6 +181,18 @@ class Worker:
                                         name=f"kfoundry-{label}-reader")
         self._reader.start()
         self._closed = False
+
+    def _fork(self, env: dict[str, str], channel: int) -> forkserver.ForkedProcess | None:
+        """The worker forked from a server that imported torch already, or None where there is none."""
+        server = forkserver.server_for(self.device, self.label, env)
+        if server is None:
+            return None
+        cgroup = self.guard.cgroup if self.guard else None
+        try:
+            return server.spawn(env=env, cwd=str(self.workdir), log=self._stderr.fileno(), channel=channel,
+                                keep=self._dir.lock_fd, cgroup_procs=str(cgroup / "cgroup.procs") if cgroup else None)
+        except forkserver.ForkServerError:
+            return None
 
     # -- the pipe ------------------------------------------------------------------------------
 
