@@ -107,7 +107,7 @@ class ForkServer:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kfoundry.evaluate.forkserver"], env={**env, FORK_FD_ENV: str(theirs.fileno())},
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
-                start_new_session=True)
+                start_new_session=True, cwd="/")  # a child moves to its folder; the server writes nowhere
         finally:
             theirs.close()
         ready = self._socket.recv(MAX_MESSAGE) if self._wait_readable(READY_TIMEOUT_S) else b""
@@ -369,4 +369,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # no teardown: exit hooks that a module registered at import are its children's, not its
