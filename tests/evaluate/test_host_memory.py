@@ -9,6 +9,7 @@ import time
 from kfoundry.evaluate.host_memory import (
     MemorySampler,
     children_map,
+    exited,
     folder_bytes,
     host_available,
     process_memory,
@@ -135,3 +136,14 @@ def test_sampler_peak_sees_an_allocation_that_is_freed(tmp_path):
         assert after < start + 40 * MB  # freed: the peak remembers, the current figure does not
     finally:
         _end(child)
+
+
+def test_a_process_has_exited_once_it_is_a_zombie_or_gone():
+    assert not exited(os.getpid())
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while not exited(child.pid) and time.monotonic() < deadline:  # a zombie until reaped
+        time.sleep(0.01)
+    assert exited(child.pid)
+    child.wait()
+    assert exited(child.pid)  # reaped: no /proc entry at all

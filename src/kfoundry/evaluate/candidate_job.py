@@ -267,11 +267,11 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             inputs = exchange.inputs("0")  # the baselines' inputs
             with spent(seconds, "page cache flush"):
                 flush_page_cache()  # before the exclusive phase: writing out dirty pages is no GPU work
-            job["timing"]["trials_budget_s"] = channel.request("trials budget").get("trials_budget_s")
+            trials_budget = channel.request("trials budget").get("trials_budget_s")
             waited = lock.waited_s
             with lock.exclusive("timing"):
                 seconds["timing queue"] += lock.waited_s - waited
-                result["timing"], last = time_candidate(job, model, inputs, device)
+                result["timing"], last = time_candidate(job, model, inputs, device, trials_budget)
             channel.phase("timing check")
             exchange.check("the last timed run", "0", last, inputs)
             del last
@@ -334,7 +334,8 @@ def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict
             guard["profile_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def time_candidate(job: dict[str, Any], model, run_inputs: list, device: str) -> tuple[dict[str, Any], Any]:
+def time_candidate(job: dict[str, Any], model, run_inputs: list, device: str,
+                   trials_budget_s: float | None = None) -> tuple[dict[str, Any], Any]:
     from kfoundry.evaluate.timing import GpuTimer, peak_memory
 
     timing = job["timing"]
@@ -347,7 +348,7 @@ def time_candidate(job: dict[str, Any], model, run_inputs: list, device: str) ->
     timer = GpuTimer(device)
     made = time.perf_counter()
     stats, last = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"], flush_files=False,
-                             trials_budget_s=timing.get("trials_budget_s"))
+                             trials_budget_s=trials_budget_s)
     timed = time.perf_counter()
     peak = peak_memory(device, call)
     # where the GPU's exclusive time goes, for the throughput benchmark

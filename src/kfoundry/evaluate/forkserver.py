@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Any
 
+from kfoundry.evaluate.host_memory import exited
+
 FORK_FD_ENV = "KFOUNDRY_FORK_SERVER_FD"
 ENABLE_ENV = "KFOUNDRY_FORK_SERVER"
 FORK_DEVICES = ("cpu",)
@@ -60,8 +62,9 @@ class ForkedProcess:
         self._ended.set()
 
     def poll(self) -> int | None:
-        if self.returncode is None and self.server.gone and not _alive(self.pid):
-            self.returncode, _ = 255, self._ended.set()  # its status went with the server
+        if self.returncode is None and self.server.gone and exited(self.pid):
+            self.returncode = 255  # its status went with the server
+            self._ended.set()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -79,14 +82,6 @@ class ForkedProcess:
                 os.kill(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 class ForkServer:
@@ -207,23 +202,22 @@ _servers_lock = threading.Lock()
 
 
 def server_for(device: str, label: str, env: dict[str, str]) -> ForkServer | None:
-    """The running server for this kind of worker (started on first use), or None where workers start as
-    processes of their own: a GPU, a disabled or failed server. `env`: the worker's environment, whose
-    import-time part (the allow-list, PYTHONPATH, TRITON_INTERPRET) the server starts with."""
+    """The running server for this kind of worker and environment (started on first use), or None where
+    workers start as processes of their own: a GPU, a disabled or failed server. `env`: what the server
+    starts with, the part of a worker's environment that is the same for every worker."""
     if device not in FORK_DEVICES or os.environ.get(ENABLE_ENV, "1") == "0":
         return None
     from kfoundry.sandbox.start import REFERENCE_LABELS
 
     role = "reference" if label in REFERENCE_LABELS else "candidate"
-    base = {k: v for k, v in env.items() if not k.startswith("KFOUNDRY_") and k not in PER_WORKER}
-    key = (role, json.dumps(base, sort_keys=True))
+    key = (role, json.dumps(env, sort_keys=True))
     with _servers_lock:
         server = _servers.get(key)
         if server is not None and server.gone:
             server = None
         if server is None:
             try:
-                server = _servers[key] = ForkServer(base, role)
+                server = _servers[key] = ForkServer(env, role)
             except (ForkServerError, OSError):
                 return None
             _close_idle(keep=server)
@@ -242,11 +236,6 @@ def _close_idle(keep: ForkServer) -> None:
         if server is not keep and (server.gone or server.idle):
             del _servers[key]
             server.close()
-
-
-# what each worker gets for itself, set in the child: never part of a server's environment
-PER_WORKER = ("HOME", "XDG_CACHE_HOME", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
-              "TORCHINDUCTOR_CACHE_DIR", "TMPDIR")
 
 
 def close_all() -> None:
@@ -280,8 +269,10 @@ def _child(request: dict[str, Any], fds: list[int], keep_out: list[int]) -> None
             if fd > 2:
                 os.close(fd)
         os.chdir(request["cwd"])
+        from kfoundry.evaluate.process import CHANNEL_FD_ENV
+
         env = dict(request["env"])
-        env["KFOUNDRY_CHANNEL_FD"] = str(channel)
+        env[CHANNEL_FD_ENV] = str(channel)  # its number here, not the parent's
         os.environ.clear()
         os.environ.update(env)
         from kfoundry.evaluate.worker import FAST_EXIT_LABELS

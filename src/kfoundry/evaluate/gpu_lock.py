@@ -99,22 +99,12 @@ class ThreadLocks:
     def __init__(self, label: str = "") -> None:
         self.label = label
         self._local = threading.local()
-        self._made: list[GpuLock | NoLock] = []
-        self._making = threading.Lock()
 
     def current(self) -> GpuLock | NoLock:
         lock = getattr(self._local, "lock", None)
         if lock is None:
             lock = self._local.lock = process_lock(self.label)
-            with self._making:
-                self._made.append(lock)
         return lock
-
-    @property
-    def waited_s(self) -> float:
-        """Every thread's waits together."""
-        with self._making:
-            return sum(lock.waited_s for lock in self._made)
 
     def shared(self, phase: str) -> contextlib.AbstractContextManager[None]:
         return self.current().shared(phase)

@@ -30,6 +30,17 @@ def _status_kib(pid: int, fields: Iterable[str]) -> dict[str, int]:
     return found
 
 
+def exited(pid: int) -> bool:
+    """True once the process has exited (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    fields = stat[stat.rfind(")") + 2:].split()
+    return not fields or fields[0] in ("Z", "X")
+
+
 def process_memory(pid: int) -> int:
     """Bytes of private memory of one process: RssAnon + RssShmem (0 if it is gone).
 

@@ -182,17 +182,16 @@ class Baselines:
         with self._changed:
             self._changed.wait_for(lambda: self._done.is_set() or all(
                 name in self._so_far["stats"] or name in self._so_far["errors"] for name in names))
+        return self.so_far()
+
+    def so_far(self) -> dict[str, Any]:
+        """What is measured by now, without waiting: the whole record once the process is done, otherwise
+        what it has reported, with `pending` naming the baselines still to come."""
+        with self._changed:
             if not self._done.is_set():
                 stats, errors = dict(self._so_far["stats"]), dict(self._so_far["errors"])
                 return {"stats": stats, "errors": errors, "cached": False, "peak_memory_bytes": self._peak,
                         "pending": [n for n in self._names if n not in stats and n not in errors]}
-        return self.result()
-
-    def so_far(self) -> dict[str, Any]:
-        """What is measured by now, without waiting: the whole record once the process is done."""
-        with self._changed:
-            if not self._done.is_set():
-                return {"stats": dict(self._so_far["stats"]), "errors": dict(self._so_far["errors"])}
         return self.result()
 
     def _phase(self, phase: str) -> None:

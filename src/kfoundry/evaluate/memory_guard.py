@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from kfoundry.evaluate.host_memory import folder_bytes, process_memory, process_tree
+from kfoundry.evaluate.host_memory import exited, folder_bytes, process_memory, process_tree
 
 FORCE_ENV = "KFOUNDRY_MEMORY_GUARD"  # "watchdog": never use a cgroup (tests use it)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -152,15 +152,6 @@ def _try_cgroup(kind: str, parent: Path, limit: int) -> tuple[Path | None, str]:
     return folder, ""
 
 
-def _gone(pid: int) -> bool:
-    """True once the process has exited (a zombie counts as gone)."""
-    stat = _read(Path(f"/proc/{pid}/stat"))
-    if stat is None:
-        return True
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return not fields or fields[0] in ("Z", "X")
-
-
 def _size(n: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
@@ -214,7 +205,7 @@ class MemoryGuard:
             self._thread.start()
 
     def _watch(self, pid: int) -> None:
-        while not self._stop.is_set() and not _gone(pid):
+        while not self._stop.is_set() and not exited(pid):
             used = sum(process_memory(member) for member in process_tree(pid)) + folder_bytes(self.folder)
             if used > self.limit_bytes:
                 self._seen = used

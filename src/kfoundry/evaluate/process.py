@@ -131,24 +131,24 @@ class Worker:
         self.guard = MemoryGuard.create(memory_limit_bytes, self.workdir, label) if memory_limit_bytes else None
         read_end, write_end = os.pipe()
         env = evaluation_environment()  # an allow-list: no key reaches an evaluation process
-        env.update(
-            {
-                "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")])),
-                "PYTHONUNBUFFERED": "1",
-                "HOME": str(self.workdir),  # whatever writes under ~ (caches) writes in the worker's folder
-                "XDG_CACHE_HOME": str(self.workdir / "cache"),
-                "CUDA_CACHE_PATH": str(self.workdir / "cuda-cache"),
-                "TRITON_CACHE_DIR": str(self.workdir / "triton-cache"),
-                "TORCH_EXTENSIONS_DIR": str(self.workdir / "torch-extensions"),
-                "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / "inductor-cache"),
-                "TMPDIR": str(self.workdir / "tmp"),
-                "KFOUNDRY_WORKER_DEVICE": device,
-                "KFOUNDRY_WORKER_LABEL": label,
-                "KFOUNDRY_PARENT_CWD": os.getcwd(),  # the sandbox grants nothing under it
-                "KFOUNDRY_SANDBOX": sandbox,
-                CHANNEL_FD_ENV: str(write_end),
-            }
-        )
+        env.update({"PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")])),
+                    "PYTHONUNBUFFERED": "1"})
+        # this worker's own: a fork server never starts with these, each child is given them
+        private = {
+            "HOME": str(self.workdir),  # whatever writes under ~ (caches) writes in the worker's folder
+            "XDG_CACHE_HOME": str(self.workdir / "cache"),
+            "CUDA_CACHE_PATH": str(self.workdir / "cuda-cache"),
+            "TRITON_CACHE_DIR": str(self.workdir / "triton-cache"),
+            "TORCH_EXTENSIONS_DIR": str(self.workdir / "torch-extensions"),
+            "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / "inductor-cache"),
+            "TMPDIR": str(self.workdir / "tmp"),
+            "KFOUNDRY_WORKER_DEVICE": device,
+            "KFOUNDRY_WORKER_LABEL": label,
+            "KFOUNDRY_PARENT_CWD": os.getcwd(),  # the sandbox grants nothing under it
+            "KFOUNDRY_SANDBOX": sandbox,
+            CHANNEL_FD_ENV: str(write_end),
+        }
+        env.update(private)
         if any("ncu" in os.path.basename(part) for part in wrapper or []):
             env["KFOUNDRY_SANDBOX_INET"] = "1"  # Nsight Compute's injected library reports over localhost TCP
         env.pop(gpu_lock.ENV_LOCK, None)
@@ -163,7 +163,7 @@ class Worker:
         self._stderr = open(self.workdir / STDERR, "wb")
         self.started = time.monotonic()
         try:
-            self.process = self._fork(env, write_end) if not wrapper else None
+            self.process = self._fork(env, private, write_end) if not wrapper else None
             if self.process is None:
                 prefix = self.guard.command_prefix() if self.guard else []
                 command = [*prefix, *(wrapper or []), sys.executable, "-m", "kfoundry.sandbox.start"]
@@ -182,9 +182,13 @@ class Worker:
         self._reader.start()
         self._closed = False
 
-    def _fork(self, env: dict[str, str], channel: int) -> forkserver.ForkedProcess | None:
-        """The worker forked from a server that imported torch already, or None where there is none."""
-        server = forkserver.server_for(self.device, self.label, env)
+    def _fork(self, env: dict[str, str], private: dict[str, str],
+              channel: int) -> forkserver.ForkedProcess | None:
+        """The worker forked from a server that imported torch already, or None where there is none. The
+        server starts with what is read at import (the allow-list, PYTHONPATH, TRITON_INTERPRET): not this
+        worker's own variables, nor our settings (KFOUNDRY_*), which are read when the job runs."""
+        shared = {k: v for k, v in env.items() if k not in private and not k.startswith("KFOUNDRY_")}
+        server = forkserver.server_for(self.device, self.label, shared)
         if server is None:
             return None
         cgroup = self.guard.cgroup if self.guard else None
