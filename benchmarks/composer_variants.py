@@ -202,7 +202,7 @@ CONV_GRID = [
 
 
 def use_conv_grid() -> None:
-    from kfoundry.experts.composer import conv
+    from kfoundry.experts.composer.templates import conv
 
     original = conv.configs
 

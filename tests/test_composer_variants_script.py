@@ -25,7 +25,8 @@ def test_problems_by_leading_number(cv):
 
 
 def test_the_grid_replaces_the_convolution_configurations(cv, monkeypatch):
-    from kfoundry.experts.composer import compose, conv
+    from kfoundry.experts.composer import compose
+    from kfoundry.experts.composer.templates import conv
 
     monkeypatch.setattr(conv, "configs", conv.configs)  # restored after the test
     cv.use_conv_grid()

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from kfoundry.experts.composer.compose import ComposedCandidate, ComposeResult, compose
-from kfoundry.experts.composer.ir import Graph, Value
+from kfoundry.experts.composer.ir.graph import Graph, Value
 
 TESTS = Path(__file__).resolve().parents[2]
 FIXTURES = TESTS / "fixtures" / "composer"
@@ -252,9 +252,9 @@ def feeds_for(graph: Graph, model: torch.nn.Module, inputs: list) -> dict[Value,
 
 def read_model(model: torch.nn.Module, inputs: list, aten: bool = False) -> Graph:
     """The IR of a model, read from the torch.fx trace (or the dispatch-level one)."""
-    from kfoundry.experts.composer.lower_aten import read_aten_graph
-    from kfoundry.experts.composer.lower_fx import read_graph
-    from kfoundry.experts.composer.trace import trace_dispatch, trace_fx
+    from kfoundry.experts.composer.read.lower_aten import read_aten_graph
+    from kfoundry.experts.composer.read.lower_fx import read_graph
+    from kfoundry.experts.composer.read.trace import trace_dispatch, trace_fx
 
     if aten:
         return read_aten_graph(trace_dispatch(model, inputs))

@@ -11,20 +11,20 @@ from pathlib import Path
 import torch
 
 from kfoundry.errors import ProblemError
-from kfoundry.experts.composer import conv, gemm, pointwise, pool, reduction
-from kfoundry.experts.composer.codegen import generate
-from kfoundry.experts.composer.fusion import Group, Plan, plan
-from kfoundry.experts.composer.ir import INPUT, PARAM, Graph, Op, Value, category
-from kfoundry.experts.composer.lower_aten import read_aten_graph
-from kfoundry.experts.composer.lower_fx import ReadFailed, read_graph
-from kfoundry.experts.composer.model_init import InitError, init_parts
-from kfoundry.experts.composer.trace import (
+from kfoundry.experts.composer.emit.codegen import generate
+from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
+from kfoundry.experts.composer.plan.fusion import Group, Plan, plan
+from kfoundry.experts.composer.read.lower_aten import read_aten_graph
+from kfoundry.experts.composer.read.lower_fx import ReadFailed, read_graph
+from kfoundry.experts.composer.read.model_init import InitError, init_parts
+from kfoundry.experts.composer.read.trace import (
     Sample,
     TraceFailed,
     load_sample,
     trace_dispatch,
     trace_fx,
 )
+from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction
 
 KIND_ORDER = ("gemm", "conv", "pool", "row", "pointwise")
 UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it

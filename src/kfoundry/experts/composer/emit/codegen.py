@@ -1,0 +1,117 @@
+"""Assembling a candidate file from a plan: imports, helper functions, one kernel per group, and ModelNew
+(the reference's constructor, a forward made of views, allocations and kernel launches only)."""
+
+from __future__ import annotations
+
+import torch
+
+from kfoundry.experts.composer.emit import expr
+from kfoundry.experts.composer.emit.host import (
+    POOL_OUT_SIZE_HELPER,
+    HostContext,
+    attribute_expr,
+)
+from kfoundry.experts.composer.emit.kernel import KernelCode
+from kfoundry.experts.composer.ir.graph import SYM, Value, category
+from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan
+from kfoundry.experts.composer.read.model_init import InitParts
+from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction
+
+TEMPLATES = {
+    "pointwise": pointwise.pointwise_kernel,
+    "row": reduction.row_kernel,
+    "gemm": gemm.gemm_kernel,
+    "conv": conv.conv_kernel,
+    "pool": pool.pool_kernel,
+}
+BASE_IMPORTS = ["import torch", "import torch.nn as nn", "import triton", "import triton.language as tl"]
+INDENT = "        "
+
+
+def kernel_for(group: Group, host: HostContext, config: dict) -> KernelCode:
+    return TEMPLATES[group.kind](group, host, config)
+
+
+class ForwardWriter:
+    def __init__(self, plan: Plan, host: HostContext) -> None:
+        self.plan = plan
+        self.host = host
+        self.lines: list[str] = []
+        self.emitted: set[Value] = set()
+
+    def ensure(self, value: Value) -> None:
+        """Emit the host view that produces `value` (and the views it stands on) if not done yet."""
+        op = value.producer
+        if op is None or value in self.emitted or category(op.name) != "view":
+            return
+        self.ensure(op.args[0])
+        self.lines.append(INDENT + self.host.view_line(op))
+        self.emitted.add(value)
+
+    def group_inputs(self, group: Group) -> list[Value]:
+        values = [v for v, _ in group.leaves()]
+        if group.prologue is not None:
+            values += [v for v, _ in group.prologue.leaves()]
+        if group.anchor is not None:
+            values += [a for a in group.anchor.args if isinstance(a, Value) and a.is_tensor]
+        return values
+
+
+def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch.nn.Module | None = None,
+             title: str = "") -> str:
+    """The source of a complete candidate file for one choice of tile configuration per group."""
+    host = HostContext(plan, model)
+    for value in plan.graph.inputs:
+        if value.index is not None and value.index < len(init.forward_args):
+            host.names[value] = init.forward_args[value.index]
+            host._taken.add(value.name)
+    writer = ForwardWriter(plan, host)
+    used_params = {v for op in plan.graph.ops for v in op.inputs if v.kind == "param"} | \
+        {v for v in plan.graph.outputs if v.kind == "param"}
+    for path, value in plan.graph.params.items():
+        if value in used_params:
+            writer.lines.append(f"{INDENT}{host.name(value)} = {attribute_expr('self', path, model)}")
+    for step in plan.steps:
+        if isinstance(step, HostStep) and step.op.out.kind == SYM:
+            writer.lines.append(INDENT + host.sym_line(step.op))
+    kernels: list[KernelCode] = []
+    for step in plan.steps:
+        if isinstance(step, HostStep):
+            continue
+        for value in writer.group_inputs(step):
+            writer.ensure(value)
+        code = kernel_for(step, host, configs[step.name])
+        kernels.append(code)
+        writer.lines.append(f"{INDENT}# {_summary(step)}")
+        writer.lines.extend(code.host_lines)
+    for value in plan.graph.outputs:
+        writer.ensure(value)
+    names = [host.name(v) for v in plan.graph.outputs]
+    if plan.graph.output_kind == "tensor":
+        writer.lines.append(f"{INDENT}return {names[0]}")
+    elif plan.graph.output_kind == "list":
+        writer.lines.append(f"{INDENT}return [{', '.join(names)}]")
+    else:
+        writer.lines.append(f"{INDENT}return ({', '.join(names)}{',' if len(names) == 1 else ''})")
+    helpers = set().union(*(k.helpers for k in kernels)) if kernels else set()
+    body = "\n".join(writer.lines)
+    parts = [f'"""{title}"""' if title else None]
+    imports = list(BASE_IMPORTS) + [i for i in init.imports if i not in BASE_IMPORTS]
+    parts.append("\n".join(dict.fromkeys(imports)))
+    parts.extend(init.definitions)
+    parts.extend(expr.HELPERS[name] for name in sorted(helpers))
+    if "_pool_out_size(" in body:
+        parts.append(POOL_OUT_SIZE_HELPER)
+    parts.extend(k.source for k in kernels)
+    cls = [f"class ModelNew({init.bases}):"]
+    cls.extend(init.class_body or ["    def __init__(self):\n        super().__init__()"])
+    cls.append(f"    def forward({init.forward_signature}):\n{body}")
+    parts.append("\n\n".join(cls))
+    return "\n\n\n".join(p.rstrip("\n") for p in parts if p) + "\n"
+
+
+def _summary(group: Group) -> str:
+    before = [op.name for op in group.prologue.ops] if group.prologue else []
+    ops = before + ([group.anchor.name] if group.anchor else []) + [op.name for op in group.ops]
+    shown = ", ".join(ops[:8]) + (f", ... ({len(ops)} ops)" if len(ops) > 8 else "")
+    return f"{group.kind} kernel: {shown}"

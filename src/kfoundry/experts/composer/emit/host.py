@@ -1,0 +1,292 @@
+"""The host side of the generated forward: variable names for values, shapes as Python expressions of the
+forward's inputs (so a candidate works at any size, not only the sample's), dtypes that follow the evaluated
+precision, and the code of host steps (views and sizes), which PyTorch's guard allows: no compute."""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import math
+
+import torch
+
+from kfoundry.experts.composer.ir.builder import norm_dim, norm_dims
+from kfoundry.experts.composer.ir.graph import CONST, INPUT, PARAM, SYM, Value, category
+from kfoundry.experts.composer.plan.fusion import Plan, aligned
+
+RESERVED = frozenset({"self", "torch", "triton", "tl", "nn", "math", "F", "grid", "ModelNew", "Model"}) | \
+    frozenset(keyword.kwlist) | frozenset(dir(builtins))
+
+
+def attribute_expr(root: str, path: str, model: torch.nn.Module | None) -> str:
+    """'layers.0.weight' -> 'self.layers[0].weight' (indexing where a container holds the part)."""
+    expr = root
+    current = model
+    for part in path.split("."):
+        container = current is not None and isinstance(current, (torch.nn.ModuleList, torch.nn.Sequential,
+                                                                 torch.nn.ParameterList))
+        if container and part.isdigit():
+            expr += f"[{part}]"
+        elif (current is not None and isinstance(current, (torch.nn.ModuleDict, torch.nn.ParameterDict))) \
+                or not part.isidentifier() or keyword.iskeyword(part):
+            expr += f"[{part!r}]"
+        else:
+            expr += f".{part}"
+        current = getattr(current, part, None) if current is not None else None
+    return expr
+
+
+def product(exprs: list[str]) -> str:
+    exprs = [e for e in exprs if e != "1"]
+    if not exprs:
+        return "1"
+    return " * ".join(exprs) if len(exprs) == 1 else " * ".join(_paren(e) for e in exprs)
+
+
+def _paren(expr: str) -> str:
+    simple = expr.replace("_", "").replace(".", "").replace("[", "").replace("]", "").replace("(", "").replace(")", "")
+    return expr if simple.isalnum() else f"({expr})"
+
+
+def conv_size_expr(size: str, kernel: int, stride: int, padding: int, dilation: int, transposed: bool,
+                   output_padding: int = 0) -> str:
+    if transposed:
+        extra = -2 * padding + dilation * (kernel - 1) + output_padding + 1
+        base = f"({size} - 1) * {stride}" if stride != 1 else f"({size} - 1)"
+        return f"{base} + {extra}" if extra else base
+    span = 2 * padding - dilation * (kernel - 1) - 1
+    inner = f"{size} + {span}" if span > 0 else (f"{size} - {-span}" if span < 0 else size)
+    return f"({inner}) // {stride} + 1" if stride != 1 else f"{inner} + 1"
+
+
+class HostContext:
+    """Names, shapes and dtypes of a plan's values on the host."""
+
+    def __init__(self, plan: Plan, model: torch.nn.Module | None = None) -> None:
+        self.plan = plan
+        self.model = model
+        self.names: dict[Value, str] = {}
+        self._taken: set[str] = set(RESERVED)
+        self.allocated: set[Value] = set()
+        self._formulas: dict[Value, list[str]] = {}
+        for value in plan.graph.inputs:
+            self.names[value] = self.fresh(value.name)
+        for value in plan.graph.params.values():
+            self.names[value] = self.fresh(value.name)
+
+    def fresh(self, base: str) -> str:
+        name = base if base.isidentifier() else "v"
+        if name in self._taken:
+            n = 2
+            while f"{base}_{n}" in self._taken:
+                n += 1
+            name = f"{base}_{n}"
+        self._taken.add(name)
+        return name
+
+    def name(self, value: Value) -> str:
+        if value not in self.names:
+            self.names[value] = self.fresh(value.name)
+        return self.names[value]
+
+    # -- dtypes and device ---------------------------------------------------------------------------
+    def reference_tensor(self, floating: bool = True) -> str:
+        for value in list(self.plan.graph.inputs) + list(self.plan.graph.params.values()):
+            if value.is_tensor and (value.is_float and not value.fixed_dtype or not floating):
+                return self.name(value)
+        for value in list(self.plan.graph.inputs) + list(self.plan.graph.params.values()):
+            if value.is_tensor:
+                return self.name(value)
+        return ""
+
+    def dtype(self, value: Value) -> str:
+        if value.fixed_dtype or not value.is_float:
+            return f"torch.{str(value.dtype).removeprefix('torch.')}"
+        ref = self.reference_tensor()
+        return f"{ref}.dtype" if ref else "torch.float32"
+
+    def device(self) -> str:
+        ref = self.reference_tensor(floating=False)
+        return f"{ref}.device" if ref else '"cpu"'
+
+    # -- shapes --------------------------------------------------------------------------------------
+    def shape(self, value: Value) -> list[str]:
+        """Per-dim size expressions, from the tensor itself once it exists on the host."""
+        if value in self.allocated or value.kind in (INPUT, PARAM) or (
+                value.producer is not None and category(value.producer.name) == "view"):
+            name = self.name(value)
+            return [f"{name}.shape[{i}]" for i in range(value.rank)]
+        return self.formula(value)
+
+    def shape_tuple(self, value: Value) -> str:
+        dims = self.shape(value)
+        if value.kind in (INPUT, PARAM) or value in self.allocated:
+            return f"{self.name(value)}.shape"
+        for other, name in self.names.items():  # the same shape as an existing tensor: say so
+            if dims and other.rank == len(dims) and dims == [f"{name}.shape[{i}]" for i in range(len(dims))]:
+                return f"{name}.shape"
+        return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+
+    def size(self, arg) -> str:
+        if isinstance(arg, Value):
+            return self.name(arg) if arg.kind == SYM else str(arg.concrete)
+        return str(arg)
+
+    def formula(self, value: Value) -> list[str]:
+        """Per-dim size expressions in terms of the forward's inputs and parameters only."""
+        if value not in self._formulas:
+            self._formulas[value] = self._formula(value)
+        return list(self._formulas[value])
+
+    def _formula(self, value: Value) -> list[str]:
+        if value.kind in (INPUT, PARAM):
+            name = self.name(value)
+            return [f"{name}.shape[{i}]" for i in range(value.rank)]
+        op = value.producer
+        kind = category(op.name)
+        if kind == "pointwise":
+            dims = ["1"] * value.rank
+            for arg in op.tensor_args:
+                for i, j in enumerate(aligned(arg.rank, value.rank)):
+                    if arg.shape[i] != 1 and dims[j] == "1":
+                        dims[j] = self.formula(arg)[i]
+            return dims
+        x = op.args[0]
+        xs = self.formula(x) if isinstance(x, Value) and x.is_tensor else []
+        if kind == "reduction":
+            dims = (op.attrs["dim"],) if op.name in ("argmax", "argmin") else op.attrs["dims"]
+            dims = norm_dims(dims, x.rank)
+            if op.attrs.get("keepdim"):
+                return ["1" if i in dims else s for i, s in enumerate(xs)]
+            return [s for i, s in enumerate(xs) if i not in dims]
+        if op.name == "matmul":
+            a, b = op.args
+            fa, fb = self.formula(a), self.formula(b)
+            batch = ["1"] * (value.rank - 2)
+            for arg, f in ((a, fa), (b, fb)):
+                for i, j in enumerate(aligned(arg.rank - 2, value.rank - 2)):
+                    if arg.shape[i] != 1 and batch[j] == "1":
+                        batch[j] = f[i]
+            return batch + [fa[-2], fb[-1]]
+        if op.name == "conv":
+            fw = self.formula(op.args[1])
+            a = op.attrs
+            channels = f"{fw[1]} * {a['groups']}" if a["transposed"] else fw[0]
+            if a["transposed"] and a["groups"] == 1:
+                channels = fw[1]
+            spatial = [conv_size_expr(xs[2 + i], op.args[1].shape[2 + i], a["stride"][i], a["padding"][i],
+                                      a["dilation"][i], a["transposed"], a["output_padding"][i])
+                       for i in range(len(a["stride"]))]
+            return [xs[0], channels] + spatial
+        if op.name in ("adaptive_avg_pool", "adaptive_max_pool"):
+            nd = len(op.attrs["output_size"])
+            return xs[:x.rank - nd] + [str(s) for s in op.attrs["output_size"]]
+        if kind == "pool":
+            a = op.attrs
+            nd = len(a["kernel"])
+            dilation = a.get("dilation", (1,) * nd)
+            spatial = [f"_pool_out_size({xs[x.rank - nd + i]}, {a['kernel'][i]}, {a['stride'][i]}, {a['padding'][i]}, "
+                       f"{dilation[i]}, {a['ceil_mode']})" for i in range(nd)]
+            return xs[:x.rank - nd] + spatial
+        return self._view_formula(op, x, xs)
+
+    def _view_formula(self, op, x: Value, xs: list[str]) -> list[str]:
+        a = op.attrs
+        if op.name == "reshape":
+            sizes = [self.size(s) for s in a["sizes"]]
+            if "-1" in sizes:
+                known = [s for s in sizes if s != "-1"]
+                whole = f"{self.name(x)}.numel()" if x.kind in (INPUT, PARAM) else product(xs)
+                sizes[sizes.index("-1")] = f"{_paren(whole)} // {_paren(product(known))}" if known else whole
+            return sizes
+        if op.name == "expand":
+            sizes = [self.size(s) for s in a["sizes"]]
+            lead = len(sizes) - x.rank
+            return [xs[i - lead] if s == "-1" else s for i, s in enumerate(sizes)]
+        if op.name == "permute":
+            return [xs[norm_dim(d, x.rank)] for d in a["dims"]]
+        if op.name == "transpose":
+            out = list(xs)
+            d0, d1 = norm_dim(a["dim0"], x.rank), norm_dim(a["dim1"], x.rank)
+            out[d0], out[d1] = out[d1], out[d0]
+            return out
+        if op.name == "unsqueeze":
+            d = norm_dim(a["dim"], x.rank + 1)
+            return xs[:d] + ["1"] + xs[d:]
+        if op.name == "squeeze":
+            dims = norm_dims(a["dims"], x.rank)
+            return [s for i, s in enumerate(xs) if not (i in dims and x.shape[i] == 1)]
+        if op.name == "flatten":
+            s, e = a["start"], a["end"]
+            return xs[:s] + [product(xs[s:e + 1])] + xs[e + 1:]
+        if op.name == "slice":
+            d = norm_dim(a["dim"], x.rank)
+            length = f"len(range(*slice({a['start']}, {a['stop']}, {a['step']}).indices({xs[d]})))"
+            return xs[:d] + [length] + xs[d + 1:]
+        if op.name == "select":
+            d = norm_dim(a["dim"], x.rank)
+            return xs[:d] + xs[d + 1:]
+        raise KeyError(op.name)
+
+    # -- host steps ----------------------------------------------------------------------------------
+    def sym_line(self, op) -> str:
+        name = self.name(op.out)
+        a = op.args
+        if op.name == "sym_size":
+            return f"{name} = {self.formula(a[0])[op.attrs['dim']]}"
+        if op.name == "sym_numel":
+            return f"{name} = {product(self.formula(a[0]))}"
+        operator = {"sym_add": "+", "sym_sub": "-", "sym_mul": "*", "sym_floordiv": "//", "sym_mod": "%",
+                    "sym_truediv": "/"}
+        if op.name == "sym_neg":
+            return f"{name} = -{self.size(a[0])}"
+        return f"{name} = {self.size(a[0])} {operator[op.name]} {self.size(a[1])}"
+
+    def view_line(self, op) -> str:
+        name = self.name(op.out)
+        x = self.name(op.args[0])
+        a = op.attrs
+        if op.name == "reshape":
+            return f"{name} = {x}.reshape({', '.join(self.size(s) for s in a['sizes'])})"
+        if op.name == "expand":
+            return f"{name} = {x}.expand({', '.join(self.size(s) for s in a['sizes'])})"
+        if op.name == "permute":
+            return f"{name} = {x}.permute({', '.join(str(d) for d in a['dims'])})"
+        if op.name == "transpose":
+            return f"{name} = {x}.transpose({a['dim0']}, {a['dim1']})"
+        if op.name == "unsqueeze":
+            return f"{name} = {x}.unsqueeze({a['dim']})"
+        if op.name == "squeeze":
+            dims = norm_dims(a["dims"], op.args[0].rank)
+            dims = tuple(d for d in dims if op.args[0].shape[d] == 1)
+            return f"{name} = {x}.squeeze({dims!r})" if dims else f"{name} = {x}"
+        if op.name == "flatten":
+            return f"{name} = {x}.flatten({a['start']}, {a['end']})"
+        if op.name == "slice":
+            d = norm_dim(a["dim"], op.args[0].rank)
+            index = ", ".join([":"] * d + [f"{_s(a['start'])}:{_s(a['stop'])}:{_s(a['step'])}"])
+            return f"{name} = {x}[{index}]"
+        if op.name == "select":
+            return f"{name} = {x}.select({a['dim']}, {a['index']})"
+        raise KeyError(op.name)
+
+
+def _s(value) -> str:
+    return "" if value is None else str(value)
+
+
+POOL_OUT_SIZE_HELPER = '''def _pool_out_size(size, kernel, stride, padding, dilation, ceil_mode):
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    out = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1  # the last window must start inside the input or its left padding
+    return out
+'''
+
+
+def is_const(value) -> bool:
+    return isinstance(value, Value) and value.kind == CONST
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

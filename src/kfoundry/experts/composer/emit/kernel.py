@@ -1,0 +1,467 @@
+"""Writing one Triton kernel: its parameters (each with the host expression that feeds it), its body, its launch;
+and what every template shares: index spaces, loads and stores of tensors through their maps, and the fused
+pointwise ops of a group as Triton statements."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from kfoundry.experts.composer.emit import expr
+from kfoundry.experts.composer.emit.host import HostContext, product
+from kfoundry.experts.composer.ir.graph import CONST, SYM, Op, Value
+from kfoundry.experts.composer.plan.fusion import Group, Map
+
+KERNEL_RESERVED = frozenset({
+    "pid", "offs", "mask", "rows", "cols", "row_ok", "col_ok", "rm", "rn", "rk", "m_ok", "n_ok", "acc", "tl",
+    "oc", "ci", "k_total", "base", "v", "m_in", "n_in", "k_in", "num_m", "num_n", "tiles_in_group", "first_m",
+    "rows_in_group",
+    "triton", "c0", "kk", "k0", "a", "b", "rem", "pid_m", "pid_n", "pid_b", "pid_g", "float", "int", "range",
+})
+
+
+@dataclass
+class Param:
+    name: str
+    host: str  # the host expression passed for it
+    constexpr: bool = False
+
+
+@dataclass
+class Space:
+    """How a kernel indexes its group's space: one coordinate per (merged) dim and the mask of each."""
+
+    dims: list[list[int]]  # each entry: the space dims merged into one coordinate, outer to inner
+    coords: list[str]  # coordinate expression per entry
+    masks: list[str | None]  # mask expression per entry (None: always in range)
+    axes: list[str | None] = field(default_factory=list)  # the block axis each coordinate runs along
+    # per block axis: a zero offset of that axis' shape, and its mask (a store of a value that spans an axis
+    # its tensor does not run along: every lane of that axis writes the same element, the masked ones not)
+    zeros: dict[str, str] = field(default_factory=dict)
+    axis_masks: dict[str, str] = field(default_factory=dict)
+
+    def axis(self, entry: int) -> str | None:
+        return self.axes[entry] if entry < len(self.axes) else None
+
+    def entry_of(self, space_dim: int) -> int:
+        for i, group in enumerate(self.dims):
+            if space_dim in group:
+                return i
+        raise KeyError(space_dim)
+
+
+@dataclass
+class KernelWriter:
+    name: str
+    params: list[Param] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    helpers: set[str] = field(default_factory=set)
+    _taken: set[str] = field(default_factory=lambda: set(KERNEL_RESERVED))
+    _by_host: dict[tuple[str, bool], str] = field(default_factory=dict)
+    indent: int = 1
+    prelude: list[str] = field(default_factory=list)  # host lines the launch needs first
+    host_locals: dict[str, str] = field(default_factory=dict)  # host expression -> local holding it
+
+    def arg(self, base: str, host: str, constexpr: bool = False) -> str:
+        """A kernel parameter fed by `host` (one parameter per distinct host expression)."""
+        key = (host, constexpr)
+        if key in self._by_host:
+            return self._by_host[key]
+        name = self.local(base)
+        self.params.append(Param(name, host, constexpr))
+        self._by_host[key] = name
+        return name
+
+    def constexpr(self, name: str, host: str) -> str:
+        self._taken.add(name)
+        self.params.append(Param(name, host, True))
+        return name
+
+    def local(self, base: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        name, n = base, 2
+        while name in self._taken:
+            name, n = f"{base}_{n}", n + 1
+        self._taken.add(name)
+        return name
+
+    def line(self, text: str = "") -> None:
+        self.lines.append(wrap_call(("    " * self.indent + text) if text else ""))
+
+    def source(self) -> str:
+        plain = [p.name for p in self.params if not p.constexpr]
+        consts = [f"{p.name}: tl.constexpr" for p in self.params if p.constexpr]
+        signature = _wrap(plain + consts, f"def {self.name}(", 4 + len(self.name) + 1)
+        return "@triton.jit\n" + signature + ":\n" + "\n".join(self.lines) + "\n"
+
+    def launch(self, grid: str, options: dict[str, str] | None = None, indent: str = "        ",
+               with_prelude: bool = True) -> str:
+        """The launch line, after the prelude's host lines unless the caller placed those itself."""
+        args = [p.host for p in self.params if not p.constexpr]
+        args += [f"{p.name}={p.host}" for p in self.params if p.constexpr]
+        args += [f"{k}={v}" for k, v in (options or {}).items()]
+        launch = f"{indent}{self.name}[{grid}](\n" + _wrap(args, indent + "    ", len(indent) + 4)
+        return "\n".join([indent + line for line in (self.prelude if with_prelude else [])] + [launch])
+
+
+def wrap_call(line: str, width: int = 116) -> str:
+    """A long `... = f(a, b, c)` line broken after the top-level commas of its first call, the arguments
+    lined up under its opening parenthesis."""
+    if len(line) <= width or "(" not in line:
+        return line
+    start = line.index("(")
+    depth, pieces, last = 0, [], start + 1
+    for i in range(start, len(line)):
+        c = line[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                pieces.append(line[last:i].strip())
+                tail = line[i:]
+                break
+        elif c == "," and depth == 1:
+            pieces.append(line[last:i].strip())
+            last = i + 1
+    else:
+        return line
+    hang = " " * (start + 1)
+    out, current = [], line[:start + 1]
+    for k, piece in enumerate(pieces):
+        piece += "," if k < len(pieces) - 1 else ""
+        if len(current) + len(piece) + 1 > width and current.strip() and not current.endswith("("):
+            out.append(current.rstrip())
+            current = hang + piece
+        else:
+            current += ("" if current.endswith("(") else " ") + piece
+    out.append(current + tail)
+    return "\n".join(out)
+
+
+def _wrap(items: list[str], head: str, hang: int, width: int = 116) -> str:
+    lines, current = [], head
+    for i, item in enumerate(items):
+        piece = item + (", " if i < len(items) - 1 else ")")
+        if len(current) + len(piece) > width and current.strip() != head.strip():
+            lines.append(current.rstrip())
+            current = " " * hang
+        current += piece
+    if not items:
+        current += ")"
+    lines.append(current)
+    return "\n".join(lines)
+
+
+def mask_of(parts: list[str | None]) -> str | None:
+    unique: list[str] = []
+    for part in parts:
+        for p in (part or "").split(" & "):
+            if p and p not in unique:
+                unique.append(p)
+    return " & ".join(unique) if unique else None
+
+
+class Access:
+    """Loads and stores of tensors in a kernel over a space."""
+
+    def __init__(self, kw: KernelWriter, host: HostContext, space: Space, contiguous: set[Value] | None = None):
+        self.kw = kw
+        self.host = host
+        self.space = space
+        self.contiguous = contiguous if contiguous is not None else set()
+
+    def offset(self, value: Value, vmap: Map, host_name: str) -> tuple[str, str | None, frozenset]:
+        """(offset expression, mask, block axes) of a tensor whose dim i runs along space dim vmap[i]."""
+        terms, masks, axes = [], [], set()
+        base = value.name
+        for entry, dims in enumerate(self.space.dims):
+            inside = [i for i, d in enumerate(vmap) if d in dims]
+            if not inside:
+                continue
+            stride = self.kw.arg(f"{base}_s{inside[-1]}", f"{host_name}.stride({inside[-1]})")
+            terms.append(f"{self.space.coords[entry]} * {stride}")
+            masks.append(self.space.masks[entry])
+            if self.space.axis(entry):
+                axes.add(self.space.axis(entry))
+        return " + ".join(terms), mask_of(masks), frozenset(axes)
+
+    def pointer(self, value: Value, vmap: Map) -> tuple[str, str]:
+        host_name = self.host.name(value)
+        if value in self.contiguous:
+            expression = f"{host_name}.contiguous()"
+            if expression not in self.kw.host_locals:
+                local = self.host.fresh(f"{host_name}_c")
+                self.kw.prelude.append(f"{local} = {expression}  # merged dims are read as one")
+                self.kw.host_locals[expression] = local
+            host_name = self.kw.host_locals[expression]
+        return self.kw.arg(f"{value.name}_ptr", host_name), host_name
+
+    def load(self, value: Value, vmap: Map, extra_mask: str | None = None, other: str = "0.0") -> tuple[str, frozenset]:
+        """(variable, block axes it spans) of a tensor loaded through its map."""
+        ptr, host_name = self.pointer(value, vmap)
+        offset, mask, axes = self.offset(value, vmap, host_name)
+        mask = mask_of([mask, extra_mask])
+        var = self.kw.local(value.name)
+        address = f"{ptr} + {offset}" if offset else ptr
+        convert = ".to(tl.float32)" if value.is_float else ""
+        if mask:
+            self.kw.line(f"{var} = tl.load({address}, mask={mask}, other={other}){convert}")
+        else:
+            self.kw.line(f"{var} = tl.load({address}){convert}")
+        return var, axes
+
+    def store(self, value: Value, vmap: Map, var: str, extra_mask: str | None = None,
+              span: frozenset = frozenset()) -> None:
+        """Store `var` (spanning the block axes `span`) through the tensor's map."""
+        ptr, host_name = self.pointer(value, vmap)
+        offset, mask, axes = self.offset(value, vmap, host_name)
+        missing = sorted(span - axes)
+        terms = [offset] if offset else []
+        terms += [self.space.zeros[a] for a in missing]
+        mask = mask_of([mask, extra_mask] + [self.space.axis_masks.get(a) for a in missing])
+        offset = " + ".join(terms)
+        address = f"{ptr} + {offset}" if offset else ptr
+        data = f"{var}.to({ptr}.dtype.element_ty)"
+        self.kw.line(f"tl.store({address}, {data}, mask={mask})" if mask else f"tl.store({address}, {data})")
+
+
+def neutral_of(reduction: str, is_float: bool) -> str:
+    """The value masked lanes hold so that they do not change a reduction."""
+    if reduction in ("amax", "argmax"):
+        return '-float("inf")' if is_float else "-2147483648"
+    if reduction in ("amin", "argmin"):
+        return 'float("inf")' if is_float else "2147483647"
+    return "0.0" if is_float else "0"
+
+
+class Emitter:
+    """The fused ops of a group as Triton statements; `env` holds the variable of each value computed."""
+
+    def __init__(self, kw: KernelWriter, host: HostContext, group: Group, access: Access):
+        self.kw = kw
+        self.host = host
+        self.group = group
+        self.access = access
+        self.env: dict[Value, str] = {}
+        self.spans: dict[Value, frozenset] = {}  # the block axes each computed value spans
+        self.loaded: dict[tuple[int, Map], tuple[str, frozenset]] = {}
+        self.exprs: dict[str, str] = {}  # expression -> the variable holding it: nothing is computed twice
+
+    def reset_loads(self) -> None:
+        self.loaded = {}
+
+    @contextmanager
+    def scope(self):
+        """Values computed inside (one block of a row, one gathered column) do not outlive it."""
+        env, exprs = dict(self.env), dict(self.exprs)
+        yield
+        self.env, self.exprs = env, exprs
+        self.reset_loads()
+
+    def bind(self, value: Value, var: str, span) -> None:
+        self.env[value] = var
+        self.spans[value] = frozenset(span)
+
+    def store(self, value: Value, vmap: Map, extra_mask: str | None = None, extra_span=()) -> None:
+        span = self.spans.get(value, frozenset()) | frozenset(extra_span)
+        self.access.store(value, vmap, self.env[value], extra_mask, span)
+
+    def assign(self, value: Value, text: str, span=frozenset()) -> str:
+        self.spans[value] = frozenset(span)
+        if text in self.exprs:
+            var = self.exprs[text]
+        else:
+            var = self.kw.local(value.name)
+            self.kw.line(f"{var} = {text}")
+            self.exprs[text] = var
+        self.env[value] = var
+        return var
+
+    def operand(self, op: Op, position: int, want_float: bool) -> tuple[str, bool, frozenset]:
+        """(expression, is a Python constant, block axes it spans) of op's argument."""
+        arg = op.args[position]
+        if isinstance(arg, Value):
+            if arg.kind == SYM:
+                return self.kw.arg(arg.name, self.host.name(arg)), False, frozenset()
+            if arg.kind == CONST:
+                return expr.literal(arg.concrete), True, frozenset()
+            if arg in self.env:
+                var, span = self.env[arg], self.spans.get(arg, frozenset())
+            else:
+                vmap = self.group.leaf_map(op, position)
+                key = (id(arg), vmap)
+                if key not in self.loaded:
+                    self.loaded[key] = self.access.load(arg, vmap)
+                var, span = self.loaded[key]
+            if want_float and not arg.is_float:
+                var = f"{var}.to(tl.float32)"
+            return var, False, span
+        if arg is None:
+            return "None", True, frozenset()
+        return expr.literal(arg), True, frozenset()
+
+    def reduce(self, op: Op, mask: str, count: str, axis: str) -> str:
+        """A reduction along axis 1 of a 2-D block (a row of the row template, the columns of a GEMM tile),
+        the block axis named `axis`: lanes outside `mask` hold the reduction's neutral value; `count` is the
+        number of reduced elements."""
+        x, _, span = self.operand(op, 0, want_float=False)
+        neutral = neutral_of(op.name, op.args[0].is_float)
+        masked = f"tl.where({mask}, {x}, {neutral})"
+        if op.name in ("sum", "mean"):
+            text = f"tl.sum({masked}, axis=1, keep_dims=True)"
+            if op.name == "mean":
+                correction = op.attrs.get("correction", 0)
+                text += f" / {count}" if not correction else f" / ({count} - {float(correction)!r})"
+        elif op.name in ("amax", "amin"):
+            text = f"tl.{'max' if op.name == 'amax' else 'min'}({masked}, axis=1, keep_dims=True)"
+        else:
+            text = f"tl.{op.name}({masked}, axis=1, keep_dims=True).to(tl.int64)"
+        return self.assign(op.out, text, (span | {axis}) - {axis})
+
+    def iota(self, op: Op) -> str:
+        """Each element's index along a dim: the coordinate of the space dim it runs along (kept unmerged)."""
+        space_dim = self.group.vmap[op.out][op.attrs["dim"]]
+        if space_dim is None:
+            return self.assign(op.out, "0")
+        entry = self.access.space.entry_of(space_dim)
+        if len(self.access.space.dims[entry]) != 1:
+            raise ValueError("iota along a merged dim")
+        axis = self.access.space.axis(entry)
+        return self.assign(op.out, f"({self.access.space.coords[entry]})", {axis} if axis else ())
+
+    def pointwise(self, op: Op) -> str:
+        if op.name == "iota":
+            return self.iota(op)
+        want_float = op.out.is_float and op.name not in ("where",)
+        parts = [self.operand(op, i, want_float if not (op.name == "where" and i == 0) else False)
+                 for i in range(len(op.args))]
+        args = [p[0] for p in parts]
+        span = frozenset().union(*(p[2] for p in parts))
+        if op.name == "where" and op.args[0].dtype != torch.bool:
+            args[0] = f"({args[0]} != 0)"
+        text = expr.pointwise(op.name, args, op.attrs, [p[1] for p in parts], self.kw.helpers)
+        if len(args) and all(p[1] for p in parts):
+            text = f"{text} + tl.zeros((1,), tl.float32)"
+        if text in self.env.values() or text == args[0] and op.name == "identity":
+            self.bind(op.out, text, span)  # an identity: the same variable
+            return text
+        return self.assign(op.out, text, span)
+
+
+def merge_dims(domains: list[list[int]], accesses: list[tuple[Value, Map]], space: tuple[int, ...]
+               ) -> tuple[list[list[int]], set[Value]]:
+    """Space dims merged into fewer coordinates where every tensor reads them the same way.
+
+    Dims of size 1 are dropped (their coordinate is 0). Two neighbouring dims of a domain merge when each
+    tensor either runs along neither or along both through neighbouring dims of its own (size-1 dims between
+    them aside). Tensors read through a merged coordinate must be contiguous: the leaves among them are
+    returned so the host can pass `.contiguous()` (a no-op when they already are)."""
+    entries: list[list[int]] = []
+    merged_users: set[Value] = set()
+    for domain in domains:
+        dims = [d for d in domain if space[d] != 1]
+        current: list[int] = []
+        for d in dims:
+            if current and all(_mergeable(value, vmap, current[-1], d) for value, vmap in accesses):
+                current.append(d)
+            else:
+                if current:
+                    entries.append(current)
+                current = [d]
+        if current:
+            entries.append(current)
+    for value, vmap in accesses:
+        for entry in entries:
+            if len(entry) > 1 and any(d in entry for d in vmap):
+                merged_users.add(value)
+    return entries, merged_users
+
+
+def _mergeable(value: Value, vmap: Map, d0: int, d1: int) -> bool:
+    i = [k for k, d in enumerate(vmap) if d == d0]
+    j = [k for k, d in enumerate(vmap) if d == d1]
+    if not i and not j:
+        return True
+    if not i or not j:
+        return False
+    return j[0] > i[0] and all(value.shape[k] == 1 for k in range(i[0] + 1, j[0]))
+
+
+def accesses_of(group: Group) -> list[tuple[Value, Map]]:
+    """How the group reads and writes memory (exports, leaves), and the dims iota needs as coordinates of
+    their own (they must not merge with a neighbour)."""
+    accesses = [(v, group.vmap[v]) for v in group.exports] + group.leaves()
+    for op in group.ops:
+        if op.name == "iota":
+            d = group.vmap[op.out][op.attrs["dim"]]
+            if d is not None:
+                accesses.append((op.out, tuple(d if i == op.attrs["dim"] else None for i in range(op.out.rank))))
+    return accesses
+
+
+def space_numel(group: Group, host: HostContext, sizes: list[str]) -> str:
+    """The number of elements of the space: an export's numel() when one covers it all."""
+    for value in group.exports:
+        if value.shape == group.space and group.vmap[value] == tuple(range(len(group.space))):
+            return f"{host.name(value)}.numel()"
+    return product(sizes)
+
+
+def space_sizes(group: Group, host: HostContext, extra: list[tuple[Value, Map]] = ()) -> list[str]:
+    """Host expressions of each space dim's size, read from a tensor that runs along it."""
+    sizes = ["1"] * len(group.space)
+    accesses = [(v, group.vmap[v]) for v in group.exports] + list(extra) + group.leaves()
+    for value, vmap in accesses:
+        shape = host.shape(value)
+        for i, d in enumerate(vmap):
+            if d is not None and sizes[d] == "1" and value.shape[i] != 1:
+                sizes[d] = shape[i]
+    return sizes
+
+
+def unravel(kw: KernelWriter, flat: str, entries: list[list[int]], sizes: list[str], prefix: str) -> list[str]:
+    """Coordinates of a flat index over merged entries (last entry innermost); one variable per entry."""
+    if not entries:
+        return []
+    if len(entries) == 1:
+        return [flat]
+    coords = [""] * len(entries)
+    rem = flat
+    for k in range(len(entries) - 1, 0, -1):
+        size = kw.arg(f"size_{prefix}{k}", product([sizes[d] for d in entries[k]]))
+        coords[k] = kw.local(f"{prefix}{k}")
+        kw.line(f"{coords[k]} = {rem} % {size}")
+        nxt = kw.local(f"{prefix}_rest") if k > 1 else None
+        if nxt:
+            kw.line(f"{nxt} = {rem} // {size}")
+            rem = nxt
+        else:
+            coords[0] = kw.local(f"{prefix}0")
+            kw.line(f"{coords[0]} = {rem} // {size}")
+    return coords
+
+
+@dataclass
+class KernelCode:
+    """One kernel and the host code that launches it."""
+
+    source: str
+    host_lines: list[str]  # allocations and the launch, indented for forward's body
+    helpers: set[str]
+    name: str
+
+
+def allocate(host: HostContext, values: list[Value], indent: str = "        ") -> list[str]:
+    lines = []
+    for value in values:
+        if value in host.allocated:
+            continue
+        lines.append(wrap_call(f"{indent}{host.name(value)} = torch.empty({host.shape_tuple(value)}, "
+                               f"device={host.device()}, dtype={host.dtype(value)})"))
+        host.allocated.add(value)
+    return lines

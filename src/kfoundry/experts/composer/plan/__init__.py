@@ -1,0 +1,1 @@
+"""Planning: the IR graph cut into kernels (groups) and host steps (`fusion`)."""

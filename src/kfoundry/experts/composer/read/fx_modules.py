@@ -1,0 +1,182 @@
+"""Handlers of torch.nn leaf modules (torch.fx keeps them as call_module nodes): their parameters are read
+by attribute path, their configuration from the module object."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from kfoundry.experts.composer.ir.builder import norm_dim
+from kfoundry.experts.composer.read import decompose, norm
+from kfoundry.experts.composer.read.fx_functions import HANDLERS as FUNCTION_HANDLERS
+from kfoundry.experts.composer.read.fx_functions import adaptive_pool, conv, dropout_value, loss_by_class, pool
+from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported
+
+if TYPE_CHECKING:
+    from kfoundry.experts.composer.read.lower_fx import FxReader
+
+HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
+handles = HANDLERS.handles
+
+
+# -- modules --------------------------------------------------------------------------------------------
+def _module_unary(name: str, **attrs_of):
+    def handler(r: FxReader, m, path, x, **kw):
+        attrs = {k: (f(m) if callable(f) else f) for k, f in attrs_of.items()}
+        return r.op(name, [r.tensor(x)], **attrs)
+    return handler
+
+
+for _cls, _name in {"ReLU": "relu", "ReLU6": "relu6", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
+                    "Mish": "mish", "SELU": "selu", "Softsign": "softsign", "Hardswish": "hardswish",
+                    "Hardsigmoid": "hardsigmoid", "LogSigmoid": "logsigmoid"}.items():
+    HANDLERS[f"nn.{_cls}"] = _module_unary(_name)
+HANDLERS["nn.GELU"] = _module_unary("gelu", approximate=lambda m: m.approximate)
+HANDLERS["nn.LeakyReLU"] = _module_unary("leaky_relu", slope=lambda m: float(m.negative_slope))
+HANDLERS["nn.ELU"] = _module_unary("elu", alpha=lambda m: float(m.alpha), scale=1.0, input_scale=1.0)
+HANDLERS["nn.CELU"] = _module_unary("elu", alpha=lambda m: float(m.alpha), scale=1.0,
+                                    input_scale=lambda m: 1.0 / float(m.alpha))
+HANDLERS["nn.Softplus"] = _module_unary("softplus", beta=lambda m: float(m.beta),
+                                        threshold=lambda m: float(m.threshold))
+HANDLERS["nn.Hardtanh"] = _module_unary("clamp", min=lambda m: float(m.min_val), max=lambda m: float(m.max_val))
+HANDLERS["nn.Threshold"] = _module_unary("threshold", threshold=lambda m: float(m.threshold),
+                                         value=lambda m: float(m.value))
+
+
+@handles("nn.Identity")
+def _m_identity(r: FxReader, m, path, x, *rest, **kw):
+    return r.tensor(x)
+
+
+@handles("nn.Dropout", "nn.Dropout1d", "nn.Dropout2d", "nn.Dropout3d", "nn.AlphaDropout", "nn.FeatureAlphaDropout")
+def _m_dropout(r: FxReader, m, path, x):
+    return dropout_value(r, x, float(m.p), m.training)
+
+
+@handles("nn.Linear")
+def _m_linear(r: FxReader, m, path, x):
+    return decompose.linear(r.b, r.tensor(x), r.state(path, "weight"), r.state(path, "bias"), r.origin)
+
+
+@handles("nn.Conv1d", "nn.Conv2d", "nn.Conv3d")
+def _m_conv(r: FxReader, m, path, x):
+    if m.padding_mode != "zeros":
+        raise Unsupported(r.origin, f"padding_mode={m.padding_mode!r}")
+    return conv(r, r.tensor(x), r.state(path, "weight"), r.state(path, "bias"), m.stride, m.padding, m.dilation,
+                m.groups)
+
+
+@handles("nn.ConvTranspose1d", "nn.ConvTranspose2d", "nn.ConvTranspose3d")
+def _m_conv_t(r: FxReader, m, path, x, output_size=None):
+    if output_size is not None:
+        raise Unsupported(r.origin, "output_size=")
+    return conv(r, r.tensor(x), r.state(path, "weight"), r.state(path, "bias"), m.stride, m.padding, m.dilation,
+                m.groups, True, m.output_padding)
+
+
+@handles("nn.MaxPool1d", "nn.MaxPool2d", "nn.MaxPool3d")
+def _m_max_pool(r: FxReader, m, path, x):
+    if m.return_indices:
+        raise Unsupported(r.origin, "return_indices=True")
+    nd = int(type(m).__name__[-2])
+    return pool(r, "max_pool", r.tensor(x), nd, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+
+
+@handles("nn.AvgPool1d", "nn.AvgPool2d", "nn.AvgPool3d")
+def _m_avg_pool(r: FxReader, m, path, x):
+    nd = int(type(m).__name__[-2])
+    return pool(r, "avg_pool", r.tensor(x), nd, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode,
+                m.count_include_pad, getattr(m, "divisor_override", None))
+
+
+@handles("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "nn.AdaptiveAvgPool3d", "nn.AdaptiveMaxPool1d",
+         "nn.AdaptiveMaxPool2d", "nn.AdaptiveMaxPool3d")
+def _m_adaptive(r: FxReader, m, path, x):
+    if getattr(m, "return_indices", False):
+        raise Unsupported(r.origin, "return_indices=True")
+    name = type(m).__name__
+    return adaptive_pool(r, "max" if "Max" in name else "avg", r.tensor(x), int(name[-2]), m.output_size)
+
+
+@handles("nn.Flatten")
+def _m_flatten(r: FxReader, m, path, x):
+    x = r.tensor(x)
+    return r.op("flatten", [x], start=norm_dim(m.start_dim, x.rank), end=norm_dim(m.end_dim, x.rank))
+
+
+@handles("nn.Unflatten")
+def _m_unflatten(r: FxReader, m, path, x):
+    x = r.tensor(x)
+    dim = norm_dim(m.dim, x.rank)
+    sizes = r.sizes_of(x)
+    return r.op("reshape", [x], sizes=sizes[:dim] + tuple(m.unflattened_size) + sizes[dim + 1:])
+
+
+@handles("nn.Softmax", "nn.LogSoftmax", "nn.Softmin")
+def _m_softmax(r: FxReader, m, path, x):
+    x = r.tensor(x)
+    dim = m.dim if m.dim is not None else (0 if x.rank in (0, 1, 3) else 1)
+    if type(m).__name__ == "Softmin":
+        x = r.op("neg", [x])
+    return decompose.softmax(r.b, x, dim, r.origin, log=type(m).__name__ == "LogSoftmax")
+
+
+@handles("nn.LayerNorm")
+def _m_layer_norm(r: FxReader, m, path, x):
+    return norm.layer_norm(r.b, r.tensor(x), len(m.normalized_shape), r.state(path, "weight"),
+                           r.state(path, "bias"), float(m.eps), r.origin)
+
+
+@handles("nn.RMSNorm")
+def _m_rms_norm(r: FxReader, m, path, x):
+    x = r.tensor(x)
+    eps = torch.finfo(x.dtype).eps if m.eps is None else float(m.eps)
+    return norm.rms_norm(r.b, x, len(m.normalized_shape), r.state(path, "weight"), eps, r.origin)
+
+
+@handles("nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm3d")
+def _m_batch_norm(r: FxReader, m, path, x):
+    use_batch = m.training or not m.track_running_stats or m.running_mean is None
+    return norm.batch_norm(r.b, r.tensor(x), r.state(path, "running_mean"), r.state(path, "running_var"),
+                           r.state(path, "weight"), r.state(path, "bias"), use_batch, float(m.eps), r.origin)
+
+
+@handles("nn.InstanceNorm1d", "nn.InstanceNorm2d", "nn.InstanceNorm3d")
+def _m_instance_norm(r: FxReader, m, path, x):
+    x = r.tensor(x)
+    if x.rank == int(type(m).__name__[-2]) + 1:
+        raise Unsupported(r.origin, "an unbatched input")
+    use_input = m.training or not m.track_running_stats
+    return norm.instance_norm(r.b, x, r.state(path, "running_mean"), r.state(path, "running_var"),
+                              r.state(path, "weight"), r.state(path, "bias"), use_input, float(m.eps), r.origin)
+
+
+@handles("nn.GroupNorm")
+def _m_group_norm(r: FxReader, m, path, x):
+    x = r.tensor(x)
+    return norm.group_norm(r.b, x, int(m.num_groups), r.state(path, "weight"), r.state(path, "bias"),
+                           float(m.eps), list(r.sizes_of(x)), r.origin)
+
+
+@handles("nn.CrossEntropyLoss", "nn.NLLLoss")
+def _m_cross_entropy(r: FxReader, m, path, x, target):
+    if getattr(m, "weight", None) is not None or getattr(m, "label_smoothing", 0.0):
+        raise Unsupported(f"nn.{type(m).__name__}", "class weights or label smoothing")
+    key = "cross_entropy" if type(m).__name__ == "CrossEntropyLoss" else "nll_loss"
+    return loss_by_class(r, key, x, target, int(m.ignore_index), m.reduction)
+
+
+@handles("nn.MSELoss", "nn.L1Loss", "nn.SmoothL1Loss", "nn.HuberLoss", "nn.KLDivLoss")
+def _m_losses(r: FxReader, m, path, x, target):
+    name = {"MSELoss": "mse_loss", "L1Loss": "l1_loss", "SmoothL1Loss": "smooth_l1_loss", "HuberLoss": "huber_loss",
+            "KLDivLoss": "kl_div"}[type(m).__name__]
+    kwargs = {"reduction": m.reduction}
+    if name == "smooth_l1_loss":
+        kwargs["beta"] = m.beta
+    elif name == "huber_loss":
+        kwargs["delta"] = m.delta
+    elif name == "kl_div":
+        kwargs["log_target"] = m.log_target
+    r.key = name
+    return FUNCTION_HANDLERS[name](r, x, target, **kwargs)

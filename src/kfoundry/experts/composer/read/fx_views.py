@@ -1,0 +1,200 @@
+"""Handlers of views and sizes: reshapes, permutations, indexing with ints and slices, and the shape
+queries (size, numel, getattr shape) that become host-side integers."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kfoundry.experts.composer.ir.builder import norm_dim
+from kfoundry.experts.composer.ir.graph import Value
+from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, scalar_of
+
+if TYPE_CHECKING:
+    from kfoundry.experts.composer.read.lower_fx import FxReader
+
+HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
+handles = HANDLERS.handles
+
+
+# -- views and sizes -------------------------------------------------------------------------------------
+def _sizes(args: tuple) -> tuple:
+    if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+@handles("view", "reshape")
+def _view(r: FxReader, x, *args, **kwargs):
+    sizes = _sizes(args or tuple(kwargs.get("shape", kwargs.get("size", ()))))
+    if len(sizes) == 1 and isinstance(sizes[0], torch.dtype):
+        raise Unsupported("Tensor.view(dtype)")
+    return r.op("reshape", [r.tensor(x)], sizes=sizes)
+
+
+@handles("view_as", "reshape_as")
+def _view_as(r: FxReader, x, other):
+    return r.op("reshape", [r.tensor(x)], sizes=r.sizes_of(r.tensor(other)))
+
+
+@handles("expand")
+def _expand(r: FxReader, x, *args, **kwargs):
+    return r.op("expand", [r.tensor(x)], sizes=_sizes(args or tuple(kwargs.get("size", ()))))
+
+
+@handles("expand_as")
+def _expand_as(r: FxReader, x, other):
+    return r.op("expand", [r.tensor(x)], sizes=r.sizes_of(r.tensor(other)))
+
+
+@handles("flatten")
+def _flatten(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, start_dim=0, end_dim=-1")
+    x = r.tensor(a["input"])
+    if x.rank == 0:
+        return r.op("reshape", [x], sizes=(1,))
+    return r.op("flatten", [x], start=norm_dim(a["start_dim"], x.rank), end=norm_dim(a["end_dim"], x.rank))
+
+
+@handles("unflatten")
+def _unflatten(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, dim, sizes")
+    x = r.tensor(a["input"])
+    dim = norm_dim(a["dim"], x.rank)
+    sizes = r.sizes_of(x)
+    return r.op("reshape", [x], sizes=sizes[:dim] + tuple(a["sizes"]) + sizes[dim + 1:])
+
+
+@handles("unsqueeze")
+def _unsqueeze(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, dim")
+    return r.op("unsqueeze", [r.tensor(a["input"])], dim=int(a["dim"]))
+
+
+@handles("squeeze")
+def _squeeze(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, dim=None")
+    x = r.tensor(a["input"])
+    return r.op("squeeze", [x], dims=None if a["dim"] is None else ints_of(a["dim"]))
+
+
+@handles("permute")
+def _permute(r: FxReader, x, *dims, **kwargs):
+    return r.op("permute", [r.tensor(x)], dims=_sizes(dims or tuple(kwargs.get("dims", ()))))
+
+
+@handles("transpose", "swapaxes", "swapdims")
+def _transpose(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, dim0, dim1")
+    return r.op("transpose", [r.tensor(a["input"])], dim0=int(a["dim0"]), dim1=int(a["dim1"]))
+
+
+@handles("t")
+def _t(r: FxReader, x):
+    x = r.tensor(x)
+    return x if x.rank < 2 else r.op("transpose", [x], dim0=0, dim1=1)
+
+
+@handles("movedim", "moveaxis")
+def _movedim(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, source, destination")
+    x = r.tensor(a["input"])
+    src = [norm_dim(d, x.rank) for d in ints_of(a["source"])]
+    dst = [norm_dim(d, x.rank) for d in ints_of(a["destination"])]
+    order = [d for d in range(x.rank) if d not in src]
+    for s, d in sorted(zip(dst, src)):
+        order.insert(s, d)
+    return r.op("permute", [x], dims=tuple(order))
+
+
+@handles("narrow")
+def _narrow(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, dim, start, length")
+    start = int(scalar_of(a["start"]))
+    stop = start + int(scalar_of(a["length"]))
+    return r.op("slice", [r.tensor(a["input"])], dim=int(a["dim"]), start=start, stop=stop,
+                step=1)
+
+
+@handles("select")
+def _select(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, dim, index")
+    x = r.tensor(a["input"])
+    dim = norm_dim(int(a["dim"]), x.rank)
+    index = int(scalar_of(a["index"]))
+    return r.op("select", [x], dim=dim, index=index)
+
+
+@handles("size")
+def _size(r: FxReader, x, dim=None):
+    x = r.tensor(x)
+    return r.sizes_of(x) if dim is None else r.size_of(x, int(dim))
+
+
+@handles("dim", "ndimension")
+def _dim(r: FxReader, x):
+    return r.tensor(x).rank
+
+
+@handles("numel")
+def _numel(r: FxReader, x):
+    x = r.tensor(x)
+    return r.b.sym("sym_numel", [x], math.prod(x.shape), r.origin)
+
+
+@handles("getattr")
+def _getattr(r: FxReader, obj, name):
+    if isinstance(obj, Value) and obj.is_tensor:
+        if name == "shape":
+            return r.sizes_of(obj)
+        if name == "ndim":
+            return obj.rank
+        if name == "dtype":
+            return obj.dtype
+        if name in ("T", "mT"):
+            return r.op("permute", [obj], dims=tuple(range(obj.rank))[::-1]) if name == "T" else \
+                r.op("transpose", [obj], dim0=-2, dim1=-1)
+        if name == "device":
+            return "device"
+        raise Unsupported(f"Tensor.{name}")
+    if isinstance(obj, tuple) and name in ("values", "indices"):
+        return obj[0 if name == "values" else 1]
+    raise Unsupported(f"getattr {name}")
+
+
+@handles("getitem")
+def _getitem(r: FxReader, obj, index):
+    if not (isinstance(obj, Value) and obj.is_tensor):
+        if isinstance(index, Value):
+            index = index.concrete
+        return obj[index]
+    return tensor_index(r, obj, index)
+
+
+def tensor_index(r: FxReader, x: Value, index: Any) -> Value:
+    """Basic indexing (ints, slices, None, ...) as views; tensor indices are not supported."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if any(isinstance(i, Value) and i.is_tensor for i in items) or any(isinstance(i, list) for i in items):
+        raise Unsupported("advanced indexing", "indexing with a tensor or list")
+    explicit = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (x.rank - explicit)
+    items += [slice(None)] * (x.rank - explicit - sum(1 for i in items if i is Ellipsis))
+    dim = 0
+    for item in items:
+        if item is None:
+            x = r.op("unsqueeze", [x], dim=dim)
+            dim += 1
+        elif isinstance(item, slice):
+            start, stop, step = (scalar_of(v) for v in (item.start, item.stop, item.step))
+            if start in (None, 0) and stop is None and step in (None, 1):
+                dim += 1
+                continue
+            x = r.op("slice", [x], dim=dim, start=start, stop=stop, step=step)
+            dim += 1
+        else:
+            x = r.op("select", [x], dim=dim, index=int(scalar_of(item)))
+    return x

@@ -1,0 +1,80 @@
+"""What the readers and their handler modules share: the table a handler module fills, the error a handler
+raises for what the composer lacks, and the helpers that bind and convert a call's arguments."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kfoundry.experts.composer.ir.graph import CONST, SYM, Value
+
+
+class Unsupported(Exception):
+    def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__(f"{name}: {detail}" if detail else name)
+        self.name = name
+        self.detail = detail
+
+
+class HandlerTable(dict[str, Callable]):
+    """One handler module's handlers by key: an op's name ("add", "max"), or "nn." and a module class's name.
+    The reader dispatches to the tables of its handler modules, merged (lower_fx.HANDLER_MODULES)."""
+
+    def handles(self, *keys: str) -> Callable[[Callable], Callable]:
+        def register(fn: Callable) -> Callable:
+            for key in keys:
+                self[key] = fn
+            return fn
+        return register
+
+
+def bind(args: tuple, kwargs: dict, names: str) -> dict[str, Any]:
+    """Match a call's arguments to a signature written as 'input, dim=None, keepdim=False'."""
+    spec: list[tuple[str, Any]] = []
+    for part in names.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, default = part.partition("=")
+        spec.append((name.strip(), eval(default, {"math": math}) if sep else _REQUIRED))
+    if len(args) > len(spec):
+        raise TypeError(f"{len(args)} positional arguments where at most {len(spec)} are known")
+    out = {name: default for name, default in spec}
+    for (name, _), value in zip(spec, args):
+        out[name] = value
+    for key, value in kwargs.items():
+        if key not in out:
+            raise TypeError(f"unknown argument {key!r}")
+        out[key] = value
+    missing = [k for k, v in out.items() if v is _REQUIRED]
+    if missing:
+        raise TypeError(f"missing argument(s) {', '.join(missing)}")
+    return out
+
+
+_REQUIRED = object()
+
+
+def scalar_of(value: Any, what: str = "argument") -> Any:
+    if isinstance(value, Value):
+        if value.kind in (SYM, CONST):
+            return value.concrete
+        raise Unsupported(what, "a tensor where the composer needs a constant")
+    return value
+
+
+def ints_of(value: Any) -> tuple:
+    if isinstance(value, (list, tuple, torch.Size)):
+        return tuple(value)
+    return (value,)
+
+
+def tuple_n(value: Any, n: int) -> tuple[int, ...]:
+    if isinstance(value, (list, tuple)):
+        if len(value) == 1:
+            return tuple(int(value[0]) for _ in range(n))
+        return tuple(int(v) for v in value)
+    return (int(value),) * n

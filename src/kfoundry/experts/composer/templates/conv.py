@@ -1,0 +1,458 @@
+"""The convolution template: Conv1d/2d/3d and ConvTranspose1d/2d/3d as implicit GEMMs, with the same fused
+epilogue as the GEMM template (the bias is the first epilogue op).
+
+GEMM view: rows m = (sample, output position), columns = output channels of one group, reduction
+k = (input channel of the group, kernel position). A convolution reads the input at
+position * stride - padding + kernel offset * dilation; a transposed one gathers the inputs whose scatter
+lands on the output position: (position + padding - kernel offset * dilation) divisible by the stride.
+No im2col buffer is built: input tiles are loaded straight from the activation.
+
+Layouts of the reduction loop (config["layout"]):
+* ``channels_last``: over channels-last copies of input and weight (made by a copy kernel, rounded to TF32 where
+  the dot is TF32), one loop over (kernel position, chunk of BK channels): K-contiguous tiles for the tensor cores;
+* ``phases``: the same for a transposed convolution (stride s, no dilation), one grid column per output phase
+  (position mod s): each phase is a plain convolution with every s-th kernel tap, so no load is masked away by
+  the stride;
+* ``fma``: few input channels per group (a depthwise convolution): no dot product, the taps unrolled as
+  multiply-adds of a row vector of the input and a column vector of the weight;
+* ``direct``: the general gather from the (N, C, *spatial) input, k = (input channel, kernel position);
+* ``taps``: the channels-last loop reading the input where it lies (no copy; tiles strided along k): only
+  benchmarks/composer_variants.py's exploration grid asks for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from kfoundry.experts.composer.emit.host import HostContext, product
+from kfoundry.experts.composer.emit.kernel import (
+    Access,
+    Emitter,
+    KernelCode,
+    KernelWriter,
+    Space,
+    allocate,
+    space_sizes,
+    unravel,
+)
+from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.gemm import (
+    BASE_CONFIGS,
+    TILE_MASKS,
+    TILE_REDUCTION_CONFIGS,
+    TILE_ZEROS,
+    dot_precisions,
+    dot_step,
+    epilogue,
+    grouped_tiles,
+    tile_constexprs,
+    tile_grid,
+)
+
+MIN_CHANNELS_LAST = 8  # input channels per group: fewer (a depthwise conv) would leave most of a BK chunk empty
+MAX_FMA_TAPS = 64  # the fma loop unrolls the kernel positions
+
+# tiles of the TF32 implicit GEMM, best first as measured on the H200 (benchmarks/composer_variants.py --conv-grid:
+# 128x128 and 256x128 with 8 warps led on 2D convolutions, 128x64 on a Conv3d with 64 output channels)
+TENSOR_CORE_TILES = [
+    {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
+    {"BM": 256, "BN": 128, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
+    {"BM": 64, "BN": 128, "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 4},
+    {"BM": 128, "BN": 64, "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 4},
+]
+FMA_TILES = [
+    {"BM": 256, "BK": 16, "GROUP_M": 8, "num_warps": 4, "num_stages": 2},
+    {"BM": 512, "BK": 16, "GROUP_M": 8, "num_warps": 4, "num_stages": 2},
+    {"BM": 1024, "BK": 16, "GROUP_M": 8, "num_warps": 8, "num_stages": 2},
+    {"BM": 128, "BK": 16, "GROUP_M": 8, "num_warps": 4, "num_stages": 2},
+]
+
+
+def channels_per_group(group: Group) -> tuple[int, int]:
+    """(input channels, output channels) of one group of the convolution."""
+    op = group.anchor
+    x, w = op.args
+    groups = op.attrs["groups"]
+    cin = int(x.shape[1]) // groups
+    cout = int(w.shape[1]) if op.attrs["transposed"] else int(w.shape[0]) // groups
+    return cin, cout
+
+
+def channels_last_fits(group: Group) -> bool:
+    """A convolution the channels-last loop takes: not transposed, enough input channels per group."""
+    op = group.anchor
+    return op is not None and not op.attrs["transposed"] and channels_per_group(group)[0] >= MIN_CHANNELS_LAST
+
+
+def phases_fit(group: Group) -> bool:
+    """A transposed convolution the phase loop takes: no dilation, enough input channels per group."""
+    op = group.anchor
+    return op is not None and op.attrs["transposed"] and all(d == 1 for d in op.attrs["dilation"]) and \
+        channels_per_group(group)[0] >= MIN_CHANNELS_LAST
+
+
+def fma_fits(group: Group) -> bool:
+    """Few input channels per group: multiply-adds beat a mostly empty dot product."""
+    op = group.anchor
+    taps = math.prod(int(k) for k in op.args[1].shape[2:])
+    return channels_per_group(group)[0] < MIN_CHANNELS_LAST and taps <= MAX_FMA_TAPS
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _narrow(tile: dict, cout: int) -> dict:
+    """BN no wider than the output channels of a group need (at least 16, the dot's minimum)."""
+    return dict(tile, BN=min(tile["BN"], max(16, _next_power_of_2(cout))))
+
+
+def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
+    # cuDNN convolutions run in TF32 on GPUs by PyTorch's default: TF32 variants are fair there
+    precisions = dot_precisions(precision, tolerance, tf32_fair=True)
+    cout = channels_per_group(group)[1]
+    if fma_fits(group):
+        bn = "full" if group.reduced else min(64, max(2, _next_power_of_2(cout)))
+        tiles = [dict(t, BN=bn) for t in FMA_TILES]
+        return [dict(t, precision="default", layout="fma") for t in tiles]
+    if group.reduced:  # a reduction over the channels in the epilogue: one tile spans them all
+        layout = "channels_last" if channels_last_fits(group) else "phases" if phases_fit(group) else "direct"
+        return [dict(base, precision=precisions[i % len(precisions)], layout=layout if i != 2 else "direct")
+                for i, base in enumerate(TILE_REDUCTION_CONFIGS)]
+    if not (channels_last_fits(group) or phases_fit(group)):
+        return [dict(base, precision=precisions[i % len(precisions)], layout="direct")
+                for i, base in enumerate(BASE_CONFIGS[:4])]
+    layout = "channels_last" if channels_last_fits(group) else "phases"
+    fast = "tf32" if "tf32" in precisions else precisions[0]
+    exact = precisions[0]  # tf32x3 for fp32: close to fp32, should TF32's error be too large on a problem
+    out: list[dict] = []
+    for i, tile in enumerate(TENSOR_CORE_TILES[:3] + [TENSOR_CORE_TILES[0]] + TENSOR_CORE_TILES[3:]):
+        config = dict(_narrow(tile, cout), precision=exact if i == 3 else fast, layout=layout)
+        if config not in out:
+            out.append(config)
+    out.append(dict(_narrow(BASE_CONFIGS[0], cout), precision=fast, layout="direct"))
+    return out
+
+
+def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    op = group.anchor
+    x = op.args[0]
+    out = op.out
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    transposed = attrs["transposed"]
+    groups = attrs["groups"]
+    kw = KernelWriter(f"_{group.name}_kernel")
+    lines = allocate(host, group.exports)
+    sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
+    xn = host.name(x)
+    xs = host.shape(x)
+    in_sizes = [kw.arg(f"in_size{d}", xs[2 + d]) for d in range(nd)]
+    cin_group = kw.arg("c_per_group", f"{xs[1]} // {groups}" if groups != 1 else xs[1])
+    out_channels = sizes[1]
+    cout_group_host = f"{out_channels} // {groups}" if groups != 1 else out_channels
+    cout_group = kw.arg("oc_per_group", cout_group_host)
+    layout = config.get("layout", "direct")
+    phases = layout == "phases"
+    strides = [int(v) for v in attrs["stride"]]
+    # the phase loop's rows: (sample, output position // stride); one grid column per (group, phase)
+    row_sizes = [sizes[0], sizes[1]] + [f"triton.cdiv({sizes[2 + d]}, {strides[d]})" if phases else sizes[2 + d]
+                                        for d in range(nd)]
+    m_total_host = product([row_sizes[0]] + [row_sizes[2 + d] for d in range(nd)])
+    m_total = kw.arg("M", m_total_host)
+    tile_constexprs(kw, config, xn, cout_group_host)
+    grouped_tiles(kw, m_total, cout_group)
+    n_phases = math.prod(strides) if phases else 1
+    kw.line(f"pid_g = tl.program_id(1){f' // {n_phases}' if n_phases > 1 else ''}")
+    kw.line("# rows: (sample, output position); columns: output channels of this group")
+    spatial_entries = [[0]] + [[2 + d] for d in range(nd)]
+    coords = unravel(kw, "rm", spatial_entries, row_sizes, "q" if phases else "o")
+    sample, positions = coords[0], coords[1:]
+    kw.line(f"oc = pid_g * {cout_group} + rn")
+    kw.line(f"m_in = rm < {m_total}")
+    kw.line(f"n_in = rn < {cout_group}")
+    phase_of: list[str] = []
+    if phases:
+        quotients = positions
+        kw.line(f"phase = tl.program_id(1) % {n_phases}")
+        phase_of = _static_unravel(kw, "phase", strides, "ph")
+        out_sizes = [kw.arg(f"out_size{d}", sizes[2 + d]) for d in range(nd)]
+        positions = []
+        for d in range(nd):
+            o = kw.local(f"o{d}")
+            kw.line(f"{o} = {quotients[d]} * {strides[d]} + {phase_of[d]}")
+            kw.line(f"m_in = m_in & ({o} < {out_sizes[d]})")
+            positions.append(o)
+    kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    if layout in ("channels_last", "taps") and not transposed:
+        _channels_last_loop(kw, host, lines, group, config, sample, positions, cin_group, in_sizes,
+                            copy_input=layout == "channels_last")
+    elif phases:
+        _phases_loop(kw, host, lines, group, config, sample, quotients, phase_of, cin_group, in_sizes)
+    elif layout == "fma":
+        _fma_loop(kw, host, group, sample, positions, cin_group, in_sizes)
+    else:
+        _direct_loop(kw, host, group, config, sample, positions, cin_group, in_sizes)
+    kw.line("# epilogue: the ops after the convolution, on the accumulator tile")
+    kw.line("m_ok = m_in[:, None]")
+    kw.line("n_ok = n_in[None, :]")
+    entries, ecoords, masks, axes = [], [], [], []
+    for d, coord, mask in [(0, f"{sample}[:, None]", "m_ok"), (1, "oc[None, :]", "n_ok")] + \
+            [(2 + d, f"{positions[d]}[:, None]", "m_ok") for d in range(nd)]:
+        if group.space[d] != 1:
+            entries.append([d])
+            ecoords.append(coord)
+            masks.append(mask)
+            axes.append("n" if d == 1 else "m")
+    access = Access(kw, host, Space(entries, ecoords, masks, axes, TILE_ZEROS, TILE_MASKS))
+    emitter = Emitter(kw, host, group, access)
+    emitter.bind(out, "acc", {"m", "n"})
+    epilogue(emitter, access, group, 1, cout_group)
+    tiles = tile_grid(m_total_host, cout_group_host, config)
+    columns = product([str(groups), str(n_phases)])
+    lines.append(kw.launch(f"({tiles}, {columns})",
+                           {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
+    return KernelCode(kw.source(), lines, kw.helpers, kw.name)
+
+
+def _direct_loop(kw: KernelWriter, host: HostContext, group: Group, config: dict, sample: str, positions: list[str],
+                 cin_group: str, in_sizes: list[str]) -> None:
+    """The reduction read straight from the (N, C, *spatial) input: k = (input channel, kernel position)."""
+    op = group.anchor
+    x, w = op.args
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    transposed = attrs["transposed"]
+    kernel = w.shape[2:]
+    xn, wn = host.name(x), host.name(w)
+    x_ptr, w_ptr = kw.arg("x_ptr", xn), kw.arg("w_ptr", wn)
+    sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(nd + 2)]
+    sw = [kw.arg(f"stride_w{i}", f"{wn}.stride({i})") for i in range(nd + 2)]
+    k_total = "k_total"
+    kw.line(f"k_total = {cin_group} * {math.prod(kernel)}")
+    kw.line(f"for k0 in range(0, {k_total}, BK):")
+    kw.indent += 1
+    kw.line("kk = k0 + rk")
+    kw.line(f"k_in = kk < {k_total}")
+    volume = math.prod(kernel)
+    kw.line(f"ci = kk // {volume}")
+    koffs = unravel(kw, f"(kk % {volume})", [[d] for d in range(nd)], [str(s) for s in kernel], "kd") \
+        if nd > 1 else [f"(kk % {volume})"]
+    a_mask = ["m_in[:, None]", "k_in[None, :]"]
+    a_terms = [f"{sample}[:, None] * {sx[0]}", f"(pid_g * {cin_group} + ci)[None, :] * {sx[1]}"]
+    for d in range(nd):
+        s, p, dil = attrs["stride"][d], attrs["padding"][d], attrs["dilation"][d]
+        pos, koff = positions[d], koffs[d]
+        i = kw.local(f"i{d}")
+        if not transposed:
+            kw.line(f"{i} = {pos}[:, None] * {s} - {p} + {koff}[None, :] * {dil}")
+            a_mask.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
+        else:
+            t = kw.local(f"t{d}")
+            kw.line(f"{t} = {pos}[:, None] + {p} - {koff}[None, :] * {dil}")
+            kw.line(f"{i} = {t} // {s}")
+            a_mask.append(f"({t} >= 0) & ({t} % {s} == 0) & ({i} < {in_sizes[d]})" if s != 1 else
+                          f"({t} >= 0) & ({i} < {in_sizes[d]})")
+        a_terms.append(f"{i} * {sx[2 + d]}")
+    kw.line(f"a = tl.load({x_ptr} + {' + '.join(a_terms)},")
+    kw.line(f"            mask={' & '.join(a_mask)}, other=0.0)")
+    if not transposed:
+        b_terms = [f"oc[None, :] * {sw[0]}", f"ci[:, None] * {sw[1]}"]
+    else:
+        b_terms = [f"(pid_g * {cin_group} + ci)[:, None] * {sw[0]}", f"rn[None, :] * {sw[1]}"]
+    b_terms += [f"{koffs[d]}[:, None] * {sw[2 + d]}" for d in range(nd)]
+    kw.line(f"b = tl.load({w_ptr} + {' + '.join(b_terms)}, mask=k_in[:, None] & n_in[None, :], other=0.0)")
+    dot_step(kw, config, x, w)
+    kw.indent -= 1
+
+
+def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: Group, config: dict,
+                        sample: str, positions: list[str], cin_group: str, in_sizes: list[str],
+                        copy_input: bool = True) -> None:
+    """The reduction over channels-last copies of the input (N, *spatial, C) and the weight (Cout, *kernel, Cin),
+    made by a copy kernel before the launch: one loop over (kernel position, chunk of BK input channels), so
+    each tile is contiguous along k and its row offsets are computed once per kernel position. Without
+    copy_input (the ``taps`` layout) the same loop reads the input where it lies: no copy, tiles strided along k."""
+    op = group.anchor
+    x, w = op.args
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    kernel = [int(s) for s in w.shape[2:]]
+    if copy_input:
+        x_cl = _channels_last_copy(kw, host, lines, config, x)
+        xc_ptr = kw.arg("xc_ptr", x_cl)
+        sxc = [kw.arg(f"stride_xc{i}", f"{x_cl}.stride({i})") for i in range(nd + 1)]  # sample, then spatial
+        channel_stride = ""
+    else:
+        xn = host.name(x)
+        xc_ptr = kw.arg("x_ptr", xn)
+        sxc = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in [0] + list(range(2, nd + 2))]
+        channel_stride = f" * {kw.arg('stride_x1', f'{xn}.stride(1)')}"
+    w_cl = _channels_last_copy(kw, host, lines, config, w)
+    wc_ptr = kw.arg("wc_ptr", w_cl)
+    swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]  # out channel, then kernel
+    kc, koffs = _tap_loop(kw, cin_group, kernel, "kd")
+    row_ok = kw.local("row_ok")
+    row_off = kw.local("row_off")
+    ok_terms, off_terms = ["m_in"], [f"{sample} * {sxc[0]}"]
+    for d in range(nd):
+        s, p, dil = attrs["stride"][d], attrs["padding"][d], attrs["dilation"][d]
+        i = kw.local(f"i{d}")
+        kw.line(f"{i} = {positions[d]} * {s} - {p} + {koffs[d]} * {dil}")
+        ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
+        off_terms.append(f"{i} * {sxc[1 + d]}")
+    tap_terms = " + ".join(f"{koffs[d]} * {swc[1 + d]}" for d in range(nd))
+    _tap_step(kw, config, group, row_ok, row_off, ok_terms, off_terms, kc, cin_group,
+              f"{xc_ptr} + {row_off}[:, None] + {{channel}}[None, :]{channel_stride}",
+              f"{wc_ptr} + oc[None, :] * {swc[0]} + {tap_terms} + {kc}[:, None]")
+    kw.indent -= 1
+
+
+def _channels_last_copy(kw: KernelWriter, host: HostContext, lines: list[str], config: dict, value,
+                        view: str = "") -> str:
+    """The host line making a channels-last copy of a tensor (seen through `view`), rounded to TF32 when the
+    dot runs in TF32; returns the copy's name."""
+    kw.helpers.add("_channels_last")
+    name = host.fresh(f"{host.name(value)}_cl")
+    tf32 = ", tf32=True" if config.get("precision") == "tf32" else ""
+    lines.append(f"        {name} = _channels_last({host.name(value)}{view}{tf32})")
+    return name
+
+
+def _tap_step(kw: KernelWriter, config: dict, group: Group, row_ok: str, row_off: str, ok_terms: list[str],
+              off_terms: list[str], kc: str, cin_group: str, a_address: str, b_address: str,
+              tap_ok: str | None = None) -> None:
+    """One step of a loop over (kernel position, chunk of BK input channels): the rows' validity and offsets,
+    the input tile at a_address and the weight tile at b_address ({channel}: this group's input channels),
+    then the dot."""
+    op = group.anchor
+    x, w = op.args
+    kw.line(f"{row_ok} = {' & '.join(ok_terms + ([tap_ok] if tap_ok else []))}")
+    kw.line(f"{row_off} = {' + '.join(off_terms)}")
+    channel = f"(pid_g * {cin_group} + {kc})" if op.attrs["groups"] != 1 else kc
+    kw.line(f"k_in = {kc} < {cin_group}")
+    kw.line(f"a = tl.load({a_address.format(channel=channel)}, mask={row_ok}[:, None] & k_in[None, :], other=0.0)")
+    kw.line(f"b = tl.load({b_address.format(channel=channel)}, "
+            f"mask=k_in[:, None] & n_in[None, :]{' & ' + tap_ok if tap_ok else ''}, other=0.0)")
+    dot_step(kw, config, x, w)
+
+
+def _tap_loop(kw: KernelWriter, cin_group: str, taps: list[int], prefix: str) -> tuple[str, list[str]]:
+    """Opens the loop over (kernel position, chunk of BK input channels): the chunk's channels and the position's
+    coordinate per dim (names; the caller closes the loop)."""
+    chunks = kw.local("chunks")
+    kw.line(f"{chunks} = tl.cdiv({cin_group}, BK)")
+    it, tap, kc = kw.local("it"), kw.local("tap"), kw.local("kc")
+    kw.line(f"for {it} in range(0, {math.prod(taps)} * {chunks}):")
+    kw.indent += 1
+    kw.line(f"{tap} = {it} // {chunks}")
+    kw.line(f"{kc} = ({it} % {chunks}) * BK + rk")
+    return kc, _static_unravel(kw, tap, taps, prefix) if len(taps) > 1 else [tap]
+
+
+def _static_unravel(kw: KernelWriter, flat: str, sizes: list[int], prefix: str) -> list[str]:
+    """Coordinates of `flat` over dims of known sizes (last innermost)."""
+    coords = [""] * len(sizes)
+    rest = flat
+    for d in range(len(sizes) - 1, -1, -1):
+        coords[d] = kw.local(f"{prefix}{d}")
+        if d == 0:
+            kw.line(f"{coords[d]} = {rest}")
+            break
+        kw.line(f"{coords[d]} = {rest} % {sizes[d]}")
+        nxt = kw.local(f"{prefix}_rest")
+        kw.line(f"{nxt} = {rest} // {sizes[d]}")
+        rest = nxt
+    return coords
+
+
+def _phases_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: Group, config: dict, sample: str,
+                 quotients: list[str], phase: list[str], cin_group: str, in_sizes: list[str]) -> None:
+    """A transposed convolution, one output phase per program: output position o = q * s + ph takes the input
+    at i = (o + p - k) / s for the taps k = k0 + j * s, k0 = (ph + p) mod s, so i = q + (ph + p) // s - j.
+    Reads channels-last copies of the input (N, *spatial, Cin) and of the weight (Cout per group, *kernel, Cin)."""
+    op = group.anchor
+    x, w = op.args
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    strides = [int(v) for v in attrs["stride"]]
+    pads = [int(v) for v in attrs["padding"]]
+    kernel = [int(k) for k in w.shape[2:]]
+    taps = [-(-kernel[d] // strides[d]) for d in range(nd)]  # kernel positions of one phase, at most
+    x_cl = _channels_last_copy(kw, host, lines, config, x)
+    w_cl = _channels_last_copy(kw, host, lines, config, w, ".transpose(0, 1)")
+    xc_ptr, wc_ptr = kw.arg("xc_ptr", x_cl), kw.arg("wc_ptr", w_cl)
+    sxc = [kw.arg(f"stride_xc{i}", f"{x_cl}.stride({i})") for i in range(nd + 1)]
+    swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]
+    first, shift = [], []
+    for d in range(nd):
+        k0, c = kw.local(f"k0_{d}"), kw.local(f"shift{d}")
+        kw.line(f"{k0} = ({phase[d]} + {pads[d]}) % {strides[d]}")
+        kw.line(f"{c} = ({phase[d]} + {pads[d]}) // {strides[d]}")
+        first.append(k0)
+        shift.append(c)
+    kc, j = _tap_loop(kw, cin_group, taps, "j")
+    ks, ok_terms, off_terms = [], ["m_in"], [f"{sample} * {sxc[0]}"]
+    tap_ok = kw.local("tap_ok")
+    for d in range(nd):
+        k, i = kw.local(f"k{d}"), kw.local(f"i{d}")
+        kw.line(f"{k} = {first[d]} + {j[d]} * {strides[d]}")
+        kw.line(f"{i} = {quotients[d]} + {shift[d]} - {j[d]}")
+        ks.append(k)
+        ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
+        off_terms.append(f"{i} * {sxc[1 + d]}")
+    kw.line(f"{tap_ok} = {' & '.join(f'({k} < {kernel[d]})' for d, k in enumerate(ks))}")
+    row_ok, row_off = kw.local("row_ok"), kw.local("row_off")
+    tap_terms = " + ".join(f"{ks[d]} * {swc[1 + d]}" for d in range(nd))
+    _tap_step(kw, config, group, row_ok, row_off, ok_terms, off_terms, kc, cin_group,
+              f"{xc_ptr} + {row_off}[:, None] + {{channel}}[None, :]",
+              f"{wc_ptr} + rn[None, :] * {swc[0]} + {tap_terms} + {{channel}}[:, None]", tap_ok)
+    kw.indent -= 1
+
+
+def _fma_loop(kw: KernelWriter, host: HostContext, group: Group, sample: str, positions: list[str],
+              cin_group: str, in_sizes: list[str]) -> None:
+    """Few input channels per group: for each of them and each kernel position (unrolled), acc += input column
+    (BM rows) x weight row (BN output channels) as multiply-adds, without a dot product."""
+    op = group.anchor
+    x, w = op.args
+    attrs = op.attrs
+    nd = len(attrs["stride"])
+    transposed = attrs["transposed"]
+    kernel = [int(k) for k in w.shape[2:]]
+    xn, wn = host.name(x), host.name(w)
+    x_ptr, w_ptr = kw.arg("x_ptr", xn), kw.arg("w_ptr", wn)
+    sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(nd + 2)]
+    sw = [kw.arg(f"stride_w{i}", f"{wn}.stride({i})") for i in range(nd + 2)]
+    ci = kw.local("ci")
+    kw.line(f"for {ci} in range(0, {cin_group}):")
+    kw.indent += 1
+    channel = f"(pid_g * {cin_group} + {ci})" if attrs["groups"] != 1 else ci
+    base = kw.local("x_base")
+    kw.line(f"{base} = {x_ptr} + {sample} * {sx[0]} + {channel} * {sx[1]}")
+    w_base = kw.local("w_base")
+    if not transposed:
+        kw.line(f"{w_base} = {w_ptr} + oc * {sw[0]} + {ci} * {sw[1]}")
+    else:
+        kw.line(f"{w_base} = {w_ptr} + {channel} * {sw[0]} + rn * {sw[1]}")
+    a, b = kw.local("a"), kw.local("b")
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        ok_terms, off_terms = ["m_in"], []
+        for d in range(nd):
+            s, p, dil = attrs["stride"][d], attrs["padding"][d], attrs["dilation"][d]
+            shift = offsets[d] * dil
+            if not transposed:
+                i = f"({positions[d]} * {s} + {shift - p})" if s != 1 else f"({positions[d]} + {shift - p})"
+                ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
+            else:
+                t = f"({positions[d]} + {p - shift})"
+                i = f"({t} // {s})" if s != 1 else t
+                ok_terms.append(f"({t} >= 0) & ({t} % {s} == 0) & ({i} < {in_sizes[d]})" if s != 1 else
+                                f"({t} >= 0) & ({i} < {in_sizes[d]})")
+            off_terms.append(f"{i} * {sx[2 + d]}")
+        kw.line(f"{a} = tl.load({base} + {' + '.join(off_terms)}, mask={' & '.join(ok_terms)}, other=0.0)")
+        w_off = " + ".join(f"{offsets[d] * 1} * {sw[2 + d]}" for d in range(nd) if offsets[d])
+        kw.line(f"{b} = tl.load({w_base}{' + ' + w_off if w_off else ''}, mask=n_in, other=0.0)")
+        kw.line(f"acc += {a}.to(tl.float32)[:, None] * {b}.to(tl.float32)[None, :]")
+    kw.indent -= 1

@@ -1,0 +1,241 @@
+"""The GEMM template: Linear / matmul / bmm (with batch broadcasting) as a tiled `tl.dot` loop, with the
+pointwise ops after it (bias, activations, scaling, clamps, residual adds, casts) generated into its epilogue.
+
+Tiles are visited in groups of GROUP_M rows so that neighbouring programs share operand tiles in L2. For a
+Linear on a (..., K) input the leading dims are flattened into M, so one launch covers the whole batch.
+fp32 inputs use IEEE fp32 dot products by default: PyTorch does not use TF32 for fp32 matmuls, and the fp32
+tolerance rejects it.
+"""
+
+from __future__ import annotations
+
+from kfoundry.experts.composer.emit.host import HostContext, product
+from kfoundry.experts.composer.emit.kernel import (
+    Access,
+    Emitter,
+    KernelCode,
+    KernelWriter,
+    Space,
+    accesses_of,
+    allocate,
+    merge_dims,
+    space_sizes,
+    unravel,
+)
+from kfoundry.experts.composer.ir.graph import Value, category
+from kfoundry.experts.composer.plan.fusion import Group
+
+BASE_CONFIGS = [
+    {"BM": 64, "BN": 64, "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3},
+    {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
+    {"BM": 128, "BN": 64, "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 4},
+    {"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 3},
+    {"BM": 32, "BN": 64, "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 4},
+]
+
+
+def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = False) -> list[str]:
+    """fp32 dot precisions to try, the first for the first variant. TF32x3 first: three TF32 products
+    on the tensor cores, close to fp32 accuracy, where IEEE dots run on the FMA units at about half of
+    cuBLAS's fp32 speed (0.44x eager seen on the H200 for an 8192x4096x4096 Linear). IEEE stays as a
+    variant; plain TF32 only where the reference itself runs TF32 (cuDNN convolutions) or the user's
+    tolerance admits its error."""
+    if precision != "fp32":
+        return ["default"]
+    out = ["tf32x3"]
+    if tf32_fair or (tolerance is not None and tolerance >= 5e-3):
+        out.append("tf32")
+    out.append("ieee")
+    return out
+
+
+TENSOR_CORE_FP32 = ("tf32", "tf32x3")
+
+# a reduction over the output features in the epilogue: one tile spans all of them (BN chosen on the host)
+TILE_REDUCTION_CONFIGS = [
+    {"BM": 32, "BN": "full", "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3},
+    {"BM": 64, "BN": "full", "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3},
+    {"BM": 16, "BN": "full", "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4},
+    {"BM": 64, "BN": "full", "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 2},
+]
+
+
+def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
+    precisions = dot_precisions(precision, tolerance)
+    out = []
+    for i, base in enumerate(TILE_REDUCTION_CONFIGS if group.reduced else BASE_CONFIGS):
+        # two of every three tile shapes take the first (fastest accurate) precision, the third the others in turn
+        pick = precisions[(i // 3) % (len(precisions) - 1) + 1] if i % 3 == 2 and len(precisions) > 1 else precisions[0]
+        out.append(dict(base, precision=pick))
+    return out
+
+
+def dot_step(kw: KernelWriter, config: dict, a: Value, b: Value) -> None:
+    """acc += a_tile @ b_tile, the tiles loaded as `a` and `b` (both made fp32 where their dtypes differ)."""
+    if a.dtype != b.dtype or a.fixed_dtype != b.fixed_dtype:
+        kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
+    if config.get("precision", "ieee") == "default":
+        kw.line("acc = tl.dot(a, b, acc)")
+    else:
+        kw.line("acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)")
+
+
+def dot_precision_host(config: dict, tensor: str) -> str:
+    """The precision passed from the host: the configured one for fp32 tensors, Triton's default otherwise."""
+    return f'"{config["precision"]}" if {tensor}.dtype == torch.float32 else "tf32"'
+
+
+def grouped_tiles(kw: KernelWriter, m_total: str, n_total: str) -> None:
+    kw.line("pid = tl.program_id(0)")
+    kw.line(f"num_m = tl.cdiv({m_total}, BM)")
+    kw.line(f"num_n = tl.cdiv({n_total}, BN)")
+    kw.line("tiles_in_group = GROUP_M * num_n")
+    kw.line("first_m = (pid // tiles_in_group) * GROUP_M")
+    kw.line("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
+    kw.line("pid_m = first_m + (pid % tiles_in_group) % rows_in_group")
+    kw.line("pid_n = (pid % tiles_in_group) // rows_in_group")
+    kw.line("rm = pid_m * BM + tl.arange(0, BM)")
+    kw.line("rn = pid_n * BN + tl.arange(0, BN)")
+    kw.line("rk = tl.arange(0, BK)")
+
+
+def tile_constexprs(kw: KernelWriter, config: dict, tensor: str, n_host: str) -> None:
+    for key in ("BM", "BN", "BK", "GROUP_M"):
+        value = str(config[key])
+        if key == "BN" and config[key] == "full":  # one tile spans every column (an epilogue reduction)
+            value = f"max(16, triton.next_power_of_2({n_host}))"
+        kw.constexpr(key, value)
+    if config.get("precision", "ieee") != "default":
+        kw.constexpr("DOT_PRECISION", dot_precision_host(config, tensor))
+
+
+TILE_ZEROS = {"m": "rm[:, None] * 0", "n": "rn[None, :] * 0"}
+TILE_MASKS = {"m": "m_ok", "n": "n_ok"}
+
+
+def tile_grid(m_total: str, n_total: str, config: dict) -> str:
+    if config["BN"] == "full":
+        return f"triton.cdiv({m_total}, {config['BM']})"
+    return f"triton.cdiv({m_total}, {config['BM']}) * triton.cdiv({n_total}, {config['BN']})"
+
+
+def epilogue(emitter: Emitter, access: Access, group: Group, n_dim: int, n_count: str) -> None:
+    """The fused ops on the accumulator tile, then the stores; reductions run along the tile's columns."""
+    for fused in group.ops:
+        if category(fused.name) == "reduction":
+            emitter.reduce(fused, "n_ok", n_count, "n")
+        else:
+            emitter.pointwise(fused)
+    for value in group.exports:
+        runs_along_n = n_dim in group.vmap[value]
+        emitter.store(value, group.vmap[value], extra_mask="m_ok & n_ok" if runs_along_n else "m_ok")
+
+
+def _transposed(value) -> bool:
+    """Made by swapping its last two dims (a Linear's weight.T): contiguous along K already, as a rule."""
+    op = value.producer
+    return op is not None and op.name == "transpose" and \
+        {op.attrs.get("dim0") % value.rank, op.attrs.get("dim1") % value.rank} == {value.rank - 2, value.rank - 1}
+
+
+def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    op = group.anchor
+    a, b = op.args
+    out = op.out
+    rank = out.rank
+    kw = KernelWriter(f"_{group.name}_kernel")
+    lines = allocate(host, group.exports)
+    identity = tuple(range(rank))
+    sizes = space_sizes(group, host, [(out, identity)])
+    an, bn = host.name(a), host.name(b)
+    a_shape, b_shape = host.shape(a), host.shape(b)
+    flatten_m = b.rank == 2 and a.rank > 2
+    if flatten_m:
+        batch_dims: list[int] = []
+        m_dims = list(range(rank - 1))
+        a_mat = host.fresh(f"{an}_mat")
+        lines.append(f"        {a_mat} = {an}.reshape(-1, {a_shape[-1]})")
+        a_strides, b_strides = [f"{a_mat}.stride(0)", f"{a_mat}.stride(1)"], [f"{bn}.stride(0)", f"{bn}.stride(1)"]
+        a_arg, b_arg = a_mat, bn
+        a_batch, b_batch = [], []
+    else:
+        batch_dims = list(range(rank - 2))
+        m_dims = [rank - 2]
+        batch = [sizes[d] for d in batch_dims]
+        a_arg, b_arg = an, bn
+        if a.rank != rank or any(a.shape[i] != out.shape[i] for i in range(rank - 2)):
+            a_arg = host.fresh(f"{an}_b")
+            lines.append(f"        {a_arg} = {an}.expand({', '.join(batch + a_shape[-2:])})")
+        if b.rank != rank or any(b.shape[i] != out.shape[i] for i in range(rank - 2)):
+            b_arg = host.fresh(f"{bn}_b")
+            lines.append(f"        {b_arg} = {bn}.expand({', '.join(batch + b_shape[-2:])})")
+        a_strides = [f"{a_arg}.stride({rank - 2})", f"{a_arg}.stride({rank - 1})"]
+        b_strides = [f"{b_arg}.stride({rank - 2})", f"{b_arg}.stride({rank - 1})"]
+        a_batch = [f"{a_arg}.stride({d})" for d in batch_dims]
+        b_batch = [f"{b_arg}.stride({d})" for d in batch_dims]
+    b_rank = 2 if flatten_m else rank  # the rank of b_arg, which the kernel reads
+    if config.get("precision") in TENSOR_CORE_FP32 and b.rank >= 2 and b_rank in (2, 3) and not _transposed(b):
+        # a B tile must be contiguous along K for TF32 on the tensor cores: a (K, N) row-major B is copied
+        # K-major first (a Linear's weight.t() already is, and passes through)
+        kw.helpers.update({"_k_major", "_channels_last"})
+        b_km = host.fresh(f"{bn}_k")
+        lines.append(f"        {b_km} = _k_major({b_arg})")
+        b_arg = b_km
+        b_strides = [f"{b_arg}.stride({b_rank - 2})", f"{b_arg}.stride({b_rank - 1})"]
+        if not flatten_m:
+            b_batch = [f"{b_arg}.stride({d})" for d in batch_dims]
+    m_total = product([sizes[d] for d in m_dims])
+    k_total = a_shape[-1]
+    a_ptr = kw.arg("a_ptr", a_arg)
+    b_ptr = kw.arg("b_ptr", b_arg)
+    m = kw.arg("M", m_total)
+    n = kw.arg("N", sizes[rank - 1])
+    k = kw.arg("K", k_total)
+    sam, sak = kw.arg("stride_am", a_strides[0]), kw.arg("stride_ak", a_strides[1])
+    sbk, sbn = kw.arg("stride_bk", b_strides[0]), kw.arg("stride_bn", b_strides[1])
+    tile_constexprs(kw, config, an, sizes[rank - 1])
+    grouped_tiles(kw, m, n)
+    batch_entries = [[d] for d in batch_dims if group.space[d] != 1]
+    a_base, b_base = a_ptr, b_ptr
+    if batch_entries:
+        kw.line("pid_b = tl.program_id(1)")
+        batch_coords = unravel(kw, "pid_b", batch_entries, sizes, "bt")
+        a_terms, b_terms = [], []
+        for entry, coord in zip(batch_entries, batch_coords):
+            d = entry[0]
+            a_terms.append(f"{coord} * {kw.arg(f'stride_a{d}', a_batch[d])}")
+            b_terms.append(f"{coord} * {kw.arg(f'stride_b{d}', b_batch[d])}")
+        a_base, b_base = f"{a_ptr} + {' + '.join(a_terms)}", f"{b_ptr} + {' + '.join(b_terms)}"
+    else:
+        batch_coords = []
+    kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    kw.line(f"for k0 in range(0, {k}, BK):")
+    kw.indent += 1
+    kw.line("kk = k0 + rk")
+    kw.line(f"a = tl.load({a_base} + rm[:, None] * {sam} + kk[None, :] * {sak}, "
+            f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0.0)")
+    kw.line(f"b = tl.load({b_base} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
+            f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0.0)")
+    dot_step(kw, config, a, b)
+    kw.indent -= 1
+    kw.line("# epilogue: the ops after the product, on the accumulator tile")
+    kw.line(f"m_ok = rm[:, None] < {m}")
+    kw.line(f"n_ok = rn[None, :] < {n}")
+    accesses = accesses_of(group)
+    m_entries, merged = merge_dims([m_dims], accesses, group.space)
+    m_coords = unravel(kw, "rm[:, None]", m_entries, sizes, "m") if m_entries else []
+    entries = batch_entries + m_entries + ([[rank - 1]] if group.space[rank - 1] != 1 else [])
+    coords = batch_coords + m_coords + (["rn[None, :]"] if group.space[rank - 1] != 1 else [])
+    masks = [None] * len(batch_entries) + ["m_ok"] * len(m_entries) + ["n_ok"] * (len(entries) - len(batch_entries)
+                                                                                   - len(m_entries))
+    axes = [None] * len(batch_entries) + ["m"] * len(m_entries) + ["n"] * (len(entries) - len(batch_entries)
+                                                                         - len(m_entries))
+    access = Access(kw, host, Space(entries, coords, masks, axes, TILE_ZEROS, TILE_MASKS), merged - set(group.exports))
+    emitter = Emitter(kw, host, group, access)
+    emitter.bind(out, "acc", {"m", "n"})
+    epilogue(emitter, access, group, rank - 1, n)
+    batch_total = product([sizes[e[0]] for e in batch_entries]) if batch_entries else None
+    tiles = tile_grid(m_total, sizes[rank - 1], config)
+    grid = f"({tiles}, {batch_total})" if batch_total else f"({tiles},)"
+    lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
+    return KernelCode(kw.source(), lines, kw.helpers, kw.name)

@@ -1,0 +1,143 @@
+"""The pooling template: max / average pooling over the last 1-3 dims (stride, padding, dilation, ceil_mode,
+count_include_pad, divisor_override) and adaptive pooling, one output element per lane, with the window
+unrolled (`tl.static_range`) and the pointwise ops after it fused. Global pooling is a reduction (the row
+template) instead.
+"""
+
+from __future__ import annotations
+
+from kfoundry.experts.composer.emit.host import HostContext
+from kfoundry.experts.composer.emit.kernel import (
+    Access,
+    Emitter,
+    KernelCode,
+    KernelWriter,
+    Space,
+    allocate,
+    space_numel,
+    space_sizes,
+    unravel,
+)
+from kfoundry.experts.composer.plan.fusion import Group
+
+CONFIGS = [{"BLOCK": 256, "num_warps": 4}, {"BLOCK": 512, "num_warps": 4}, {"BLOCK": 128, "num_warps": 2},
+           {"BLOCK": 1024, "num_warps": 8}]
+
+
+def configs(group: Group) -> list[dict]:
+    return [dict(c) for c in CONFIGS]
+
+
+def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    op = group.anchor
+    x = op.args[0]
+    out = op.out
+    attrs = op.attrs
+    adaptive = op.name.startswith("adaptive")
+    nd = len(attrs["output_size"]) if adaptive else len(attrs["kernel"])
+    lead = out.rank - nd
+    is_max = "max" in op.name
+    kw = KernelWriter(f"_{group.name}_kernel")
+    lines = allocate(host, group.exports)
+    sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
+    xn = host.name(x)
+    xs = host.formula(x) if group.prologue is not None else host.shape(x)  # with a prologue, x is never stored
+    if group.prologue is None:
+        x_ptr = kw.arg("x_ptr", xn)
+        sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(x.rank)]
+    in_sizes = [kw.arg(f"in_size{d}", xs[lead + d]) for d in range(nd)]
+    block = kw.constexpr("BLOCK", str(config["BLOCK"]))
+    total = space_numel(group, host, sizes)
+    kw.line("pid = tl.program_id(0)")
+    n = kw.arg("n_elements", total)
+    kw.line(f"offs = pid * {block} + tl.arange(0, {block})")
+    kw.line(f"mask = offs < {n}")
+    entries = [[d] for d in range(out.rank)]
+    coords = unravel(kw, "offs", entries, sizes, "i")
+    if group.prologue is None:
+        base = " + ".join(f"{coords[d]} * {sx[d]}" for d in range(lead)) or "0"
+        kw.line(f"base = {x_ptr} + {base}")
+    fill = '-float("inf")' if is_max else "0.0"
+    kw.line(f"acc = tl.full(({block},), {fill}, tl.float32)")
+    windows = []
+    if adaptive:
+        out_sizes = [kw.arg(f"out_size{d}", sizes[lead + d]) for d in range(nd)]
+        for d in range(nd):
+            start, end = kw.local(f"start{d}"), kw.local(f"end{d}")
+            c = coords[lead + d]
+            kw.line(f"{start} = ({c} * {in_sizes[d]}) // {out_sizes[d]}")
+            kw.line(f"{end} = (({c} + 1) * {in_sizes[d]} + {out_sizes[d]} - 1) // {out_sizes[d]}")
+            span = kw.constexpr(f"KMAX{d}", f"-(-{_p(xs[lead + d])} // {_p(sizes[lead + d])}) + 1")
+            windows.append((start, end, span))
+    positions, oks = [], []
+    for d in range(nd):
+        k = kw.local(f"k{d}")
+        span = windows[d][2] if adaptive else str(attrs["kernel"][d])
+        kw.line(f"for {k} in tl.static_range({span}):")
+        kw.indent += 1
+        c = coords[lead + d]
+        i, ok = kw.local(f"i_in{d}"), kw.local(f"ok{d}")
+        previous = oks[-1] if oks else "mask"
+        if adaptive:
+            kw.line(f"{i} = {windows[d][0]} + {k}")
+            kw.line(f"{ok} = {previous} & ({i} < {windows[d][1]})")
+        else:
+            s, p = attrs["stride"][d], attrs["padding"][d]
+            dil = attrs.get("dilation", (1,) * nd)[d]
+            kw.line(f"{i} = {c} * {s} - {p} + {k}{f' * {dil}' if dil != 1 else ''}")
+            kw.line(f"{ok} = {previous} & ({i} >= 0) & ({i} < {in_sizes[d]})")
+        positions.append(i)
+        oks.append(ok)
+    if group.prologue is None:
+        address = " + ".join(f"{positions[d]} * {sx[lead + d]}" for d in range(nd))
+        kw.line(f"v = tl.load(base + {address}, mask={oks[-1]}, other={fill}).to(tl.float32)")
+    else:
+        kw.line("# the pointwise ops before the pooling, on each window element")
+        window = [coords[d] for d in range(lead)] + positions
+        kept = [d for d in range(x.rank) if x.shape[d] != 1]
+        space_in = Space([[d] for d in kept], [window[d] for d in kept], [oks[-1]] * len(kept), ["flat"] * len(kept),
+                         {"flat": "offs * 0"}, {"flat": "mask"})
+        before = Emitter(kw, host, group.prologue, Access(kw, host, space_in))
+        for fused in group.prologue.ops:
+            before.pointwise(fused)
+        kw.line(f"v = tl.where({oks[-1]}, {before.env[x]}, {fill})")
+    kw.line("acc = tl.maximum(acc, v)" if is_max else "acc += v")
+    kw.indent -= nd
+    if not is_max:
+        kw.line(f"acc = acc / {_divisor(kw, attrs, coords[lead:], in_sizes, windows, adaptive, nd)}")
+    kept = [d for d in range(out.rank) if group.space[d] != 1]
+    space = Space([[d] for d in kept], [coords[d] for d in kept], ["mask"] * len(kept), ["flat"] * len(kept),
+                  {"flat": "offs * 0"}, {"flat": "mask"})
+    access = Access(kw, host, space)
+    emitter = Emitter(kw, host, group, access)
+    emitter.bind(out, "acc", {"flat"})
+    for fused in group.ops:
+        emitter.pointwise(fused)
+    for value in group.exports:
+        emitter.store(value, group.vmap[value], extra_mask="mask")
+    lines.append(kw.launch(f"(triton.cdiv({total}, {config['BLOCK']}),)", {"num_warps": str(config["num_warps"])}))
+    return KernelCode(kw.source(), lines, kw.helpers, kw.name)
+
+
+def _p(expr: str) -> str:
+    return expr if expr.replace(".", "").replace("_", "").replace("[", "").replace("]", "").isalnum() else f"({expr})"
+
+
+def _divisor(kw: KernelWriter, attrs: dict, coords: list[str], in_sizes: list[str], windows: list, adaptive: bool,
+             nd: int) -> str:
+    """The element count of each window, as PyTorch's avg_pool counts it."""
+    if adaptive:
+        return "(" + " * ".join(f"({end} - {start})" for start, end, _ in windows) + ")"
+    if attrs.get("divisor_override"):
+        return str(float(attrs["divisor_override"]))
+    parts = []
+    for d in range(nd):
+        s, p, k = attrs["stride"][d], attrs["padding"][d], attrs["kernel"][d]
+        lo, hi = kw.local(f"lo{d}"), kw.local(f"hi{d}")
+        kw.line(f"{lo} = {coords[d]} * {s} - {p}")
+        kw.line(f"{hi} = tl.minimum({lo} + {k}, {in_sizes[d]} + {p})")
+        if attrs["count_include_pad"]:
+            parts.append(f"({hi} - {lo})")
+        else:
+            parts.append(f"(tl.minimum({hi}, {in_sizes[d]}) - tl.maximum({lo}, 0))")
+    return "(" + " * ".join(parts) + ")"

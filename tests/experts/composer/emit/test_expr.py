@@ -1,0 +1,140 @@
+"""Every pointwise expression, run in Triton's interpreter, matches PyTorch."""
+
+import importlib.util
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kfoundry.experts.composer.emit.expr import HELPERS, literal, pointwise
+
+pytestmark = pytest.mark.filterwarnings("ignore:divide by zero")
+
+CASES = {
+    # name: (op, attrs, second operand: None / "tensor" / a constant, PyTorch reference)
+    "neg": ("neg", {}, None, torch.neg), "abs": ("abs", {}, None, torch.abs), "relu": ("relu", {}, None, torch.relu),
+    "relu6": ("relu6", {}, None, lambda a: F.relu6(a * 4)), "sigmoid": ("sigmoid", {}, None, torch.sigmoid),
+    "tanh": ("tanh", {}, None, torch.tanh), "exp": ("exp", {}, None, torch.exp), "exp2": ("exp2", {}, None, torch.exp2),
+    "log": ("log", {}, None, lambda a: torch.log(a.abs() + 0.1)), "sqrt": ("sqrt", {}, None, lambda a: a.abs().sqrt()),
+    "rsqrt": ("rsqrt", {}, None, lambda a: (a.abs() + 0.1).rsqrt()), "erf": ("erf", {}, None, torch.erf),
+    "log2": ("log2", {}, None, lambda a: torch.log2(a.abs() + 0.1)),
+    "log10": ("log10", {}, None, lambda a: torch.log10(a.abs() + 0.1)),
+    "log1p": ("log1p", {}, None, lambda a: torch.log1p(a.abs())), "expm1": ("expm1", {}, None, torch.expm1),
+    "reciprocal": ("reciprocal", {}, None, lambda a: 1 / (a.abs() + 0.1)), "square": ("square", {}, None, torch.square),
+    "sin": ("sin", {}, None, torch.sin), "cos": ("cos", {}, None, torch.cos), "floor": ("floor", {}, None, torch.floor),
+    "ceil": ("ceil", {}, None, torch.ceil), "round": ("round", {}, None, lambda a: torch.round(a * 2)),
+    "trunc": ("trunc", {}, None, lambda a: torch.trunc(a * 3)), "sign": ("sign", {}, None, torch.sign),
+    "silu": ("silu", {}, None, F.silu), "mish": ("mish", {}, None, F.mish), "selu": ("selu", {}, None, F.selu),
+    "softsign": ("softsign", {}, None, F.softsign), "hardswish": ("hardswish", {}, None, lambda a: F.hardswish(a * 4)),
+    "hardsigmoid": ("hardsigmoid", {}, None, lambda a: F.hardsigmoid(a * 4)),
+    "logsigmoid": ("logsigmoid", {}, None, lambda a: F.logsigmoid(a * 10)),
+    "gelu": ("gelu", {"approximate": "none"}, None, F.gelu),
+    "gelu_tanh": ("gelu", {"approximate": "tanh"}, None, lambda a: F.gelu(a, approximate="tanh")),
+    "leaky_relu": ("leaky_relu", {"slope": 0.1}, None, lambda a: F.leaky_relu(a, 0.1)),
+    "elu": ("elu", {"alpha": 0.7, "scale": 1.5, "input_scale": 2.0},
+            None, lambda a: torch.where(a > 0, a * 1.5, 0.7 * 1.5 * (torch.exp(a * 2.0) - 1))),
+    "softplus": ("softplus", {"beta": 2.0, "threshold": 3.0}, None, lambda a: F.softplus(a * 4, 2.0, 3.0)),
+    "clamp": ("clamp", {"min": -0.5, "max": None}, None, lambda a: a.clamp(min=-0.5)),
+    "threshold": ("threshold", {"threshold": 0.2, "value": -1.0}, None, lambda a: F.threshold(a, 0.2, -1.0)),
+    "cast_half": ("cast", {"dtype": torch.float16}, None, lambda a: a.half().float()),
+    "cast_long": ("cast", {"dtype": torch.int64}, None, lambda a: (a * 5).long().float()),
+    "add": ("add", {}, "tensor", torch.add), "sub": ("sub", {}, "tensor", torch.sub),
+    "mul": ("mul", {}, "tensor", torch.mul), "div": ("div", {}, "tensor", torch.div),
+    "div_floor": ("div", {"rounding_mode": "floor"}, "tensor", lambda a, b: torch.div(a * 5, b, rounding_mode="floor")),
+    "div_trunc": ("div", {"rounding_mode": "trunc"}, "tensor", lambda a, b: torch.div(a * 5, b, rounding_mode="trunc")),
+    "maximum": ("maximum", {}, "tensor", torch.maximum), "minimum": ("minimum", {}, "tensor", torch.minimum),
+    "gt": ("gt", {}, "tensor", lambda a, b: (a > b).float()), "le": ("le", {}, "tensor", lambda a, b: (a <= b).float()),
+    "remainder": ("remainder", {}, "tensor", lambda a, b: torch.remainder(a * 5, b)),
+    "fmod": ("fmod", {}, "tensor", lambda a, b: torch.fmod(a * 5, b)),
+    "pow_tensor": ("pow", {}, "tensor", lambda a, b: torch.pow(a.abs() + 0.1, b)),
+    "pow_2": ("pow", {}, 2.0, lambda a: a ** 2), "pow_3": ("pow", {}, 3, lambda a: a ** 3),
+    "pow_half": ("pow", {}, 0.5, lambda a: a.abs() ** 0.5), "pow_5": ("pow", {}, 5, lambda a: a ** 5),
+    "pow_neg": ("pow", {}, -1.5, lambda a: (a.abs() + 0.1) ** -1.5),
+}
+# inputs the reference functions above transform, applied to the kernel's operand too
+PREPARE = {"relu6": lambda a: a * 4, "log": lambda a: a.abs() + 0.1, "sqrt": lambda a: a.abs(),
+           "rsqrt": lambda a: a.abs() + 0.1, "log2": lambda a: a.abs() + 0.1, "log10": lambda a: a.abs() + 0.1,
+           "log1p": lambda a: a.abs(), "reciprocal": lambda a: a.abs() + 0.1, "round": lambda a: a * 2,
+           "trunc": lambda a: a * 3, "hardswish": lambda a: a * 4, "hardsigmoid": lambda a: a * 4,
+           "logsigmoid": lambda a: a * 10, "softplus": lambda a: a * 4, "cast_long": lambda a: a * 5,
+           "div_floor": lambda a: a * 5, "div_trunc": lambda a: a * 5, "remainder": lambda a: a * 5,
+           "fmod": lambda a: a * 5, "pow_tensor": lambda a: a.abs() + 0.1, "pow_half": lambda a: a.abs(),
+           "pow_neg": lambda a: a.abs() + 0.1}
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    used: set[str] = set()
+    bodies = []
+    for name, (op, attrs, second, _) in CASES.items():
+        scalar = second is not None and second != "tensor"
+        args = ["a"] + (["b"] if second == "tensor" else [literal(second)] if scalar else [])
+        text = pointwise(op, args, attrs, [False] + ([scalar] if second is not None else []), used)
+        bodies.append(f'''
+@triton.jit
+def k_{name}(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    b = tl.load(y_ptr + offs, mask=mask, other=1.0)
+    o = {text}
+    tl.store(o_ptr + offs, o.to(tl.float32), mask=mask)
+''')
+    source = "import triton\nimport triton.language as tl\n\n" + "\n".join(HELPERS[h] for h in sorted(used)) + \
+        "\n".join(bodies)
+    path = tmp_path_factory.mktemp("expr") / "expr_kernels.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("expr_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_expression_matches_pytorch(kernels, name):
+    _op, _attrs, second, reference = CASES[name]
+    torch.manual_seed(0)
+    x = torch.randn(64) * 2
+    x[0], x[1] = 0.0, 0.5  # edges: zero, a rounding tie
+    y = torch.rand(64) + 0.5
+    out = torch.empty(64)
+    prepared = PREPARE.get(name, lambda a: a)(x)
+    getattr(kernels, f"k_{name}")[(1,)](prepared, y, out, 64, BLOCK=64)
+    expected = reference(x, y) if second == "tensor" else reference(x)
+    torch.testing.assert_close(out, expected.float(), atol=2e-6, rtol=2e-5)
+
+
+def test_literals():
+    assert literal(True) == "True" and literal(3) == "3" and literal(0.1) == "0.1"
+    assert literal(math.inf) == 'float("inf")' and literal(-math.inf) == '-float("inf")'
+    assert literal(math.nan) == 'float("nan")'
+    with pytest.raises(KeyError):
+        pointwise("fft", ["a"], {}, [False], set())
+
+
+def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
+    source = "import torch\nimport triton\nimport triton.language as tl\n\n" + HELPERS["_channels_last"]
+    path = tmp_path / "channels_last.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("channels_last", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5) * 100
+    x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
+    # a tie: 1 + 2^-11 + (half a TF32 ulp) lies halfway between two TF32 values; ties go away from zero
+    x[0, 0, 1, 0] = 1.0 + 2.0 ** -11
+    plain = module._channels_last(x)  # on the CPU, never rounded: the interpreter's dot is exact fp32
+    assert torch.equal(plain.nan_to_num(), x.permute(0, 2, 3, 1).nan_to_num())
+    out = torch.empty(2, 4, 5, 3)
+    module._channels_last_kernel[(1, 1, 2)](x, out, 3, 20, 4, 5, x.stride(0), x.stride(1), 0, x.stride(2),
+                                           x.stride(3), FLAT=True, ROUND_TF32=True, BS=64, BC=32)
+    want = x.permute(0, 2, 3, 1)
+    finite = torch.isfinite(want)
+    bits = out[finite].view(torch.int32)
+    assert bool(((bits & 0x1FFF) == 0).all())  # 10 mantissa bits left
+    ulp = torch.ldexp(torch.ones_like(want[finite]), torch.frexp(want[finite]).exponent - 11)
+    assert bool(((out[finite] - want[finite]).abs() <= ulp / 2).all())  # the nearest one
+    assert out[0, 1, 0, 0] == 1.0 + 2.0 ** -10
+    assert out[0, 0, 0, 0] == float("inf") and out[0, 0, 1, 0] == float("-inf") and out[0, 0, 2, 0].isnan()

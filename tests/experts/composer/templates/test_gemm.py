@@ -1,0 +1,81 @@
+"""The GEMM template: Linear / matmul / bmm with the pointwise ops after them in the epilogue."""
+
+import pytest
+
+from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.gemm import configs, dot_precisions
+from tests.experts.composer.helpers import (
+    EXAMPLE_SIZES,
+    check_variants,
+    compose_ok,
+    example,
+    first,
+    fixture,
+    submit,
+    verdict,
+)
+
+CASES = {
+    "linear_gelu_scale": (fixture("linear_gelu_scale"), {}),
+    "matmul_bmm": (fixture("matmul_bmm"), {}),
+    "example": (example("linear_epilogue"), EXAMPLE_SIZES["linear_epilogue"]),
+}
+
+
+@pytest.fixture(scope="module")
+def composed():
+    out = {}
+    for name, (problem, sizes) in CASES.items():
+        result = compose_ok(problem)  # examples: composed at full size, evaluated small (sizes come from tensors)
+        out[name] = (result, submit(problem, first(result).source, sizes, label=name))
+    return out
+
+
+def test_epilogues_are_fused(composed):
+    linear = first(composed["linear_gelu_scale"][0])
+    assert linear.name == "gemm_epilogue_bm64_bn64_bk32_w4_tf32x3"
+    assert linear.source.count("@triton.jit") == 1  # bias, GELU, scale and clamp in the epilogue
+    assert "tl.erf(" in linear.source and "tl.minimum(" in linear.source
+    assert '"tf32x3" if x.dtype == torch.float32' in linear.source  # three TF32 products: near-fp32 accuracy
+    both = first(composed["matmul_bmm"][0]).source
+    # residual + bias + tanh; relu / 2; softmax and logsumexp over the Linear's features
+    assert both.count("def _gemm_") == 3 and "def _pointwise" not in both and "def _row" not in both
+    kernels = [k for k in both.split("@triton.jit") if "def _gemm_" in k]
+    assert any("residual" in k and "tanh" in k for k in kernels)
+    assert any("pid_b = tl.program_id(1)" in k for k in kernels)  # bmm: one grid row per batch
+    assert any("tl.sum(tl.where(n_ok, " in k for k in kernels) and "BN=max(16, triton.next_power_of_2(" in both
+    for result, _ in composed.values():
+        check_variants(result)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gemm_candidates_pass_the_evaluator(composed, name):
+    verdict(composed[name][1])
+
+
+def test_dot_precision_follows_the_reference_and_the_tolerance():
+    assert dot_precisions("fp32", None) == ["tf32x3", "ieee"]
+    assert dot_precisions("fp32", 1e-2) == ["tf32x3", "tf32", "ieee"]
+    assert dot_precisions("fp32", None, tf32_fair=True) == ["tf32x3", "tf32", "ieee"]
+    assert dot_precisions("fp16", None) == ["default"]
+    group = Group("gemm", 0, (64, 64))
+    # the first variants (the first population) are mostly TF32x3, with an IEEE one to fall back on
+    assert [c["precision"] for c in configs(group)][:4] == ["tf32x3", "tf32x3", "ieee", "tf32x3"]
+    loose = [c["precision"] for c in configs(group, "fp32", 0.05)]
+    assert loose[0] == "tf32x3" and "tf32" in loose  # a loose tolerance needs no IEEE fallback
+
+
+def test_fp16_candidates_use_the_default_dot(composed):
+    result = compose_ok(fixture("linear_gelu_scale"), precision="fp16")
+    assert "input_precision" not in first(result).source
+
+
+def test_tf32_variants_copy_an_n_contiguous_b_k_major_first(composed):
+    # the tensor cores' TF32 path takes B tiles contiguous along K: a (K, N) row-major B is copied first
+    both = composed["matmul_bmm"][0]
+    forward = first(both).source.split("def forward(")[1]
+    assert forward.count("= _k_major(") == 2  # the matmul's weight and the bmm's second input, not the Linear's
+    assert "def _k_major(" in first(both).source and "def _channels_last_kernel(" in first(both).source
+    ieee = [c for c in both.candidates if all(k.get("precision") == "ieee" for k in c.config.values())]
+    assert ieee and all("_k_major(" not in c.source for c in ieee)
+    assert "_k_major" not in first(composed["linear_gelu_scale"][0]).source  # weight.T is K-contiguous already

@@ -1,0 +1,42 @@
+"""The pooling template: max, average, adaptive and global pooling, passing the evaluator."""
+
+import re
+
+import pytest
+
+from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.pool import configs
+from tests.experts.composer.helpers import (
+    check_variants,
+    compose_ok,
+    first,
+    fixture,
+    submit,
+    verdict,
+)
+
+
+@pytest.fixture(scope="module")
+def composed():
+    result = compose_ok(fixture("pooling"))
+    return result, submit(fixture("pooling"), first(result).source, label="pooling")
+
+
+def test_pooling_kernels(composed):
+    result, _ = composed
+    source = first(result).source
+    # max, avg, avg with a divisor, adaptive avg, adaptive max, 1-d max
+    assert len(re.findall(r"def _pool_\d+_kernel", source)) == 6
+    assert "tl.static_range(3)" in source  # the window is unrolled
+    assert "def _row_" in source  # global average pooling is a reduction
+    assert "_pool_out_size(" in source  # ceil_mode output sizes computed on the host, like PyTorch
+    assert "relu fused into avg_pool" in result.message and "def _pointwise" not in source  # ReLU in the window
+    check_variants(result)
+
+
+def test_pooling_candidate_passes_the_evaluator(composed):
+    verdict(composed[1])
+
+
+def test_configs():
+    assert all(c["BLOCK"] >= 128 for c in configs(Group("pool", 0, (2, 3, 4, 4))))

@@ -1,0 +1,199 @@
+"""The row template: reductions along dims, softmax and log-softmax, in one block per row, looping over the
+row in blocks (several passes) or splitting each row over several programs (a launch per pass), passing the
+evaluator."""
+
+import re
+
+import pytest
+import torch
+
+from kfoundry.experts.composer.compose import capture, group_configs
+from kfoundry.experts.composer.emit.codegen import generate
+from kfoundry.experts.composer.ir.graph import TENSOR, Op, Value
+from kfoundry.experts.composer.plan.fusion import Group, plan
+from kfoundry.experts.composer.read.model_init import init_parts
+from kfoundry.experts.composer.read.trace import load_sample
+from kfoundry.experts.composer.templates.reduction import configs, splittable
+from tests.experts.composer.helpers import (
+    EXAMPLE_SIZES,
+    check_variants,
+    compose_ok,
+    example,
+    first,
+    fixture,
+    submit,
+    submit_all,
+    verdict,
+)
+
+LOOPED = {"mode": "looped", "BR": 2, "BC": 4, "num_warps": 1}
+SPLIT = {"mode": "split", "BR": 4, "BC": 4, "num_warps": 1, "SPLIT": 2}
+
+
+def looped_source(problem) -> str:
+    """A candidate whose row kernels walk each row in blocks of 4 columns: several blocks per row here."""
+    sample = load_sample(problem)
+    the_plan = plan(capture(sample).graph)
+    choice = {g.name: LOOPED if g.kind == "row" else group_configs(g, "fp32", None)[0] for g in the_plan.groups}
+    return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "looped")
+
+
+def split_source(problem, **changes) -> str:
+    """A candidate whose row kernels split each row over SPLIT programs walking blocks of 4 columns (several
+    blocks per chunk); row kernels with an argmax / argmin loop. Few programs: the interpreter runs each
+    one in turn, at every stage."""
+    sample = load_sample(problem)
+    the_plan = plan(capture(sample).graph)
+    split = {**SPLIT, **changes}
+    choice = {g.name: split if g.kind == "row" and splittable(g) else LOOPED for g in the_plan.groups}
+    assert any(c is split for c in choice.values())
+    return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "split")
+
+
+@pytest.fixture(scope="module")
+def composed():
+    result = compose_ok(fixture("reductions"))
+    looped = looped_source(fixture("reductions"))
+    split = split_source(fixture("reductions"))
+    both = submit_all(fixture("reductions"), [first(result).source, looped, split], label="reductions")
+    ex = compose_ok(example("row_softmax"))  # composed at full size, evaluated small
+    # BatchNorm: 140 columns a row, chunks of 20: the 8th program of each row has none
+    norms = {"batchnorm_relu": split_source(fixture("batchnorm_relu"), BR=2, SPLIT=8),
+             "group_instance_norm": split_source(fixture("group_instance_norm"))}
+    return {"reductions": result, "looped": looped, "split": split, "evaluations": both,
+            "example": submit(example("row_softmax"), first(ex).source, EXAMPLE_SIZES["row_softmax"],
+                              label="row_softmax"),
+            "norms": norms,
+            "norm_evaluations": {name: submit(fixture(name), source, label=f"{name}_split")
+                                 for name, source in norms.items()}}
+
+
+def test_one_kernel_per_input_and_reduced_dims(composed):
+    source = first(composed["reductions"]).source
+    kernels = source.split("def _row_")[1:]
+    # x along dim 1; y along dim 1 (softmax, and cross-entropy's log-softmax and target pick); y along dim 2
+    # (log-softmax, logsumexp); the cross-entropy's mean over the positions
+    assert len(kernels) == 4
+    for reduction in ("tl.sum(", "tl.max(", "tl.min(", "tl.argmax(", "tl.argmin("):
+        assert reduction in kernels[0]  # the sibling reductions of x share one kernel
+    assert "tl.log(" in kernels[2] and "tl.exp(" in kernels[2]
+    assert "(cols)" in kernels[1]  # the class index of each column, compared with the target
+    check_variants(composed["reductions"])
+    # looping over blocks of a row: one pass per level of dependent reductions, and a writing pass where a
+    # full row is written; the sum of exp(x - max) joins the max's pass, and the target pick reads one column
+    loops = [k.count("for c0 in range(0, n_cols, BC):") for k in composed["looped"].split("def _row_")[1:]]
+    assert loops == [1, 2, 2, 1]
+
+
+@pytest.fixture(scope="module")
+def one_pass():
+    problem = fixture("one_pass_rows")
+    result = compose_ok(problem)
+    looped = looped_source(problem)
+    norms = {name: looped_source(fixture(name)) for name in ("batchnorm_relu", "layer_rms_norm")}
+    return {"looped": looped, "norms": norms,
+            "evaluations": submit_all(problem, [first(result).source, looped], label="one_pass_rows"),
+            "norm_evaluations": {name: submit(fixture(name), source, label=f"{name}_looped")
+                                 for name, source in norms.items()}}
+
+
+def test_carried_reductions_join_their_partners_pass_and_picks_read_one_column(one_pass):
+    kernels = one_pass["looped"].split("def _row_")[1:]
+    loops = [k.count("for c0 in range(0, n_cols, BC):") for k in kernels]
+    # the softmaxes of z, w and the cross-entropy's scaled logits share one kernel: their maxes and sums in
+    # one pass, then the writing pass. nll_loss's pick (its target is computed by another kernel, its index
+    # beside it) reads one column, in the kernel of u's LayerNorm and variance: their mean and squared
+    # deviations in one pass, then the writing pass. The sum of nll_loss: one pass
+    assert loops == [2, 2, 1], loops
+    assert len(re.findall(r"grown(_\d)? = tl.maximum\(", kernels[0])) == 3  # running maxes of z, w, the logits
+    assert "acc_row_sum = acc_row_sum * scale + term" in kernels[0]
+    picks = [k for k in kernels if "is one column's value" in k]
+    assert len(picks) == 2 and all("col_ok = (cols >= 0) & (cols < n_cols)" in k for k in picks)
+    assert "iota2_ptr" not in one_pass["looped"]  # no index tensor is written to memory and read back
+    assert "delta = tl.where(col_ok, u_2 - shift_mean, 0.0)" in kernels[1] and "acc_var += delta * delta" in kernels[1]
+    assert "/ (n_cols - 1.0)" in kernels[1]  # torch.var's correction
+    for name, source in one_pass["norms"].items():  # the norm layers: statistics in one pass, then the outputs
+        first_row_kernel = source.split("def _row_")[1]
+        assert first_row_kernel.count("for c0 in range(0, n_cols, BC):") == 2, name
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["first", "looped"])
+def test_one_pass_candidates_pass_the_evaluator(one_pass, index):
+    verdict(one_pass["evaluations"].result()[index])
+
+
+@pytest.mark.parametrize("name", ["batchnorm_relu", "layer_rms_norm"])
+def test_looped_norms_pass_the_evaluator(one_pass, name):
+    verdict(one_pass["norm_evaluations"][name])
+
+
+def test_split_rows_launch_once_per_level(composed):
+    kernels = composed["split"].split("def _row_")[1:]
+    assert "tl.argmax(" not in kernels[0] and "pid_s" not in kernels[0]  # argmax and argmin: not split
+    # a stage per level of reductions (each over its chunk of the row) and a last one for the outputs
+    assert [k.count("if STAGE == ") for k in kernels[1:]] == [4, 3, 2]
+    assert [k.count("for c0 in range(col_lo, col_hi, BC):") for k in kernels[1:]] == [4, 3, 1]
+    assert "for stage in range(1, 5):" in composed["split"]
+    assert "mask=row_ok & (pid_s == 0)" in kernels[3]  # the cross-entropy's mean: written once
+    # BatchNorm in training mode: the sums of x - shift and of its squares in one stage, then the outputs
+    bn = composed["norms"]["batchnorm_relu"]
+    assert bn.count("if STAGE == ") == 2 and "torch.empty((2, relu.shape[1], 8)" in bn
+    assert "shift_mean = " in bn and "for stage in range(1, 3):" in bn
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["single", "looped", "split"])
+def test_row_candidates_pass_the_evaluator(composed, index):
+    verdict(composed["evaluations"].result()[index])
+
+
+@pytest.mark.parametrize("name", ["batchnorm_relu", "group_instance_norm"])
+def test_split_norms_pass_the_evaluator(composed, name):
+    verdict(composed["norm_evaluations"][name])
+
+
+def test_example_passes_the_evaluator(composed):
+    verdict(composed["example"])
+
+
+def test_configs_follow_the_row_length():
+    short = configs(Group("row", 0, (64, 100), reduced=(1,)))
+    long = configs(Group("row", 0, (4096, 100000), reduced=(1,)))
+    assert short[0]["mode"] == "single" and long[0]["mode"] == "looped"
+    few = configs(Group("row", 0, (64, 100000), reduced=(1,)))  # 64 programs would not fill a GPU
+    assert few[0]["mode"] == "split" and "looped" in {c["mode"] for c in few}
+    assert all(c["BR"] >= 1 for c in short + long)
+    wide = configs(Group("row", 0, (64, 20000), reduced=(1,)))
+    assert [c["mode"] for c in wide].count("single") == 1  # one variant holds a 20000-wide row in registers
+    # a GroupNorm group of 16 channels x 160 x 160 (409600) per row, 192 rows: no variant tries to hold it
+    assert {c["mode"] for c in configs(Group("row", 0, (192, 16, 160, 160), reduced=(1, 2, 3)))} == \
+        {"looped", "split"}
+    assert {c["mode"] for c in configs(Group("row", 0, (8192, 409600), reduced=(1,)))} == {"looped"}  # many rows
+
+
+def _group(space, reduced, reduction: str) -> Group:
+    x = Value("x", TENSOR, space, torch.float32)
+    out = Value("r", TENSOR, tuple(s for i, s in enumerate(space) if i not in reduced), torch.float32)
+    attrs = {"dim": reduced[0], "keepdim": False} if reduction.startswith("arg") else \
+        {"dims": reduced, "keepdim": False}
+    op = Op(reduction, [x], attrs, out)
+    out.producer = op
+    group = Group("row", 0, space, reduced=reduced, ops=[op], vmap={out: (0,)})
+    group.leaf_maps[(id(op), 0)] = tuple(range(len(space)))
+    return group
+
+
+def test_few_long_rows_are_split():
+    # BatchNorm2d in training mode after a convolution: 128 channels, each over N x H x W = 602112 values
+    bn = configs(_group((128, 602112), (1,), "mean"))
+    split = [c for c in bn if c["mode"] == "split"]
+    assert len(split) >= 2 and bn[:len(split)] == split and bn[len(split)]["mode"] == "looped"
+    for c in split:
+        assert c["SPLIT"] & (c["SPLIT"] - 1) == 0 and 2 <= c["SPLIT"] <= 512
+        assert 512 <= 128 * c["SPLIT"] <= 2048  # about 1024 programs
+        assert 602112 // c["SPLIT"] >= 4 * c["BC"]
+    assert len({(c["BC"], c["num_warps"]) for c in split}) == len(split)
+    # one row: as many chunks as there are runs of 4 blocks
+    one = [c for c in configs(_group((1, 262144), (1,), "sum")) if c["mode"] == "split"]
+    assert one and all(c["SPLIT"] == 262144 // (4 * c["BC"]) for c in one)
+    assert "split" not in {c["mode"] for c in configs(_group((128, 4096), (1,), "sum"))}  # short rows
+    assert "split" not in {c["mode"] for c in configs(_group((128, 602112), (1,), "argmax"))}
