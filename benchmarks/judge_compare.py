@@ -4,6 +4,8 @@ one-pass kernel (kfoundry.evaluate.compare_fused), on the same tensors, in one r
 For outputs of 0.26, 1.07 and 2.15 GB (fp32): the median of 5 comparisons each way (after one warm-up
 that also compiles the kernel), the peak of extra GPU memory each way, and whether both gave the same
 figures. The candidate's output is the reference plus noise at 1e-5, with one element off by 1.
+Both ways again with the truth held as the judge keeps it (a float32 correction, evaluate.truth):
+the same verdict and figures, the error ratios moved by at most 2^-24 e(reference).
 
     python benchmarks/judge_compare.py [--json benchmarks/results/judge_compare-....json]
 """
@@ -23,7 +25,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from kfoundry.evaluate import compare, compare_fused  # noqa: E402
+from kfoundry.evaluate import compare, compare_fused, truth as truths  # noqa: E402
 
 
 def timed(fn) -> tuple[float, int, object]:
@@ -56,33 +58,47 @@ def main() -> int:
         def run(c=candidate, r=reference, t=truth):
             return compare.compare_tensor(c, r, t, atol, atol)
 
-        for name, choose in (("torch", lambda *a: False), ("fused", usable)):
+        # the truth as the judge keeps it: a float32 correction beside the reference (evaluate.truth)
+        [held] = truths.compact([reference], [truth])
+        assert isinstance(held, truths.Correction)
+
+        def run_held(c=candidate, r=reference, t=held):
+            return compare.compare_tensor(c, r, t, atol, atol)
+
+        for name, choose, fn in (("torch", lambda *a: False, run), ("fused", usable, run),
+                                 ("held_torch", lambda *a: False, run_held), ("held_fused", usable, run_held)):
             compare_fused.usable = choose  # compare_tensor asks compare_fused.usable which way to go
             try:
-                timed(run)  # warm-up: the kernel compiles, the allocator caches
-                samples = [timed(run) for _ in range(5)]
+                timed(fn)  # warm-up: the kernel compiles, the allocator caches
+                samples = [timed(fn) for _ in range(5)]
             finally:
                 compare_fused.usable = usable
             row[f"{name}_ms"] = round(statistics.median(s[0] for s in samples), 2)
             row[f"{name}_extra_gb"] = round(max(s[1] for s in samples) / 1e9, 2)
             row[f"{name}_result"] = samples[-1][2]
+        held_a, held_b = row.pop("held_torch_result"), row.pop("held_fused_result")
         a, b = row.pop("torch_result"), row.pop("fused_result")
         fields = ("passed", "max_abs_error", "max_rel_error", "mismatch_fraction", "first_bad_index",
                   "error_ratio_candidate", "error_ratio_reference")
         row["differing"] = {f: [getattr(a, f), getattr(b, f)] for f in fields if getattr(a, f) != getattr(b, f)}
         row["same_figures"] = not row["differing"]
+        exact_fields = fields[:5]
+        row["held_same_verdict"] = all(getattr(x, f) == getattr(a, f) for x in (held_a, held_b) for f in exact_fields)
+        row["held_ratio_shift"] = max(abs(getattr(x, f) - getattr(a, f)) for x in (held_a, held_b)
+                                      for f in ("error_ratio_candidate", "error_ratio_reference"))
         row["passed"], row["message"] = b.passed, b.message[:160]
         row["speedup"] = round(row["torch_ms"] / row["fused_ms"], 1)
         rows.append(row)
-        del truth, reference, candidate, run
+        del truth, reference, candidate, run, held, run_held
         torch.cuda.empty_cache()
     record = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
               "rows": rows}
     print(f"{'output GB':>9} {'torch ms':>9} {'fused ms':>9} {'speedup':>8} {'torch extra GB':>15} "
-          f"{'fused extra GB':>15} same")
+          f"{'fused extra GB':>15} same {'held fused ms':>13} {'held same':>9} {'held e shift':>12}")
     for r in rows:
         print(f"{r['output_gb']:9.2f} {r['torch_ms']:9.2f} {r['fused_ms']:9.2f} {r['speedup']:7.1f}x "
-              f"{r['torch_extra_gb']:15.2f} {r['fused_extra_gb']:15.2f} {r['same_figures']}")
+              f"{r['torch_extra_gb']:15.2f} {r['fused_extra_gb']:15.2f} {r['same_figures']!s:>4} "
+              f"{r['held_fused_ms']:13.2f} {r['held_same_verdict']!s:>9} {r['held_ratio_shift']:12.3g}")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%MZ")
     out = Path(args.json or ROOT / "benchmarks" / "results" / f"judge_compare-h200-{stamp}.json")
     out.parent.mkdir(parents=True, exist_ok=True)

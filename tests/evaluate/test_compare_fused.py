@@ -75,3 +75,31 @@ def test_usable_only_for_float_tensors_of_one_shape():
     assert not compare_fused.usable(r.long(), r.long(), None)
     assert not compare_fused.usable(r, r[:5], None)
     assert not compare_fused.usable(r, r.clone(), t.float())
+
+
+@pytest.mark.parametrize("case", ["equal", "one_off", "rescued_by_truth", "bf16", "transposed"])
+def test_a_truth_held_as_a_correction_gives_the_same_figures_on_both_paths(case):
+    from kfoundry.evaluate.truth import compact
+
+    n = 3 * compare_fused.BLOCK + 123
+    r, t = _pair(n)
+    c = r.clone()
+    if case == "one_off":
+        c[5000] += 0.5
+    if case == "rescued_by_truth":
+        c, r = t.float(), r.clone()
+        r[7] += 1e-3
+    if case == "bf16":
+        r, c = r.bfloat16(), (c + 1e-3).bfloat16()
+    if case == "transposed":
+        r, t = r[: 96 * 128].reshape(96, 128).t(), t[: 96 * 128].reshape(96, 128).t()
+        c = r.contiguous()
+        c[3, 4] += 1.0
+    [held] = compact([r], [t])
+    assert compare_fused.usable(c, r, held)
+    fused = _compare_fused(c, r, held, ATOL, ATOL)
+    assert fused is not None
+    _same(fused, compare_tensor(c, r, held, ATOL, ATOL))
+    exact = compare_tensor(c, r, t, ATOL, ATOL)
+    assert (fused.passed, fused.first_bad_index) == (exact.passed, exact.first_bad_index)
+    assert abs(fused.error_ratio_candidate - exact.error_ratio_candidate) <= 2.0 ** -23 * exact.error_ratio_reference

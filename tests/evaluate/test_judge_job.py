@@ -84,3 +84,75 @@ def test_an_unknown_order_is_answered_with_an_error():
     judge_job.serve(SimpleNamespace(sets={}), {"op": "steal", "id": 7}, ThreadLocks(), threading.Lock(),
                     SimpleNamespace(send=lambda **message: sent.append(message)))
     assert sent[0]["answer"] == 7 and sent[0]["transport"] and "unknown order" in sent[0]["error"]
+
+
+def test_a_comparison_fills_the_next_set_after_it(monkeypatch):
+    from types import SimpleNamespace
+
+    from kfoundry.evaluate.judge_job import ExpectedSet, _compare
+
+    expected = ExpectedSet("0", 0, [torch.ones(3)], torch.ones(3), None, {}, None)
+    ref = SimpleNamespace(get=lambda name: expected, job={"tolerance": 1e-4}, device="cpu")
+    monkeypatch.setattr(judge_job, "_open", lambda tree, folder, device: torch.ones(3))
+    fills = []
+
+    def fill(ref, order):
+        fills.append(order)
+        if order["set"] == "bad":
+            raise judge_job.transport.TransportError("a buffer does not match its input's shape and dtype")
+        return {"ok": True}
+
+    monkeypatch.setattr(judge_job, "_fill", fill)
+    plain = _compare(ref, {"set": "0", "folder": "/nowhere", "outputs": {}})
+    assert plain["passed"] and "filled" not in plain and not fills
+    then = {"set": "1", "buffers": [{"tensor": {}}]}
+    answer = _compare(ref, {"set": "0", "folder": "/nowhere", "outputs": {}, "fill": then})
+    assert answer["passed"] and answer["filled"] and fills == [then]
+    broken = _compare(ref, {"set": "0", "folder": "/nowhere", "outputs": {}, "fill": {"set": "bad"}})
+    assert broken["passed"] and "filled" not in broken and "does not match" in broken["fill_error"]
+
+
+def test_the_parent_passes_a_fill_on_only_for_a_known_set(tmp_path):
+    from types import SimpleNamespace
+
+    from kfoundry.evaluate.evaluator import CandidateChecks, Evaluator
+
+    asked = []
+
+    def ask(op, **order):
+        asked.append((op, order))
+        return {"passed": True, "filled": order.get("fill") is not None, "lock_wait_s": 0.1, "serve_s": 0.2}
+
+    owner = SimpleNamespace(prepared=SimpleNamespace(names=["0", "1"]), judge=SimpleNamespace(ask=ask),
+                            transport="ipc", progress=lambda message: None)
+    checks = CandidateChecks()
+    reply = Evaluator._serve(owner, {"request": "check", "label": "trial 0", "set": "0", "outputs": {},
+                                     "fill": {"set": "1", "buffers": []}}, tmp_path, checks)
+    assert reply == {"ok": True, "filled": True} and asked[-1][1]["fill"] == {"set": "1", "buffers": []}
+    assert checks.answers["trial 0"] == {"passed": True}
+    checks.timed({"serve_parts": {"compare": 0.25, "open": 0.5}})
+    checks.timed({"serve_parts": {"compare": 0.5}})
+    assert checks.judge_seconds["judge_compare_s"] == 0.75 and checks.judge_seconds["judge_open_s"] == 0.5
+    refused = Evaluator._serve(owner, {"request": "check", "label": "trial 1", "set": "0", "outputs": {},
+                                       "fill": {"set": "../../etc"}}, tmp_path, checks)
+    assert "error" in refused and len(asked) == 1
+    # a failed trial stops the worker: no inputs come with the answer
+    asked.clear()
+    owner.judge = SimpleNamespace(ask=lambda op, **order: {"passed": False, "filled": True})
+    stopped = Evaluator._serve(owner, {"request": "check", "label": "trial 2", "set": "0", "outputs": {},
+                                       "fill": {"set": "1"}}, tmp_path, checks)
+    assert stopped.get("stop") and "filled" not in stopped
+
+
+def test_a_comparison_says_where_its_serving_went(monkeypatch):
+    from types import SimpleNamespace
+
+    from kfoundry.evaluate.judge_job import ExpectedSet, _compare
+
+    expected = ExpectedSet("0", 0, [torch.ones(3)], torch.ones(3), None, {}, None)
+    ref = SimpleNamespace(get=lambda name: expected, job={"tolerance": 1e-4}, device="cpu")
+    monkeypatch.setattr(judge_job, "_open", lambda tree, folder, device: torch.ones(3))
+    answer = _compare(ref, {"set": "0", "folder": "/nowhere", "outputs": {}, "inputs": {}, "repeat": {}})
+    assert answer["passed"] and answer["changed_input"] is None and answer["repeat"] is None
+    parts = answer["serve_parts"]
+    assert set(parts) == {"open", "inputs", "compare", "repeat"} and all(v >= 0 for v in parts.values())

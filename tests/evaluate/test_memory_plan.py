@@ -40,6 +40,9 @@ def get_init_inputs():
 def test_sizes_come_from_the_meta_device_at_the_set_values(problems_dir):
     sizes = problem_sizes(read_problem(problems_dir / "affine.py", {"batch_size": 1000, "dim": 1000}), "fp32", False)
     assert (sizes.input_bytes, sizes.output_bytes, sizes.truth_bytes, sizes.param_bytes) == (4e6, 4e6, 8e6, 0)
+    assert sizes.held_truth_bytes == 4e6  # a float32 output's truth is kept as a float32 correction
+    half = problem_sizes(read_problem(problems_dir / "affine.py", {"batch_size": 1000, "dim": 1000}), "fp16", False)
+    assert (half.output_bytes, half.truth_bytes, half.held_truth_bytes) == (2e6, 8e6, 4e6)
     assert sizes.forward_bytes >= sizes.output_bytes
     # far beyond this machine, and still instant: nothing is allocated
     huge = problem_sizes(read_problem(problems_dir / "affine.py", {"batch_size": 200_000, "dim": 100_000}),
@@ -69,7 +72,7 @@ def test_the_memory_limit_overrides_what_is_free_and_is_named(problems_dir):
 
 def test_a_short_gpu_gets_fewer_workers_and_then_sets_computed_when_needed():
     sizes = ProblemSizes(input_bytes=int(0.3 * GB), output_bytes=int(2 * GB), truth_bytes=int(4 * GB),
-                         param_bytes=0, forward_bytes=int(4 * GB))
+                         held_truth_bytes=int(2 * GB), param_bytes=0, forward_bytes=int(4 * GB))
     roomy = plan(sizes, "cuda:0", 7, int(100 * GB), "test", gpu_free=int(200 * GB), workers=6)
     assert roomy.resident and roomy.workers == 6 and roomy.transport == "ipc"
     short = plan(sizes, "cuda:0", 7, int(100 * GB), "test", gpu_free=int(100 * GB), workers=6)

@@ -108,6 +108,7 @@ class Exchange:
         self.seconds = seconds if seconds is not None else Counter()
         # each set's tensor layouts, as the judge described them when it prepared; one it did not is asked for
         self._layouts: dict[str, Any] = {k: v for k, v in (layouts or {}).items() if v is not None}
+        self._filled: dict[str, list] = {}  # a set's buffers the judge filled with a check's answer
 
     def _ask(self, kind: str, **data: Any) -> dict[str, Any]:
         with spent(self.seconds, "judge " + ("inputs" if kind in ("inputs", "fill") else kind)):
@@ -118,7 +119,17 @@ class Exchange:
             raise RuntimeError(f"the judge could not serve {kind}: {reply['error']}")
         return reply
 
+    def _buffers(self, meta: Any) -> Any:
+        def buffer(desc: dict[str, Any]) -> torch.Tensor:
+            dtype = transport.DTYPES[desc["dtype"]]
+            return torch.empty_strided(desc["shape"], desc["stride"], dtype=dtype, device=self.device)
+
+        return transport.build_tree(meta, buffer)
+
     def inputs(self, name: str) -> list:
+        ready = self._filled.pop(name, None)
+        if ready is not None:
+            return ready
         meta = self._layouts.get(name) if self.mode != "file" else None
         if meta is None:
             reply = self._ask("inputs", set=name, mode=self.mode)
@@ -128,12 +139,7 @@ class Exchange:
                 path.unlink()
                 return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in loaded]
             meta = self._layouts[name] = reply["tree"]
-
-        def buffer(desc: dict[str, Any]) -> torch.Tensor:
-            dtype = transport.DTYPES[desc["dtype"]]
-            return torch.empty_strided(desc["shape"], desc["stride"], dtype=dtype, device=self.device)
-
-        values = transport.build_tree(meta, buffer)
+        values = self._buffers(meta)
         self._ask("fill", set=name, buffers=transport.describe_tree(values, transport.share))
         torch.cuda.ipc_collect()
         return list(values)
@@ -150,8 +156,10 @@ class Exchange:
         files.append(self.workdir / name)
         return {"file": name}
 
-    def check(self, label: str, name: str, out: Any, inputs: list | None = None, repeat: Any = None) -> None:
-        """Send one output (and the inputs after the run, and a repeat run's output) to be judged."""
+    def check(self, label: str, name: str, out: Any, inputs: list | None = None, repeat: Any = None,
+              then: str | None = None) -> None:
+        """Send one output (and the inputs after the run, and a repeat run's output) to be judged; `then`:
+        the set this worker asks for next, filled by the judge with the answer (CUDA IPC) where it can."""
         files: list[Path] = []
         stem = "".join(c if c.isalnum() else "-" for c in label)
         try:
@@ -160,7 +168,12 @@ class Exchange:
                 data["inputs"] = self._describe(list(inputs), f"in-{stem}", files)
             if repeat is not None:
                 data["repeat"] = self._describe(repeat, f"repeat-{stem}", files)
-            self._ask("check", label=label, set=name, **data)
+            meta = self._layouts.get(then) if then is not None and self.mode == "ipc" else None
+            values = self._buffers(meta) if meta is not None else None
+            if values is not None:
+                data["fill"] = {"set": then, "buffers": transport.describe_tree(values, transport.share)}
+            if self._ask("check", label=label, set=name, **data).get("filled") and values is not None:
+                self._filled[then] = list(values)
         finally:
             for path in files:
                 path.unlink(missing_ok=True)
@@ -245,7 +258,8 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
                 again = exchange.inputs("0")
                 repeat = run(again, seeds[0], recorder, phase="correctness")
                 del again
-            exchange.check(f"trial {k}", str(k), out, inputs, repeat)
+            exchange.check(f"trial {k}", str(k), out, inputs, repeat,
+                           then=str(k + 1) if k + 1 < len(seeds) else "probe")  # the guard's ghost run's next
             del out, inputs, repeat
         guard.update(launches_per_trial=launches, extension_calls=tracker.extension_calls,
                      ops=recorder.ops, compute_ops=recorder.compute_ops(), kernel_names=sorted(tracker.kernel_names))
@@ -300,7 +314,7 @@ def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict
         out = run(inputs, probe_seed, phase="guard")
     finally:
         tracker.ghost = False
-    exchange.check("ghost", "probe", out)
+    exchange.check("ghost", "probe", out, then="0")
     del out
     # same addresses, new data: a result cached by address would come back
     inputs = exchange.inputs("0")
@@ -311,13 +325,14 @@ def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict
             if isinstance(target, torch.Tensor) and isinstance(new, torch.Tensor) and target.shape == new.shape:
                 target.copy_(new)
     del fresh
-    exchange.check("cache refill", "probe", run(inputs, probe_seed, phase="guard"))
-    # the same data at new addresses, the old tensors still alive
+    # the same data at new addresses (filled with the refill's answer), the old tensors still alive
+    exchange.check("cache refill", "probe", run(inputs, probe_seed, phase="guard"), then="probe")
     moved = exchange.inputs("probe")
-    exchange.check("cache moved", "probe", run(moved, probe_seed, phase="guard"))
+    exchange.check("cache moved", "probe", run(moved, probe_seed, phase="guard"), then="outlier")
     del inputs, moved
     outliers = exchange.inputs("outlier")
-    exchange.check("outliers", "outlier", run(outliers, probe_seed + 1, phase="guard"))
+    exchange.check("outliers", "outlier", run(outliers, probe_seed + 1, phase="guard"),
+                   then="0" if device.startswith("cuda") else None)  # the profile's
     del outliers
     if device.startswith("cuda"):
         inputs = exchange.inputs("0")

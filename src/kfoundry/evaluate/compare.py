@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from kfoundry.evaluate import compare_fused
+from kfoundry.evaluate.truth import Correction
 
 
 @dataclass
@@ -118,7 +119,7 @@ def compare_index_output(c: torch.Tensor, r: torch.Tensor, source: IndexSource, 
 
 
 def compare_tensor(
-    c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol: float, rtol: float,
+    c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | Correction | None, atol: float, rtol: float,
     index_source: IndexSource | None = None,
 ) -> OutputComparison:
     if tuple(c.shape) != tuple(r.shape):
@@ -153,12 +154,13 @@ def compare_tensor(
 CHUNK = 1 << 25  # elements per PyTorch pass: float64 temporaries of 256 MB, whatever the output's size
 
 
-def _compare_floats(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol: float,
+def _compare_floats(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | Correction | None, atol: float,
                     rtol: float) -> OutputComparison:
     """The figures in float64, a chunk of CHUNK elements at a time (an output of GBs would need several
     float64 copies of itself at once), merged: maxima, counts and first positions."""
     cf, rf = c.reshape(-1), r.reshape(-1)  # logical order (a copy where the tensor is not contiguous)
-    tf = t.reshape(-1) if t is not None else None
+    corrected = isinstance(t, Correction)  # the truth is rf + this, in float64
+    tf = (t.correction if corrected else t).reshape(-1) if t is not None else None
     n = cf.numel()
     max_abs, any_finite_diff, max_rel = 0.0, n == 0, None
     mismatches, first_bad, nonfinite_count, first_nonfinite = 0, None, 0, None
@@ -200,6 +202,8 @@ def _compare_floats(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, at
         mismatches += bad
         if tf is not None:
             td = tf[begin:begin + CHUNK].double()
+            if corrected:
+                td += rd
             ratio_c = max(ratio_c, error_ratio(cd, td, atol, rtol))
             ratio_r = max(ratio_r, error_ratio(rd, td, atol, rtol))
         del cd, rd, diff, close
@@ -217,7 +221,7 @@ def _compare_floats(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, at
     return _decide(result, first_bad, c, r, atol)
 
 
-def _compare_fused(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol: float,
+def _compare_fused(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | Correction | None, atol: float,
                    rtol: float) -> OutputComparison | None:
     """The same figures in one pass on the GPU (kfoundry.evaluate.compare_fused); None where a value is
     not finite or the kernel cannot run: the PyTorch passes decide those."""
@@ -274,7 +278,7 @@ def compare_value(c: Any, r: Any, atol: float, rtol: float) -> OutputComparison:
 
 
 def _on(device: str | None, value: Any) -> Any:
-    return value.to(device) if device is not None and isinstance(value, torch.Tensor) else value
+    return value.to(device) if device is not None and isinstance(value, (torch.Tensor, Correction)) else value
 
 
 def compare_outputs(
@@ -296,7 +300,7 @@ def compare_outputs(
             if not isinstance(c, torch.Tensor):
                 result = OutputComparison(False, f"{_describe(c)} where the reference returns {_describe(r)}")
             else:
-                t = tru[i] if tru is not None and isinstance(tru[i], torch.Tensor) else None
+                t = tru[i] if tru is not None and isinstance(tru[i], (torch.Tensor, Correction)) else None
                 source = (index_sources or {}).get(i)
                 if device is not None and source is not None:
                     source = IndexSource(_on(device, source.values), source.dim, source.keepdim)

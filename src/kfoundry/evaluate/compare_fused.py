@@ -3,9 +3,9 @@
 `compare.compare_tensor` in PyTorch makes a dozen float64 passes over an output and its truth and
 allocates several float64 temporaries of the output's size: for a 2 GB output that is over 200 GB
 of memory traffic and 16 GB of scratch per comparison, while six candidate workers share the GPU.
-This kernel reads the candidate's output, the reference's and the float64 truth once, converts to
-float64 in registers, and writes a few figures per block of elements; the blocks' figures are then
-reduced with PyTorch. The figures are the same ones, in float64: the largest absolute and relative
+This kernel reads the candidate's output, the reference's and the float64 truth (or its float32
+correction, kfoundry.evaluate.truth) once, converts to float64 in registers, and writes a few
+figures per block of elements; the blocks' figures are then reduced with PyTorch. The figures are the same ones, in float64: the largest absolute and relative
 errors, how many elements are outside atol + rtol |reference| and the first of them, and the error
 ratios of the candidate and the reference against the truth.
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from kfoundry.evaluate.truth import Correction
 
 BLOCK = 4096
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -44,7 +46,7 @@ def _build():
     @triton.jit
     def fused_compare(c_ptr, r_ptr, t_ptr, n, tolerance_ptr, max_abs_ptr, max_rel_ptr, significant_ptr,
                       mismatches_ptr, first_ptr, nonfinite_ptr, ratio_c_ptr, ratio_r_ptr,
-                      HAS_TRUTH: tl.constexpr, BLOCK: tl.constexpr):
+                      HAS_TRUTH: tl.constexpr, CORRECTION: tl.constexpr, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         atol = tl.load(tolerance_ptr)  # float64: a float argument would be a float32 (1e-4 off by 5e-8)
         rtol = tl.load(tolerance_ptr + 1)
@@ -67,6 +69,8 @@ def _build():
         tl.store(first_ptr + pid, tl.min(tl.where(mismatch, offsets, big), axis=0))
         if HAS_TRUTH:
             t = tl.load(t_ptr + offsets, mask=inside, other=0.0).to(tl.float64)
+            if CORRECTION:  # the truth held as float32(t - r): kfoundry.evaluate.truth
+                t = t + r
             bad_value = bad_value | (t != t) | (tl.abs(t) == infinity)
             scale = atol + rtol * tl.abs(t)
             tl.store(ratio_c_ptr + pid, tl.max(tl.where(inside, tl.abs(c - t) / scale, 0.0), axis=0))
@@ -76,19 +80,26 @@ def _build():
     return fused_compare
 
 
-def usable(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None) -> bool:
-    """Whether the kernel applies: float tensors of one shape, on one device, a float64 truth of that shape."""
+def usable(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | Correction | None) -> bool:
+    """Whether the kernel applies: float tensors of one shape, on one device, a float64 truth (or a
+    float32 correction) of that shape."""
     if c.dtype not in FLOATS or r.dtype != c.dtype or c.shape != r.shape or c.device != r.device or not c.numel():
         return False
-    return t is None or (t.dtype == torch.float64 and t.shape == c.shape and t.device == c.device)
+    held = t.correction if isinstance(t, Correction) else t
+    return held is None or (held.dtype == (torch.float32 if isinstance(t, Correction) else torch.float64)
+                            and held.shape == c.shape and held.device == c.device)
 
 
-def fused_figures(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol: float, rtol: float) -> FusedFigures:
+def fused_figures(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | Correction | None, atol: float,
+                  rtol: float) -> FusedFigures:
     """The figures of `c` against `r` (and `t`), elements taken in logical (row-major) order."""
     global _kernel
     if _kernel is None:
         _kernel = _build()
+    corrected = isinstance(t, Correction)
     c, r = c.contiguous().reshape(-1), r.contiguous().reshape(-1)
+    if corrected:
+        t = t.correction
     t = t.contiguous().reshape(-1) if t is not None else None
     n = c.numel()
     blocks = (n + BLOCK - 1) // BLOCK
@@ -98,7 +109,8 @@ def fused_figures(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | None, atol
     significant, mismatches, first, nonfinite = counts
     tolerance = torch.tensor([atol, rtol], dtype=torch.float64, device=c.device)
     _kernel[(blocks,)](c, r, t if t is not None else c, n, tolerance, max_abs, max_rel, significant,
-                       mismatches, first, nonfinite, ratio_c, ratio_r, HAS_TRUTH=t is not None, BLOCK=BLOCK,
+                       mismatches, first, nonfinite, ratio_c, ratio_r, HAS_TRUTH=t is not None,
+                       CORRECTION=corrected, BLOCK=BLOCK,
                        enable_fp_fusion=False)  # no fused multiply-adds: PyTorch's roundings exactly
     float_max = floats.max(dim=1).values.tolist()
     sums = counts[[0, 1, 3]].sum(dim=1).tolist()

@@ -132,6 +132,10 @@ class CandidateChecks:
     def timed(self, answer: dict[str, Any]) -> dict[str, Any]:
         self.judge_seconds["judge_lock_wait_s"] += float(answer.pop("lock_wait_s", 0.0) or 0.0)
         self.judge_seconds["judge_serve_s"] += float(answer.pop("serve_s", 0.0) or 0.0)
+        parts = answer.pop("serve_parts", None)  # where a comparison's serving went (judge_job._compare)
+        for name, seconds in (parts.items() if isinstance(parts, dict) else ()):
+            key = f"judge_{name}_s"
+            self.judge_seconds[key] = self.judge_seconds.get(key, 0.0) + float(seconds or 0.0)
         return answer
 
     def record(self, label: str, answer: dict[str, Any]) -> dict[str, Any]:
@@ -203,7 +207,7 @@ class Evaluator:
             from kfoundry.evaluate.memory_plan import ProblemSizes
 
             self.progress(f"memory: the problem could not be sized on the meta device ({type(exc).__name__})")
-            sizes = ProblemSizes(0, 0, 0, 0, 0)
+            sizes = ProblemSizes(0, 0, 0, 0, 0, 0)
         self.host_available = (available, source)
         return plan(sizes, self.device, len(self.trial_seeds) + len(HIDDEN_SETS), available, source,
                     workers=self.options.workers, transport=self.transport)
@@ -426,15 +430,22 @@ class Evaluator:
                 label = str(message.get("label", ""))[:60]
                 if checks.failed:
                     return {"stop": True, "reason": f"{checks.failed} failed"}
+                then = message.get("fill")  # the buffers of the worker's next set, filled after the comparison
+                if then is not None and (not isinstance(then, dict) or then.get("set") not in names):
+                    return {"error": "a fill must name one of the input sets"}
                 answer = self.judge.ask("compare", set=name, folder=str(folder), outputs=message.get("outputs"),
                                         inputs=message.get("inputs"), repeat=message.get("repeat"),
-                                        pattern=label.startswith("trial ") or label == TIMED_CHECK)
+                                        pattern=label.startswith("trial ") or label == TIMED_CHECK,
+                                        fill={"set": then["set"], "buffers": then.get("buffers")} if then else None)
                 answer.pop("answer", None)
                 checks.timed(answer)
+                filled = answer.pop("filled", False)
+                answer.pop("fill_error", None)  # the worker asks for that set again
                 if answer.get("transport") and self.transport == "ipc" and "could not be opened" in answer["error"]:
                     self.transport = "file"  # CUDA IPC does not work here: later candidates use files
                     self.progress("CUDA IPC is unavailable here: outputs cross as files from now on")
-                return checks.record(label, answer)
+                reply = checks.record(label, answer)
+                return {**reply, "filled": True} if filled and "stop" not in reply else reply
         except JudgeGone as exc:
             checks.record(str(message.get("label", kind)), {"error": str(exc)})
             return {"stop": True, "reason": str(exc)}

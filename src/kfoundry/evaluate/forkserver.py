@@ -201,11 +201,19 @@ _servers: dict[tuple[str, str], ForkServer] = {}
 _servers_lock = threading.Lock()
 
 
+ROLES = 2  # servers an evaluator starts: one for its candidates, one for its judge and baseline process
+
+
+def enabled(device: str) -> bool:
+    """Whether workers for this device are forked from a server."""
+    return device in FORK_DEVICES and os.environ.get(ENABLE_ENV, "1") != "0"
+
+
 def server_for(device: str, label: str, env: dict[str, str]) -> ForkServer | None:
     """The running server for this kind of worker and environment (started on first use), or None where
     workers start as processes of their own: a GPU, a disabled or failed server. `env`: what the server
     starts with, the part of a worker's environment that is the same for every worker."""
-    if device not in FORK_DEVICES or os.environ.get(ENABLE_ENV, "1") == "0":
+    if not enabled(device):
         return None
     from kfoundry.sandbox.start import REFERENCE_LABELS
 

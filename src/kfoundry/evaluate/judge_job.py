@@ -20,6 +20,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -27,7 +28,7 @@ import torch
 from kfoundry import problem as problems
 from kfoundry.diagnose.numeric import error_pattern, nondeterminism
 from kfoundry.errors import ProblemError
-from kfoundry.evaluate import transport
+from kfoundry.evaluate import transport, truth as truths
 from kfoundry.evaluate.compare import IndexSource, compare_outputs, flatten_outputs
 from kfoundry.evaluate.compiling import compile_off_gpu
 from kfoundry.evaluate.device_facts import device_facts
@@ -86,7 +87,8 @@ def _garbage_only(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 class ExpectedSet:
-    """One input set: its inputs, the reference's output on them and the float64 truth."""
+    """One input set: its inputs, the reference's output on them and the float64 truth (the truth's
+    leaves, float ones held as corrections: kfoundry.evaluate.truth)."""
 
     def __init__(self, name: str, seed: int, inputs: list, reference: Any, truth: Any,
                  index_sources: dict[int, IndexSource], inputs_after: list | None) -> None:
@@ -149,7 +151,9 @@ class Reference:
             try:
                 problems.seed_everything(seed)
                 with torch.no_grad():
-                    truth = _detached(self.model64(*upcast(clone_inputs(inputs))))
+                    full = _detached(self.model64(*upcast(clone_inputs(inputs))))
+                truth = truths.compact(flatten_outputs(reference), flatten_outputs(full))
+                del full
             except Exception as exc:
                 self.truth_status = f"unavailable: the float64 reference failed ({type(exc).__name__}: {exc})"
                 self.model64 = None
@@ -293,31 +297,56 @@ def _fill(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
+@contextlib.contextmanager
+def _part(parts: dict[str, float], name: str) -> Iterator[None]:
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        parts[name] = parts.get(name, 0.0) + time.monotonic() - began
+
+
 def _compare(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
-    """A worker's outputs on one set against the expected ones: the figures, never the expected values."""
+    """A worker's outputs on one set against the expected ones: the figures, never the expected values.
+    Where its serving went comes back in `serve_parts`."""
     expected = ref.get(order["set"])
     folder = Path(order["folder"])
     atol = ref.job["tolerance"]
-    data = _open(order["outputs"], folder, ref.device)
-    reply: dict[str, Any] = {}
+    parts: dict[str, float] = {}
+    reply: dict[str, Any] = {"serve_parts": parts}
+    with _part(parts, "open"):
+        data = _open(order["outputs"], folder, ref.device)
     if order.get("inputs") is not None:
-        after = _open(order["inputs"], folder, ref.device)
-        changed = _inputs_changed(expected.inputs, list(after) if isinstance(after, (list, tuple)) else [after])
-        if changed is not None and expected.inputs_after is not None:
-            changed = None if _inputs_changed(expected.inputs_after, list(after)) is None else changed
-        reply["changed_input"] = changed
-        del after
+        with _part(parts, "inputs"):
+            after = _open(order["inputs"], folder, ref.device)
+            changed = _inputs_changed(expected.inputs, list(after) if isinstance(after, (list, tuple)) else [after])
+            if changed is not None and expected.inputs_after is not None:
+                changed = None if _inputs_changed(expected.inputs_after, list(after)) is None else changed
+            reply["changed_input"] = changed
+            del after
     on = ref.device if ref.device.startswith("cuda") else None
-    comparison = compare_outputs(data, expected.reference, expected.truth, atol, atol, expected.index_sources,
-                                 device=on)
+    with _part(parts, "compare"):
+        comparison = compare_outputs(data, expected.reference, expected.truth, atol, atol, expected.index_sources,
+                                     device=on)
     reply.update(passed=comparison.passed, message=comparison.message, failed_output=comparison.failed_output,
                  outputs=[to_jsonable(o) for o in comparison.outputs])
     if not comparison.passed and order.get("pattern") and comparison.failed_output is not None:
-        reply["error_pattern"] = _pattern(data, expected, comparison.failed_output, atol, order["set"])
+        with _part(parts, "pattern"):
+            reply["error_pattern"] = _pattern(data, expected, comparison.failed_output, atol, order["set"])
     if order.get("repeat") is not None:
-        again = _open(order["repeat"], folder, ref.device)
-        reply["repeat"] = _repeat(data, again, atol)
-        del again
+        with _part(parts, "repeat"):
+            again = _open(order["repeat"], folder, ref.device)
+            reply["repeat"] = _repeat(data, again, atol)
+            del again
+    then = order.get("fill")
+    if then is not None:  # the worker's next inputs, filled in this order's hold: one wait for the GPU less
+        del data
+        with _part(parts, "fill"):
+            try:
+                _fill(ref, then)
+                reply["filled"] = True
+            except transport.TransportError as exc:
+                reply["fill_error"] = str(exc)
     return reply
 
 
@@ -331,6 +360,7 @@ def _pattern(data: Any, expected: ExpectedSet, index: int, atol: float, name: st
     t = truth[index] if truth is not None and len(truth) == len(reference) else None
     if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)):
         return None
+    t = truths.as_float64(t, r)
     try:
         pattern = error_pattern(c.to(r.device), r, atol, atol, t if isinstance(t, torch.Tensor) else None)
     except Exception as exc:  # evidence for the diagnosis, never a reason to lose the verdict

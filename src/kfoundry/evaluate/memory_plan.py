@@ -2,8 +2,8 @@
 
 The problem is built on the meta device (nothing allocated, nothing computed) at the given --set
 values: that gives the bytes of one set's inputs (I), outputs (O), outputs in float64 (T, the
-truth), parameters (W) and the live peak of one forward (A). The prediction is a sum of named
-terms over the processes an evaluator starts (the judge, the baseline process on a GPU, the
+truth; T' as the judge keeps it, float32 corrections of float outputs), parameters (W) and the
+live peak of one forward (A). The prediction is a sum of named terms over the processes an evaluator starts (the judge, the baseline process on a GPU, the
 candidate workers and their spares), each a fixed overhead plus a multiple of those bytes; the
 README states it. It never grows with the number of trials, except where the expected outputs of
 all S sets are kept (on the GPU, or on the CPU when they are tiny).
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.errors import ProblemError
+from kfoundry.evaluate import forkserver
 from kfoundry.problem import tensor_bytes
 
 GB = 1e9
@@ -37,12 +38,13 @@ class ProblemSizes:
     input_bytes: int  # I: one set's input tensors
     output_bytes: int  # O: one set's outputs
     truth_bytes: int  # T: the outputs in float64
+    held_truth_bytes: int  # T': the truth as the judge keeps it (float32 corrections: evaluate.truth)
     param_bytes: int  # W: parameters and buffers
     forward_bytes: int  # A: the live peak of one forward (outputs included)
 
     def describe(self) -> str:
         return (f"inputs {self.input_bytes / GB:.2f} GB, outputs {self.output_bytes / GB:.2f} GB, "
-                f"float64 truth {self.truth_bytes / GB:.2f} GB, parameters {self.param_bytes / GB:.2f} GB, "
+                f"float64 truth {self.truth_bytes / GB:.2f} GB (kept as {self.held_truth_bytes / GB:.2f} GB), parameters {self.param_bytes / GB:.2f} GB, "
                 f"one forward's peak {self.forward_bytes / GB:.2f} GB")
 
 
@@ -88,6 +90,7 @@ def problem_sizes(source, precision: str, eval_mode: bool) -> ProblemSizes:
     import torch
 
     from kfoundry import problem as problems
+    from kfoundry.evaluate import truth as truths
 
     module = problems.load_problem_module(source)
     dtype = problems.torch_dtype(precision)
@@ -102,9 +105,11 @@ def problem_sizes(source, precision: str, eval_mode: bool) -> ProblemSizes:
         leaves = _leaves(out)
         output_bytes = tensor_bytes(out)
         truth = sum(x.numel() * 8 if x.is_floating_point() else x.numel() * x.element_size() for x in leaves)
+        held = sum(truths.held_bytes(x) for x in leaves)
     except Exception:
         output_bytes, truth, peak = input_bytes, 2 * input_bytes, 3 * input_bytes
-    return ProblemSizes(input_bytes, output_bytes, truth, params, max(peak, output_bytes))
+        held = truth
+    return ProblemSizes(input_bytes, output_bytes, truth, held, params, max(peak, output_bytes))
 
 
 @dataclass
@@ -147,15 +152,18 @@ class MemoryPlan:
 def _host_terms(s: ProblemSizes, device: str, sets: int, workers: int, spares: int, resident: bool,
                 transport: str) -> dict[str, int]:
     I, O, T, W, A = s.input_bytes, s.output_bytes, s.truth_bytes, s.param_bytes, s.forward_bytes
+    H = s.held_truth_bytes
     gpu = device.startswith("cuda")
     processes = 1 + workers + spares + (1 if gpu else 0)
+    if forkserver.enabled(device):  # the servers the workers are forked from hold torch's memory too
+        processes += forkserver.ROLES
     terms = {"processes": processes * (PROCESS_GPU if gpu else PROCESS_CPU)}
     if gpu and transport == "ipc":
         # data lives on the GPU (the judge compares there, and two runs' outputs are compared there too);
         # a model is built on the host before it moves
         terms["a model built on the host"] = W
         return terms
-    held = sets * (I + O + T) if resident else (I + O + T)
+    held = sets * (I + O + H) if resident else (I + O + H)
     # the judge: the sets it keeps, and while comparing one output on the CPU, seven float64 temporaries
     terms["judge"] = W * 3 + held + max(2 * A + 3 * I, 7 * T)
     # a worker: its model, trial 0 and its repeat (inputs and outputs), and the files written for the judge
@@ -169,8 +177,8 @@ def _gpu_terms(s: ProblemSizes, sets: int, workers: int, spares: int, resident: 
     Before, while it computes the sets (a forward in float32 and one in float64, 2A + 3I), the workers
     hold only their contexts and the baselines (2A + I) have not started, and it gives the forwards'
     memory back before the candidates start: that peak is below this one."""
-    I, O, T, W, A = s.input_bytes, s.output_bytes, s.truth_bytes, s.param_bytes, s.forward_bytes
-    held = sets * (I + O + T) if resident else (I + O + T)
+    I, O, H, W, A = s.input_bytes, s.output_bytes, s.held_truth_bytes, s.param_bytes, s.forward_bytes
+    held = sets * (I + O + H) if resident else (I + O + H)
     return {
         "contexts": (2 + workers + spares) * CUDA_CONTEXT_GPU,
         "judge": 3 * W + held + JUDGE_SCRATCH + O + I + (0 if resident else 2 * A + 3 * I),
@@ -187,7 +195,7 @@ def plan(sizes: ProblemSizes, device: str, sets: int, host_available: int, host_
     transport = transport or ("ipc" if gpu else "file")
     cores = os.cpu_count() or 2
     most = workers if workers is not None else (max(1, min(MAX_GPU_WORKERS, cores // 2)) if gpu else 1)
-    small = sets * (sizes.input_bytes + sizes.output_bytes + sizes.truth_bytes) <= SMALL_RESIDENT
+    small = sets * (sizes.input_bytes + sizes.output_bytes + sizes.held_truth_bytes) <= SMALL_RESIDENT
     choices = [True, False] if gpu or small else [False]
     last = None
     # the expected outputs kept, with fewer workers, before more workers that recompute them: a judge that
