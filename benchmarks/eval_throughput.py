@@ -95,7 +95,7 @@ def candidates_for(problem: Path, count: int, folder: Path, rng: random.Random) 
     """The composer's variants, then tuner children of them, as files."""
     from kfoundry.experts.composer import compose
     from kfoundry.experts.tuner import tune
-    from kfoundry.runs.hashing import source_hash
+    from kfoundry.source_identity import source_hash
 
     sources = [c.source for c in compose(problem, max_variants=8).candidates][:count]
     seen = {source_hash(s) for s in sources}
@@ -204,6 +204,11 @@ def run_problem(problem: Path, count: int, out_dir: Path, options: EvalOptions) 
     row["best_ms"] = min((e.timing.runtime_ms for e in ok), default=None)
     row["phases_mean_s"] = {k: round(statistics.mean(e.durations_s.get(k, 0.0) for e in evaluations), 3)
                             for k in PHASES}
+    judge_parts = ("judge_open_s", "judge_inputs_s", "judge_compare_s", "judge_pattern_s", "judge_repeat_s",
+                   "judge_fill_s")  # the comparisons' serving, summed per candidate (judge_job._compare)
+    row["judge_parts_mean_s"] = {k[len("judge_"):]: round(statistics.mean(e.durations_s.get(k, 0.0)
+                                                                          for e in evaluations), 3)
+                                 for k in judge_parts}
     worker_keys = sorted({k for e in evaluations for k in e.durations_s if k.startswith("worker_") and k != "worker_wait_s"})
     row["worker_seconds_mean"] = {k[len("worker_"):]: round(statistics.mean(e.durations_s.get(k, 0.0) for e in evaluations), 3)
                                   for k in worker_keys}
@@ -322,7 +327,8 @@ def main() -> int:
             print(json.dumps({k: row.get(k) for k in ("evals_per_min", "reference_setup_s", "baselines_s",
                                                       "peak_host_gb", "predicted_host_gb", "peak_gpu_gb",
                                                       "verdicts", "timeline", "workers", "error", "phases_mean_s",
-                                                      "worker_seconds_mean", "candidate_spans")}), flush=True)
+                                                      "worker_seconds_mean", "judge_parts_mean_s",
+                                                      "candidate_spans")}), flush=True)
     if args.fidelity:
         for example in ("pointwise_chain", "layernorm"):
             print(f"== fidelity {example}", flush=True)

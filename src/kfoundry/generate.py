@@ -87,8 +87,8 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
              progress: Progress | None = None) -> GenerateResult:
     """One expert step for `problem` with `llm` (a kfoundry.llm Provider). Parents are evaluated
     first (their diagnoses steer the expert and fill its prompt)."""
-    from kfoundry.experts import EXPERTS, ParentInfo, PromptContext, Router, parse_reply, render
-    from kfoundry.llm import LLMError
+    from kfoundry.experts import EXPERTS, ParentInfo, PromptContext, Router, render
+    from kfoundry.experts.llm_step import ask
 
     if backend not in ("triton", "cuda"):
         raise UsageError(f"unknown backend {backend!r}: use triton or cuda")
@@ -110,8 +110,9 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
             parent_records.append({"path": str(path), "status": evaluation.status, "message": evaluation.message})
         if expert is None:
             diagnosis = diagnoses[0] if diagnoses else None
-            expert, reason = Router().choose_with_reason(diagnosis, has_parent=bool(parents),
+            chosen, reason = Router().choose_with_reason(diagnosis, has_parent=bool(parents),
                                                          parents_available=len(parents))
+            expert = chosen.name
         else:
             reason = "chosen with --expert"
         if expert not in EXPERTS:
@@ -127,26 +128,19 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
             result.prompt = {"system": system, "user": user}
             attempt = Attempt(expert=expert)
             result.attempts.append(attempt)
-            if budget is not None and budget.exhausted:
-                attempt.failure = "the LLM budget is spent"
+            if not (budget is not None and budget.exhausted):
+                progress(f"asking the LLM ({expert}, attempt {number + 1} of {attempts})")
+            step = ask(llm, budget, system, user, parent_source)
+            attempt.failure, attempt.reply_kind = step.failure, step.reply_kind
+            attempt.reply = step.reply.to_dict() if step.reply is not None else None
+            if not step.called:  # the budget is spent
                 break
-            progress(f"asking the LLM ({expert}, attempt {number + 1} of {attempts})")
-            try:
-                reply = llm.complete(system, user)
-            except LLMError as exc:
-                attempt.failure = f"LLM call failed ({exc.reason}): {exc}"
-                continue
-            if budget is not None:
-                budget.charge(reply)
-            attempt.reply = reply.to_dict()
-            parsed = parse_reply(reply.text, parent_source)
-            attempt.reply_kind = parsed.kind
-            if parsed.source is None:
-                attempt.failure = parsed.failure
-                context.feedback.append(f"attempt {number + 1}: {parsed.failure}")
+            if step.source is None:
+                if step.reply is not None:  # a reply that gave no kernel: its reason goes into the next prompt
+                    context.feedback.append(f"attempt {number + 1}: {step.failure}")
                 continue
             path = Path(out) if out else _default_out(problem, expert)
-            path.write_text(parsed.source, encoding="utf-8")
+            path.write_text(step.source, encoding="utf-8")
             result.candidate_path = str(path)
             progress(f"evaluating the candidate {path.name}")
             result.evaluation = evaluator.evaluate(path)

@@ -1,4 +1,4 @@
-from kfoundry.optimize.restore import fitness_of, parent_info, stored_individuals
+from kfoundry.optimize.restore import stored_individuals
 from kfoundry.runs import RunStore
 from kfoundry.types import Diagnosis
 
@@ -7,12 +7,6 @@ def _evaluation(status, speedup=None):
     return {"status": status, "message": f"{status} message", "timing": {"speedup_eager": speedup},
             "correctness": {"max_abs_error": 0.5 if status == "wrong_output" else None},
             "diagnosis": Diagnosis(status=status, summary=f"{status} summary").to_dict()}
-
-
-def test_fitness_is_the_speedup_or_one_when_untimed():
-    assert fitness_of(_evaluation("ok", 1.7)) == 1.7
-    assert fitness_of(_evaluation("ok")) == 1.0
-    assert fitness_of(_evaluation("wrong_output")) is None and fitness_of(None) is None
 
 
 def test_the_stores_candidates_come_back_as_individuals(tmp_path):
@@ -29,5 +23,6 @@ def test_the_stores_candidates_come_back_as_individuals(tmp_path):
     assert [i.status for i in individuals.values()] == ["ok", "wrong_output", "pending"]
     assert individuals[str(a)].fitness == 1.3 and individuals[str(b)].parent_ids == [str(a)]
     assert individuals[str(b)].diagnosis.summary == "wrong_output summary" and str(c) not in evaluations
-    info = parent_info(individuals[str(b)], evaluations[str(b)]["evaluation"])
+    info = individuals[str(b)].parent_info  # what an expert is shown of it as a parent
+    assert info.path == f"candidate {b}" and info.message == "wrong_output message"
     assert info.status == "wrong_output" and info.max_abs_error == 0.5 and "wrong_output summary" in info.diagnosis_markdown

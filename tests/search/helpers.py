@@ -1,9 +1,13 @@
 """A synthetic objective: a source is `value = N` (plus optional noise lines); fitness is N/10,
-values below 0 fail. The proposer mutates the parent's number with a seeded RNG of its own."""
+values below 0 fail. The proposer mutates the parent's number with a seeded RNG of its own; `experts`
+turns it (or any `async (parent, others, expert name) -> source`) into experts with the LLM experts'
+traits, as a search sees them."""
 
 import random
 import re
 
+from kfoundry.experts.base import Proposal, parents_of
+from kfoundry.experts.llm_experts import EXPERTS
 from kfoundry.search import Individual, Outcome
 from kfoundry.types import Diagnosis
 
@@ -50,3 +54,20 @@ class Proposer:
         if self.rng.random() < 0.2:  # a broken child now and then, for the repair path
             return src(-1 - value_of(parent.source), f"x = {self.rng.random()}")
         return src(value_of(parent.source) + step, f"x = {self.rng.random()}")
+
+
+class ToyExpert:
+    def __init__(self, name, traits, propose):
+        self.name, self.traits, self._propose = name, traits, propose
+
+    async def propose(self, step):
+        source = await self._propose(step.parent, step.others, self.name)
+        return Proposal(source, [p.id for p in parents_of(self.traits, step)], why=step.reason)
+
+
+def experts(propose, names=tuple(EXPERTS)):
+    """Toy experts of these names with the traits the registry's experts of those names have."""
+    from kfoundry.experts import registry
+
+    traits = {e.name: e.traits for e in registry.build(registry.Setup(llm=object(), composed=["x = 1\n"]))}
+    return [ToyExpert(name, traits[name], propose) for name in names]

@@ -15,7 +15,7 @@ from kfoundry.search import (
     StopRules,
 )
 from kfoundry.types import Evaluation, TimingReport
-from tests.search.helpers import Proposer, evaluate, src
+from tests.search.helpers import Proposer, evaluate, experts, src
 
 
 class DirectQueue:
@@ -25,7 +25,7 @@ class DirectQueue:
 
 def _loop(stop, *, k=4, proposer=None, queue=None, events=None, seed=0, **kw):
     arch = Archipelago(k=k, migrate_every=2, capacity=6, elites=2, max_repair_tries=2)
-    return SearchLoop(arch, proposer or Proposer(seed), queue or DirectQueue(), Router(seed=seed), stop,
+    return SearchLoop(arch, queue or DirectQueue(), Router(experts(proposer or Proposer(seed)), seed=seed), stop,
                       seed=seed, on_event=events.append if events is not None else None, **kw)
 
 
@@ -96,12 +96,19 @@ def test_cost_fn_counts_and_faults_do_not_end_the_run():
     assert r.state.cost >= 40.0 and r.state.generation <= 6
 
 
-def test_evaluation_accepts_kfoundry_evaluations():
+def test_the_search_takes_outcomes_only_and_anything_else_is_a_crash():
+    """kfoundry.optimize.outcome makes the Outcome of an Evaluation; a queue that returns the Evaluation
+    itself gives crash verdicts, reported, and the run goes on."""
     def as_evaluation(ind):
         out = evaluate(ind)
         return Evaluation(status=out.status, message="", timing=TimingReport(speedup_eager=out.fitness),
                           diagnosis=out.diagnosis)
+    events = []
     with LocalQueue(as_evaluation) as queue:
+        r = asyncio.run(_loop(StopRules(max_evals=6), queue=queue, events=events).run())
+    assert r.best is None and {i.status for i in r.individuals.values()} == {"crash"}
+    assert any(e["event"] == "evaluate_error" and "Outcome" in e["error"] for e in events)
+    with LocalQueue(evaluate) as queue:
         r = asyncio.run(_loop(StopRules(max_evals=12), queue=queue).run())
     assert r.best.fitness == max(i.fitness for i in r.individuals.values() if i.ok)
 
@@ -143,13 +150,14 @@ def test_snapshot_restore_continues_identically():
     straight = _loop(StopRules(max_generations=12), seed=3)
     asyncio.run(straight.run())
 
-    first = _loop(StopRules(max_generations=5), seed=3)
+    original = Proposer(3)
+    first = _loop(StopRules(max_generations=5), seed=3, proposer=original)
     asyncio.run(first.run())
     snapshot = json.loads(json.dumps(first.state()))
     # the run store keeps individuals as JSON too
     stored = {i.id: Individual.from_dict(json.loads(json.dumps(i.to_dict()))) for i in first.individuals.values()}
     proposer = Proposer(999)
-    proposer.rng.setstate(first.propose.rng.getstate())  # the synthetic proposer's own state
+    proposer.rng.setstate(original.rng.getstate())  # the synthetic proposer's own state
     resumed = _loop(StopRules(max_generations=12), seed=12345, proposer=proposer)  # seed comes from the snapshot
     resumed.restore(snapshot, stored)
     asyncio.run(resumed.run())

@@ -8,12 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from kfoundry.experts import Router
+from kfoundry.experts import Router, registry
 from kfoundry.library import embeddings
 from kfoundry.library.embeddings import code_text
 from kfoundry.search import Archipelago, Individual, Outcome, SearchLoop, StopRules
 from kfoundry.search.near_duplicates import NearDuplicateFilter
 from kfoundry.types import Diagnosis
+from tests.search.helpers import experts as toy_experts
 
 THRESHOLD = 0.95
 
@@ -113,7 +114,7 @@ def embedder():
 
 
 def test_renames_and_literals_are_near_other_kernels_are_not(embedder):
-    nd = NearDuplicateFilter(THRESHOLD, embedder)
+    nd = NearDuplicateFilter(THRESHOLD, embedder, prepare=code_text)
     assert nd.is_near(SOFTMAX) == (False, None, 0.0)  # nothing added yet
     nd.add("softmax", SOFTMAX)
     nd.add("matmul", MATMUL)
@@ -127,9 +128,11 @@ def test_renames_and_literals_are_near_other_kernels_are_not(embedder):
     assert len(nd) == 2 and nd.is_near(RENAMED)[1] == "softmax"
     nd.rebuild([("online", ONLINE_SOFTMAX)])
     assert len(nd) == 1 and nd.is_near(SOFTMAX)[1] == "online"
-    assert nd.checks("memory") and not nd.checks("tuner") and not nd.checks("repair")
+    # the loop asks it about every expert's proposals except those of small edits by design
+    traits = {e.name: e.traits for e in registry.build(registry.Setup(llm=object()))}
+    assert not traits["memory"].small_edits and traits["tuner"].small_edits and traits["repair"].small_edits
     with pytest.raises(ValueError):
-        NearDuplicateFilter(1.5, embedder)
+        NearDuplicateFilter(1.5, embedder, prepare=code_text)
 
 
 class Script:
@@ -149,13 +152,14 @@ class AllCorrect:
 
 def _loop(experts, proposer, nd, events, generations=3):
     arch = Archipelago(k=1, migrate_every=10, capacity=6, elites=2)
-    return SearchLoop(arch, proposer, AllCorrect(), Router(experts, seed=0), StopRules(max_generations=generations),
+    return SearchLoop(arch, AllCorrect(), Router(toy_experts(proposer, experts), seed=0),
+                      StopRules(max_generations=generations),
                       seed=0, on_event=events.append, near_duplicates=nd, concurrency=1)
 
 
 def test_the_loop_drops_a_near_duplicate_without_evaluating_it(embedder):
     events = []
-    loop = _loop(["initializer", "memory"], Script(SOFTMAX, RENAMED, MATMUL), NearDuplicateFilter(THRESHOLD, embedder),
+    loop = _loop(["initializer", "memory"], Script(SOFTMAX, RENAMED, MATMUL), NearDuplicateFilter(THRESHOLD, embedder, prepare=code_text),
                  events)
     asyncio.run(loop.run())
     sources = [ind.source for ind in loop.individuals.values()]
@@ -168,14 +172,14 @@ def test_the_loop_drops_a_near_duplicate_without_evaluating_it(embedder):
 
     # a restored loop rebuilds its filter from the individuals the run store kept
     stored = {i.id: Individual.from_dict(json.loads(json.dumps(i.to_dict()))) for i in loop.individuals.values()}
-    resumed = _loop(["initializer", "memory"], Script(), NearDuplicateFilter(THRESHOLD, embedder), [])
+    resumed = _loop(["initializer", "memory"], Script(), NearDuplicateFilter(THRESHOLD, embedder, prepare=code_text), [])
     resumed.restore(json.loads(json.dumps(loop.state())), stored)
     assert len(resumed.near_duplicates) == 2 and resumed.near_duplicates.is_near(RENAMED)[1] == first
 
 
 def test_the_tuners_small_edits_are_not_checked(embedder):
     events = []
-    loop = _loop(["initializer", "tuner"], Script(SOFTMAX, BLOCK_CHANGED), NearDuplicateFilter(THRESHOLD, embedder),
+    loop = _loop(["initializer", "tuner"], Script(SOFTMAX, BLOCK_CHANGED), NearDuplicateFilter(THRESHOLD, embedder, prepare=code_text),
                  events, generations=2)
     asyncio.run(loop.run())
     assert [ind.expert for ind in loop.individuals.values()] == ["initializer", "tuner"]

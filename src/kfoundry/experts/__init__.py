@@ -1,11 +1,23 @@
-"""The experts. The LLM side: prompt rendering (`render`), reply parsing (`parse_reply`) and the
-router that picks the expert for each step. Nothing here calls a model: the generator sends the
-rendered prompts to a provider and hands the reply back to `parse_reply`."""
+"""The experts. `base` is what every expert is to the search (traits, propose); `registry` builds the
+enabled ones; the LLM side renders prompts (`render`), parses replies (`parse_reply`) and takes one LLM
+step (`llm_step`); the router picks the expert for each step. Names are imported on first use, so
+that `kfoundry.experts.base` stays free of the rest (kfoundry.search imports it)."""
 
-from kfoundry.experts.context import ParentInfo, PromptContext
-from kfoundry.experts.llm_experts import BACKENDS, EXPERTS, Expert, render, render_system
-from kfoundry.experts.replies import ParsedReply, parse_reply
-from kfoundry.experts.router import Router
+from importlib import import_module
 
-__all__ = ["BACKENDS", "EXPERTS", "Expert", "ParentInfo", "ParsedReply", "PromptContext", "Router", "parse_reply",
-           "render", "render_system"]
+_WHERE = {
+    "BACKENDS": "llm_experts", "EXPERTS": "llm_experts", "ExpertPrompt": "llm_experts", "render": "llm_experts",
+    "render_system": "llm_experts", "ParentInfo": "context", "PromptContext": "context",
+    "ParsedReply": "replies", "parse_reply": "replies", "Router": "router",
+    "Expert": "base", "Proposal": "base", "Step": "base", "Traits": "base",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'kfoundry.experts' has no attribute {name!r}")
+    value = getattr(import_module(f"kfoundry.experts.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

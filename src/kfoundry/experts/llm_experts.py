@@ -1,5 +1,6 @@
-"""The LLM experts: each is a concern and a prompt template. `render` gives the (system, user)
-prompts for one step; the generator sends them to a provider and hands the reply to `parse_reply`."""
+"""The LLM experts' prompts: each expert is a concern, a prompt template and its traits. `render` gives
+the (system, user) prompts for one step; `kfoundry.experts.llm_step` sends them to a provider and
+parses the reply (kfoundry.experts.llm_expert is the expert that does this in a search)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kfoundry.errors import UsageError
+from kfoundry.experts.base import FIXES, Traits
 from kfoundry.experts.context import ParentInfo, PromptContext
 from kfoundry.experts.device_text import device_lines
 from kfoundry.experts.rules import allowed, rejected_rules, warned_rules
@@ -19,29 +21,43 @@ MAX_EXPERIENCE_CHARS = 4000  # per item: the library decides how many, this keep
 
 
 @dataclass(frozen=True)
-class Expert:
+class ExpertPrompt:
     name: str
     concern: str
     template: str
-    needs_parent: bool = True
-    min_parents: int = 1
+    traits: Traits = Traits(needs_llm=True)
     edits_allowed: bool = True  # SEARCH/REPLACE against the parent is offered as a reply format
-    all_parents: bool = False  # the prompt shows every parent given (else the first only)
+
+    @property
+    def needs_parent(self) -> bool:
+        return self.traits.min_parents > 0
+
+    @property
+    def min_parents(self) -> int:
+        return self.traits.min_parents
+
+    @property
+    def all_parents(self) -> bool:  # the prompt shows every parent given (else the first only)
+        return self.traits.min_parents > 1
 
 
-EXPERTS: dict[str, Expert] = {e.name: e for e in (
-    Expert("initializer", "a first correct kernel for the problem, from the reference and retrieved examples",
-           "initializer.j2", needs_parent=False, min_parents=0, edits_allowed=False),
-    Expert("repair", "fix a failing candidate from its diagnosis", "repair.j2"),
-    Expert("memory", "memory traffic: coalesced and vectorized access, fewer bytes moved, fused passes",
-           "memory.j2"),
-    Expert("compute", "compute throughput: tiling, tl.dot / tensor cores where the tolerance allows, "
-           "pipelining (num_stages), warps", "compute.j2"),
-    Expert("fusion", "fewer kernels and launches", "fusion.j2"),
-    Expert("algorithm", "reformulations: algebraic simplification, implicit GEMM, online softmax, "
-           "precomputing from parameters in __init__", "algorithm.j2"),
-    Expert("crossover", "combine what two or more parents do well", "crossover.j2", min_parents=2,
-           edits_allowed=False, all_parents=True),
+EXPERTS: dict[str, ExpertPrompt] = {e.name: e for e in (
+    ExpertPrompt("initializer", "a first correct kernel for the problem, from the reference and retrieved "
+                 "examples", "initializer.j2", Traits(starts=True, min_parents=0, needs_llm=True, improves=False),
+                 edits_allowed=False),
+    ExpertPrompt("repair", "fix a failing candidate from its diagnosis", "repair.j2",
+                 Traits(needs_llm=True, improves=False, repair=FIXES, small_edits=True, focus=("repair",))),
+    ExpertPrompt("memory", "memory traffic: coalesced and vectorized access, fewer bytes moved, fused passes",
+                 "memory.j2", Traits(needs_llm=True, focus=("memory",))),
+    ExpertPrompt("compute", "compute throughput: tiling, tl.dot / tensor cores where the tolerance allows, "
+                 "pipelining (num_stages), warps", "compute.j2", Traits(needs_llm=True, focus=("compute",))),
+    ExpertPrompt("fusion", "fewer kernels and launches", "fusion.j2",
+                 Traits(needs_llm=True, focus=("fusion", "launch"))),
+    ExpertPrompt("algorithm", "reformulations: algebraic simplification, implicit GEMM, online softmax, "
+                 "precomputing from parameters in __init__", "algorithm.j2",
+                 Traits(needs_llm=True, changes_approach=True, focus=("algorithm",))),
+    ExpertPrompt("crossover", "combine what two or more parents do well", "crossover.j2",
+                 Traits(min_parents=2, needs_llm=True, changes_approach=True), edits_allowed=False),
 )}
 
 

@@ -1,49 +1,44 @@
-"""Which expert takes the next step, and why.
+"""Which expert takes the next step, and why. It reads the experts' traits (kfoundry.experts.base),
+never their names, and keeps the order it is given (the registry's) for its draws.
 
-Rules, in order: no parent -> initializer (or the composer: a Thompson sample when both are
-enabled); a failing parent -> repair (the tuner when no LLM
-expert is enabled: other tile settings sometimes fix a compile error); no progress for
-`stall_limit` steps -> a change of approach (algorithm, or crossover when two parents exist);
-with probability `exploration` -> a Thompson sample over the experts' observed success rates; else
-the diagnosis's focus; where the diagnosis names no focus (CPU runs are not timed), the sample
-decides too. Seeded: the same seed and the same calls give the same choices.
+Rules, in order: no parent -> an expert that starts (a Thompson sample when several do); a failing
+parent -> one that fixes failures from their diagnosis (else one that retries other settings: other
+tile settings sometimes fix a compile error); no progress for `stall_limit` steps -> a change of
+approach; with probability `exploration` -> a Thompson sample over the improvers' observed success
+rates; else the expert whose focus is the diagnosis's; where the diagnosis names no focus (CPU runs
+are not timed), the sample decides too. Seeded: the same seed and the same calls give the same choices.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from typing import Any
 
 from kfoundry.errors import UsageError
-from kfoundry.experts.llm_experts import EXPERTS
-from kfoundry.types import Diagnosis
+from kfoundry.experts.base import FIXES, RETRIES, Expert
 
-FOCUS_TO_EXPERT = {"memory": "memory", "fusion": "fusion", "launch": "fusion", "compute": "compute",
-                   "algorithm": "algorithm", "repair": "repair"}
-# experts that need no LLM: the tuner (kfoundry.experts.tuner) and the template composer
-# (kfoundry.experts.composer), which writes first kernels
-PROGRAMMATIC = ("tuner", "composer")
-STARTERS = ("initializer", "composer")  # experts that write a kernel with no parent
-# experts that improve a working parent: the pool exploration and stalls draw from
-IMPROVERS = ("memory", "compute", "fusion", "algorithm", "crossover", "tuner")
-KNOWN = (*EXPERTS, *PROGRAMMATIC)
+
+def _rng_to_json(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
 
 
 class Router:
-    def __init__(self, experts: Iterable[str] | None = None, exploration: float = 0.1, seed: int | None = None,
+    def __init__(self, experts: Iterable[Expert] | None = None, exploration: float = 0.1, seed: int | None = None,
                  stall_limit: int = 3):
-        names = list(experts) if experts is not None else list(EXPERTS)
-        unknown = [n for n in names if n not in KNOWN]
-        if unknown:
-            raise UsageError(f"unknown expert(s) {', '.join(unknown)}: use some of {', '.join(KNOWN)}")
+        if experts is None:  # the LLM experts, as `kfoundry generate` chooses among them
+            from kfoundry.experts.llm_experts import EXPERTS
+
+            experts = EXPERTS.values()
+        self.experts: list[Expert] = list(experts)
         if not 0.0 <= exploration <= 1.0:
             raise UsageError("exploration must be between 0 and 1")
-        self.experts = names
         self.exploration = exploration
         self.stall_limit = stall_limit
         self._rng = random.Random(seed)
-        self._wins = {name: 0 for name in names}
-        self._losses = {name: 0 for name in names}
+        self._wins = {e.name: 0 for e in self.experts}
+        self._losses = {e.name: 0 for e in self.experts}
 
     def record(self, expert: str, success: bool) -> None:
         if expert not in self._wins:
@@ -51,55 +46,83 @@ class Router:
         (self._wins if success else self._losses)[expert] += 1
 
     def stats(self) -> dict[str, tuple[int, int]]:
-        """expert -> (successes, failures) recorded so far."""
-        return {name: (self._wins[name], self._losses[name]) for name in self.experts}
+        """expert name -> (successes, failures) recorded so far."""
+        return {e.name: (self._wins[e.name], self._losses[e.name]) for e in self.experts}
 
-    def _sample(self, pool: list[str]) -> tuple[str, str]:
+    def state(self) -> dict[str, Any]:
+        """JSON-serializable: the counts and the random state."""
+        return {"stats": {name: list(counts) for name, counts in self.stats().items()},
+                "rng": _rng_to_json(self._rng.getstate())}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """From `state()`; counts of an expert this router does not hold are left out."""
+        for name, (wins, losses) in (data.get("stats") or {}).items():
+            if name in self._wins:
+                self._wins[name], self._losses[name] = wins, losses
+        if data.get("rng"):
+            rng = data["rng"]
+            self._rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+
+    def starts(self) -> bool:
+        """Whether an enabled expert writes a kernel with no parent."""
+        return any(e.traits.starts for e in self.experts)
+
+    def writes_new_first_kernels(self) -> bool:
+        """Whether an enabled expert writes a new first kernel whenever asked (an LLM's initializer), rather
+        than from a list it has (the composer's)."""
+        return any(e.traits.starts and e.traits.needs_llm for e in self.experts)
+
+    def _sample(self, pool: list[Expert]) -> tuple[Expert, str]:
         """Thompson sampling with Beta(1 + successes, 1 + failures) priors."""
-        draws = {name: self._rng.betavariate(1 + self._wins[name], 1 + self._losses[name]) for name in pool}
-        best = max(pool, key=lambda name: draws[name])
-        return best, f"{self._wins[best]} success(es) in {self._wins[best] + self._losses[best]} tries"
+        draws = {e.name: self._rng.betavariate(1 + self._wins[e.name], 1 + self._losses[e.name]) for e in pool}
+        best = max(pool, key=lambda e: draws[e.name])
+        wins, losses = self._wins[best.name], self._losses[best.name]
+        return best, f"{wins} success(es) in {wins + losses} tries"
 
-    def _pool(self, parents_available: int) -> list[str]:
-        return [n for n in IMPROVERS if n in self.experts and (n != "crossover" or parents_available >= 2)]
+    def _pool(self, parents_available: int) -> list[Expert]:
+        return [e for e in self.experts if e.traits.improves and e.traits.min_parents <= max(1, parents_available)]
 
-    def _require(self, name: str, why: str) -> tuple[str, str]:
-        if name not in self.experts:
-            raise UsageError(f"the router needs the {name} expert ({why}) but it is not enabled")
-        return name, why
-
-    def choose(self, diagnosis: Diagnosis | None, *, has_parent: bool, parents_available: int = 1,
-               stalled_for: int = 0) -> str:
+    def choose(self, diagnosis: Any, *, has_parent: bool, parents_available: int = 1, stalled_for: int = 0) -> Expert:
         return self.choose_with_reason(diagnosis, has_parent=has_parent, parents_available=parents_available,
                                        stalled_for=stalled_for)[0]
 
-    def choose_with_reason(self, diagnosis: Diagnosis | None, *, has_parent: bool, parents_available: int = 1,
-                           stalled_for: int = 0) -> tuple[str, str]:
+    def choose_with_reason(self, diagnosis: Any, *, has_parent: bool, parents_available: int = 1,
+                           stalled_for: int = 0) -> tuple[Expert, str]:
+        """`diagnosis`: the parent's (kfoundry.types.Diagnosis), or None."""
         if not has_parent:
-            starters = [n for n in STARTERS if n in self.experts]
+            starters = [e for e in self.experts if e.traits.starts]
             if len(starters) > 1:
-                name, record = self._sample(starters)
-                return name, f"no parent yet: write a first kernel ({name}: {record})"
-            return self._require(starters[0] if starters else "initializer", "no parent yet: write a first kernel")
+                expert, record = self._sample(starters)
+                return expert, f"no parent yet: write a first kernel ({expert.name}: {record})"
+            if not starters:
+                raise UsageError("the router needs an expert that writes a first kernel, such as the initializer "
+                                 "expert (no parent yet), but none is enabled")
+            return starters[0], "no parent yet: write a first kernel"
         if diagnosis is not None and diagnosis.status != "ok":
-            if "repair" not in self.experts and "tuner" in self.experts:
-                return "tuner", f"the parent fails ({diagnosis.status}); no LLM repair expert: other tile settings"
-            return self._require("repair", f"the parent fails ({diagnosis.status}): fix it")
+            fixers = [e for e in self.experts if e.traits.repair == FIXES]
+            if fixers:
+                return fixers[0], f"the parent fails ({diagnosis.status}): fix it"
+            retriers = [e for e in self.experts if e.traits.repair == RETRIES]
+            if retriers:
+                return retriers[0], (f"the parent fails ({diagnosis.status}); no LLM repair expert: other tile "
+                                     "settings")
+            raise UsageError(f"the router needs the repair expert (the parent fails ({diagnosis.status}): fix it) "
+                             "but it is not enabled")
         pool = self._pool(parents_available)
         if not pool:
             raise UsageError("the router has no expert that improves a working parent")
         if stalled_for >= self.stall_limit:
-            changes = [n for n in ("algorithm", "crossover") if n in pool] or pool
-            name, record = self._sample(changes)
-            return name, f"no progress for {stalled_for} step(s): change of approach ({name}: {record})"
+            changes = [e for e in pool if e.traits.changes_approach] or pool
+            expert, record = self._sample(changes)
+            return expert, f"no progress for {stalled_for} step(s): change of approach ({expert.name}: {record})"
         if self._rng.random() < self.exploration:
-            name, record = self._sample(pool)
-            return name, f"exploring: Thompson sample over the experts' success rates ({name}: {record})"
+            expert, record = self._sample(pool)
+            return expert, f"exploring: Thompson sample over the experts' success rates ({expert.name}: {record})"
         focus = diagnosis.focus if diagnosis is not None else "none"
-        mapped = FOCUS_TO_EXPERT.get(focus)
-        if mapped in pool:
+        mapped = next((e for e in pool if focus in e.traits.focus), None)
+        if mapped is not None:
             bound = f", {diagnosis.bound}-bound" if diagnosis is not None and diagnosis.bound else ""
             return mapped, f"the diagnosis's focus is {focus}{bound}"
-        name, record = self._sample(pool)
+        expert, record = self._sample(pool)
         why = "no diagnosis" if diagnosis is None else f"the diagnosis names no usable focus ({focus})"
-        return name, f"{why}: Thompson sample over the experts' success rates ({name}: {record})"
+        return expert, f"{why}: Thompson sample over the experts' success rates ({expert.name}: {record})"

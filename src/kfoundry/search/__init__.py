@@ -6,7 +6,7 @@ from kfoundry.search.features import cell, features
 from kfoundry.search.individual import Individual, normalize_source, source_hash
 from kfoundry.search.island import Island
 from kfoundry.search.loop import SearchLoop, SearchResult
-from kfoundry.search.queue import EvaluationQueue, LocalQueue, Outcome, to_outcome
+from kfoundry.search.queue import EvaluationQueue, LocalQueue, Outcome
 from kfoundry.search.selection import proportional, select, tournament
 from kfoundry.search.stop import SearchState, StopRules
 
@@ -28,6 +28,5 @@ __all__ = [
            "proportional",
            "select",
            "source_hash",
-           "to_outcome",
            "tournament",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kfoundry.runs.hashing import normalize_source, source_hash
+from kfoundry.source_identity import normalize_source, source_hash
 from kfoundry.types import Diagnosis, to_jsonable
 
 __all__ = ["Individual", "normalize_source", "source_hash"]
@@ -26,6 +26,8 @@ class Individual:
     features: dict[str, Any] = field(default_factory=dict)
     repair_tries: int = 0
     roofline: float | None = None  # fraction of the roofline reached, when timed on a GPU
+    record: dict[str, Any] = field(default_factory=dict)  # its expert's record of the proposal (experts.base)
+    parent_info: Any = None  # what an expert is shown of it as a parent (from its Outcome; not stored)
 
     def __post_init__(self) -> None:
         if not self.source_hash:
@@ -40,10 +42,13 @@ class Individual:
         return self.status not in ("ok", "pending")
 
     def to_dict(self) -> dict[str, Any]:
-        return to_jsonable(self)
+        data = to_jsonable(self)
+        data.pop("parent_info", None)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Individual:
         data = dict(data)
+        data.pop("parent_info", None)
         diagnosis = data.pop("diagnosis", None)
         return cls(**data, diagnosis=Diagnosis.from_dict(diagnosis) if diagnosis else None)

@@ -1,5 +1,5 @@
 """The asynchronous search loop: an island picks a parent, the router names an expert from the
-parent's diagnosis, the expert proposes, duplicates are dropped, the evaluation goes through a queue
+parent's diagnosis, the expert proposes (kfoundry.experts.base: only its traits are read), duplicates are dropped, the evaluation goes through a queue
 and the child is inserted. It is a pipeline, not lockstep generations: up to `concurrency` children
 are in flight (proposed or being evaluated) at once, and each time one is judged another is planned
 from the populations as they are then, so the evaluators never wait for a generation's slowest
@@ -8,14 +8,14 @@ child. A generation is a count: it ends each time as many children as there are 
 (no new child is planned once one applies, and the children in flight are judged and kept).
 
 Resumable: `state()` is a JSON-serializable snapshot and `restore()` rebuilds the loop from it, so
-a restored loop with the same proposer and evaluator continues exactly as the original would have."""
+a restored loop with the same experts and evaluator continues exactly as the original would have."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,13 +24,15 @@ from kfoundry.search.features import features
 from kfoundry.search.individual import Individual
 from kfoundry.search.island import Island
 from kfoundry.search.near_duplicates import NearDuplicateFilter
-from kfoundry.search.queue import EvaluationQueue, Outcome, to_outcome
+from kfoundry.search.queue import EvaluationQueue, Outcome
 from kfoundry.search.stop import SearchState, StopRules
+from kfoundry.experts.base import Expert, Proposal, Step
 from kfoundry.types import Diagnosis
 
-Propose = Callable[[Individual | None, list[Individual], str], Awaitable[str | None]]
 # gives a proposed child its lasting id (the run store's) before it is evaluated
 Identify = Callable[[Individual], str]
+# a proposal that became no candidate (nothing offered, a duplicate): its record may still be kept
+Dropped = Callable[[str, Proposal], None]
 SNAPSHOT_VERSION = 2
 
 
@@ -41,7 +43,7 @@ class Plan:
     kind: str  # init, improve or repair
     parent: Individual | None
     others: list[Individual]
-    expert: str
+    expert: Expert
     reason: str
 
 
@@ -63,14 +65,15 @@ def _rng_from_json(data: list) -> tuple:
 
 
 class SearchLoop:
-    def __init__(self, archipelago: Archipelago, propose: Propose, evaluate_queue: EvaluationQueue, router: Any,
+    """`router`: a kfoundry.experts.Router over the enabled experts (it names each step's expert)."""
+
+    def __init__(self, archipelago: Archipelago, evaluate_queue: EvaluationQueue, router: Any,
                  stop_rules: StopRules, *, concurrency: int = 4, on_event: Callable[[dict], None] | None = None,
                  seed: int | None = 0, repair_share: float = 0.25, children_per_island: int = 1,
                  inspirations: int = 2, cost_fn: Callable[[], float] | None = None,
                  clock: Callable[[], float] = time.monotonic, identify: Identify | None = None,
-                 near_duplicates: NearDuplicateFilter | None = None):
+                 dropped: Dropped | None = None, near_duplicates: NearDuplicateFilter | None = None):
         self.archipelago = archipelago
-        self.propose = propose
         self.queue = evaluate_queue
         self.router = router
         self.stop_rules = stop_rules
@@ -82,6 +85,7 @@ class SearchLoop:
         self.cost_fn = cost_fn  # cumulative cost spent outside evaluations (LLM tokens), if any
         self.clock = clock
         self.identify = identify
+        self.dropped = dropped
         self.near_duplicates = near_duplicates  # rejects code too similar to a candidate already seen
         self.individuals: dict[str, Individual] = {}  # every evaluated candidate, by id
         self.search = SearchState()
@@ -116,9 +120,9 @@ class SearchLoop:
     # -- planning -----------------------------------------------------------------------------
 
     def _borrow(self, island: Island) -> bool:
-        """An island with nothing to work on, in a search without an expert that writes a first
-        kernel, takes the best working candidate of the archipelago (True when it got one)."""
-        if island.population or "initializer" in getattr(self.router, "experts", ("initializer",)):
+        """An island with nothing to work on, in a search without an expert that writes a new first
+        kernel whenever asked, takes the best working candidate of the archipelago (True when it got one)."""
+        if island.population or self.router.writes_new_first_kernels():
             return False  # an LLM initializer writes a new first kernel instead
         best = self.archipelago.best()
         if best is None or not island.receive(best):
@@ -130,8 +134,7 @@ class SearchLoop:
         repairable = island.repairable()
         if not repairable:
             self._borrow(island)
-        starters = {"initializer", "composer"} & set(getattr(self.router, "experts", ("initializer",)))
-        if not island.population and not repairable and not starters:
+        if not island.population and not repairable and not self.router.starts():
             return None  # nothing to start from and nobody to write a first kernel
         if island.population and (not repairable or self._rng.random() >= self.repair_share):
             kind, parent = "improve", island.select_parent(self._rng)
@@ -154,50 +157,58 @@ class SearchLoop:
 
     # -- one child ----------------------------------------------------------------------------
 
+    def _drop(self, name: str, proposal: Proposal) -> None:
+        if self.dropped is not None:
+            self.dropped(name, proposal)
+
     async def _child(self, plan: Plan, claimed: set[str]) -> Individual | None:
+        name = plan.expert.name
         try:
-            source = await self.propose(plan.parent, plan.others, plan.expert)
+            proposal = await plan.expert.propose(Step(plan.parent, plan.others, plan.reason))
         except Exception as exc:  # noqa: BLE001 -- one expert's fault never ends the run
-            self._emit("propose_error", id=plan.id, expert=plan.expert,
-                       error=f"{type(exc).__name__}: {exc}")
+            self._emit("propose_error", id=plan.id, expert=name, error=f"{type(exc).__name__}: {exc}")
             return None
-        if not source:
-            self._emit("no_proposal", id=plan.id, expert=plan.expert)
-            if plan.expert in getattr(self.router, "experts", ()):
-                self.router.record(plan.expert, False)  # an expert with nothing to offer is tried less
+        if not proposal.source:
+            self._emit("no_proposal", id=plan.id, expert=name)
+            self.router.record(name, False)  # an expert with nothing to offer is tried less
+            self._drop(name, proposal)
             return None
-        parent_ids = ([plan.parent.id] if plan.parent else []) + \
-            ([o.id for o in plan.others] if plan.expert == "crossover" else [])
-        ind = Individual(id=plan.id, source=source, parent_ids=parent_ids, expert=plan.expert, island=plan.island.index, generation=self.search.generation)
+        source = proposal.source
+        ind = Individual(id=plan.id, source=source, parent_ids=list(proposal.parent_ids), expert=name,
+                         island=plan.island.index, generation=self.search.generation, record=proposal.record)
         # checked and claimed with no await in between, so two identical proposals never both run
         if ind.source_hash in self.archipelago.seen or ind.source_hash in claimed:
-            self._emit("duplicate", id=ind.id, expert=plan.expert)
+            self._emit("duplicate", id=ind.id, expert=name)
+            self._drop(name, proposal)
             return None
         claimed.add(ind.source_hash)
         near = self.near_duplicates
-        if near is not None and near.checks(plan.expert):
+        if near is not None and not plan.expert.traits.small_edits:
             # synchronous like the check above, so two near-identical siblings never both run
             is_near, similar_to, score = near.is_near(source)
             if is_near:
-                self._emit("near_duplicate", id=ind.id, expert=plan.expert, similar_to=similar_to,
+                self._emit("near_duplicate", id=ind.id, expert=name, similar_to=similar_to,
                            score=round(score, 4))
+                self._drop(name, proposal)
                 return None
         if self.identify is not None:
             ind.id = self.identify(ind)
         if near is not None:
             near.add(ind.id, source)
-        self._emit("proposed", id=ind.id, island=ind.island, expert=plan.expert, reason=plan.reason,
+        self._emit("proposed", id=ind.id, island=ind.island, expert=name, reason=plan.reason,
                    parent=plan.parent.id if plan.parent else None)
         return await self._evaluate(ind)
 
     async def _evaluate(self, ind: Individual) -> Individual:
         try:
-            outcome = to_outcome(await self.queue.submit(ind))
+            outcome = await self.queue.submit(ind)
+            if not isinstance(outcome, Outcome):
+                raise TypeError(f"an evaluation must return an Outcome, not {type(outcome).__name__}")
         except Exception as exc:  # noqa: BLE001 -- a worker fault is a crash verdict
             self._emit("evaluate_error", id=ind.id, error=f"{type(exc).__name__}: {exc}")
             outcome = Outcome("crash")
         ind.status, ind.fitness, ind.diagnosis = outcome.status, outcome.fitness, outcome.diagnosis
-        ind.roofline = outcome.roofline
+        ind.roofline, ind.parent_info = outcome.roofline, outcome.parent_info
         if ind.status != "ok":
             ind.fitness = None
         ind.features = features(ind.source, ind.diagnosis)
@@ -213,7 +224,7 @@ class SearchLoop:
         parent = plan.parent if plan is not None else \
             (self.individuals.get(ind.parent_ids[0]) if ind.parent_ids else None)
         improved_parent = ind.ok and (parent is None or not parent.ok or ind.fitness > parent.fitness)
-        if ind.expert in getattr(self.router, "experts", ()):
+        if ind.expert in self.router.stats():
             self.router.record(ind.expert, improved_parent)
         self._emit("evaluated", id=ind.id, island=ind.island, expert=ind.expert, status=ind.status,
                    fitness=ind.fitness, inserted=inserted)
@@ -348,7 +359,7 @@ class SearchLoop:
                 "recorded": list(self.individuals),  # in the order recorded
                 "eval_cost": self._eval_cost, "next_id": self._next_id, "turn": self._turn,
                 "archipelago": self.archipelago.state(), "rng": _rng_to_json(self._rng.getstate()),
-                "router": self._router_state()}
+                "router": self.router.state()}
 
     def restore(self, snapshot: dict[str, Any], individuals_by_id: dict[str, Individual]) -> SearchLoop:
         """Rebuild this loop (built with the same archipelago settings) from `state()`'s snapshot and
@@ -368,32 +379,5 @@ class SearchLoop:
         if self.near_duplicates is not None:
             self.near_duplicates.rebuild((i.id, i.source) for i in self.individuals.values())
         self._rng.setstate(_rng_from_json(snapshot["rng"]))
-        self._restore_router(snapshot.get("router") or {})
+        self.router.restore(snapshot.get("router") or {})
         return self
-
-    # The Router (kfoundry.experts.router) has no public state API: its win/loss counts are rebuilt
-    # through record(); its random state is read from `_rng` when there is one.
-    def _router_state(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if hasattr(self.router, "stats"):
-            out["stats"] = {name: list(counts) for name, counts in self.router.stats().items()}
-        rng = getattr(self.router, "_rng", None)
-        if isinstance(rng, random.Random):
-            out["rng"] = _rng_to_json(rng.getstate())
-        return out
-
-    def _restore_router(self, data: dict[str, Any]) -> None:
-        stats = data.get("stats")
-        if stats and hasattr(self.router, "stats"):
-            now = self.router.stats()
-            for name, (wins, losses) in stats.items():
-                if name not in now:  # an expert this session does not enable
-                    continue
-                have_wins, have_losses = now[name]
-                for _ in range(wins - have_wins):
-                    self.router.record(name, True)
-                for _ in range(losses - have_losses):
-                    self.router.record(name, False)
-        rng = getattr(self.router, "_rng", None)
-        if "rng" in data and isinstance(rng, random.Random):
-            rng.setstate(_rng_from_json(data["rng"]))

@@ -1,5 +1,5 @@
 """Rejecting proposals whose code is nearly that of a candidate already seen, by the cosine similarity of
-code embeddings (kfoundry.library.embeddings). The exact-duplicate check (normalized-source hash) catches
+code embeddings (kfoundry.library.embeddings gives them; `prepare` is what is embedded of a source). The exact-duplicate check (normalized-source hash) catches
 identical code; this one catches renamed variables, changed literals and other edits that leave the code
 much as it was.
 
@@ -13,25 +13,23 @@ source, the less one changed line moves its vector."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from kfoundry.library.embeddings import code_text, text_digest
-
-# Experts whose job is a small edit of their parent: a repair fixes a failing kernel, the tuner changes tile
-# sizes. Their children are near their parents by design, so they are not checked unless asked.
-SMALL_EDIT_EXPERTS = ("repair", "tuner")
-
 
 class NearDuplicateFilter:
-    def __init__(self, threshold: float, embedder: Any, exempt_experts: Iterable[str] = SMALL_EDIT_EXPERTS):
+    """The loop asks it about every proposal except those of experts whose job is a small edit of their
+    parent (a repair, the tuner: Traits.small_edits), whose children are near their parents by design."""
+
+    def __init__(self, threshold: float, embedder: Any, prepare: Callable[[str], str] = lambda source: source):
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"near-duplicate threshold must be in (0, 1], not {threshold}")
         self.threshold = threshold
         self.embedder = embedder  # kfoundry.library.embeddings.Embedder, or anything with embed(texts)
-        self.exempt_experts = frozenset(exempt_experts)
+        self.prepare = prepare  # source -> the text embedded (kfoundry.library.embeddings.code_text)
         self._ids: list[str] = []
         self._known: set[str] = set()
         self._rows: list[np.ndarray] = []
@@ -41,13 +39,9 @@ class NearDuplicateFilter:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def checks(self, expert: str) -> bool:
-        """Whether proposals of this expert are checked (see SMALL_EDIT_EXPERTS)."""
-        return expert not in self.exempt_experts
-
     def _embed(self, sources: list[str]) -> list[np.ndarray]:
-        texts = [code_text(s) for s in sources]
-        keys = [text_digest(t) for t in texts]
+        texts = [self.prepare(s) for s in sources]
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         missing = list({k: t for k, t in zip(keys, texts) if k not in self._vectors}.items())
         if missing:
             for (key, _), vector in zip(missing, self.embedder.embed([t for _, t in missing])):

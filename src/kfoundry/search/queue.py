@@ -10,41 +10,24 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from kfoundry.search.individual import Individual
-from kfoundry.types import Diagnosis, Evaluation
+from kfoundry.types import Diagnosis
 
 
 @dataclass
 class Outcome:
-    """What the search needs from an evaluation."""
+    """What the search needs from an evaluation (kfoundry.optimize.outcome makes one of an Evaluation)."""
 
     status: str
-    fitness: float | None = None
+    fitness: float | None = None  # the verified speedup over eager; 1.0 for a correct untimed one; None: failing
     diagnosis: Diagnosis | None = None
     cost: float = 0.0  # spent on this evaluation, in the unit StopRules.max_cost counts
     roofline: float | None = None  # fraction of the roofline reached (GPU timings only)
-
-
-def to_outcome(result: Any) -> Outcome:
-    """Accept an Outcome or a kfoundry Evaluation: fitness is the verified speedup over eager, 1.0
-    for a correct candidate that was not timed (CPU), None for a failing one."""
-    if isinstance(result, Outcome):
-        return result
-    if isinstance(result, Evaluation):
-        fitness, roof = None, None
-        if result.ok:
-            speedup = result.timing.speedup_eager
-            fitness = speedup if speedup is not None else 1.0
-            from kfoundry.diagnose.performance import roofline
-
-            data = roofline(result)
-            roof = data["fraction_of_roofline"] if data else None
-        return Outcome(result.status, fitness, result.diagnosis, roofline=roof)
-    raise TypeError(f"an evaluation must return an Outcome or an Evaluation, not {type(result).__name__}")
+    parent_info: Any = None  # what an expert is shown of this candidate as a parent; the search only carries it
 
 
 class EvaluationQueue(Protocol):
     async def submit(self, individual: Individual) -> Any:
-        """Evaluate one candidate; returns an Outcome or an Evaluation."""
+        """Evaluate one candidate; returns its Outcome."""
         ...
 
 

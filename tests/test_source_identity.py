@@ -1,11 +1,4 @@
-import random
-
-from kfoundry.runs import (
-    normalize_source,
-    random_state_from_json,
-    random_state_to_json,
-    source_hash,
-)
+from kfoundry.source_identity import normalize_source, source_hash
 
 
 def test_comments_blank_lines_and_trailing_spaces_do_not_change_the_hash():
@@ -18,13 +11,3 @@ def test_comments_blank_lines_and_trailing_spaces_do_not_change_the_hash():
 
 def test_source_that_does_not_tokenize_still_hashes():
     assert normalize_source("x = (1,  \n\n") == "x = (1,\n"
-
-
-def test_random_state_survives_json():
-    import json
-
-    rng = random.Random(5)
-    rng.random()
-    restored = random.Random()
-    restored.setstate(random_state_from_json(json.loads(json.dumps(random_state_to_json(rng)))))
-    assert restored.random() == rng.random()

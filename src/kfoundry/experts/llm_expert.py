@@ -1,0 +1,64 @@
+"""An LLM expert in a search: its prompt (kfoundry.experts.llm_experts) rendered for the step's parents,
+one LLM step (kfoundry.experts.llm_step), and the call kept in the proposal's record."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kfoundry.experts.base import Proposal, Step, Traits, parents_of
+from kfoundry.experts.context import ParentInfo, PromptContext
+from kfoundry.experts.llm_experts import ExpertPrompt, render
+from kfoundry.experts.llm_step import ask
+
+
+class PromptLog:
+    """Every prompt a run sent, one numbered markdown file each (the run's prompts/ folder); numbering goes
+    on from the files already there, so a resumed run adds to them."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self._count = len(list(folder.glob("*.md"))) if folder is not None and folder.is_dir() else 0
+        self._lock = threading.Lock()
+
+    def write(self, expert: str, system: str, user: str) -> None:
+        if self.folder is None:
+            return
+        with self._lock:
+            self._count += 1
+            number = self._count
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{number:04d}_{expert}.md"
+        path.write_text(f"# system\n\n{system}\n\n# user\n\n{user}\n", encoding="utf-8")
+
+
+@dataclass
+class LLMExpert:
+    prompt: ExpertPrompt
+    context: PromptContext  # problem, device, rules and retrieved experience; the parents vary per step
+    llm: Any
+    budget: Any = None
+    log: PromptLog | None = None
+
+    @property
+    def name(self) -> str:
+        return self.prompt.name
+
+    @property
+    def traits(self) -> Traits:
+        return self.prompt.traits
+
+    async def propose(self, step: Step) -> Proposal:
+        parents = parents_of(self.traits, step)
+        shown = [p.parent_info if isinstance(p.parent_info, ParentInfo)
+                 else ParentInfo(source=p.source, path=f"candidate {p.id}", status=p.status) for p in parents]
+        system, user = render(self.name, replace(self.context, parents=shown))
+        if self.log is not None:
+            self.log.write(self.name, system, user)
+        result = await asyncio.to_thread(ask, self.llm, self.budget, system, user,
+                                         step.parent.source if step.parent is not None else None)
+        record = {"llm_call": result.record(self.name)} if result.called else {}
+        return Proposal(result.source, [p.id for p in parents], record, why=step.reason)

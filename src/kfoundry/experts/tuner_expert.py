@@ -1,0 +1,71 @@
+"""The tuner as an expert (no LLM): a parent's tunable constants changed (kfoundry.experts.tuner), or on
+some turns its dot precision switched; the first variant the search has not seen is proposed."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kfoundry.experts.base import RETRIES, Proposal, Step, Traits
+from kfoundry.experts.tuner import PRECISION_NAME, precision_variants, tune, tuning_record
+from kfoundry.types import DeviceFacts
+
+TUNER_TRIES = 6  # variants asked of the tuner at once: the first one not seen before is taken
+PRECISION_SHARE = 0.25  # of the tuner's turns on a parent that spells a dot precision: switch it
+
+
+@dataclass
+class TunerExpert:
+    is_known: Callable[[str], bool]  # source -> already in the search
+    device: DeviceFacts | None = None
+    seed: int = 0
+    preferred: dict[str, int] = field(default_factory=dict)  # settings that helped on similar problems
+    name: str = "tuner"
+    traits: Traits = Traits(repair=RETRIES, small_edits=True)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed + 1)
+
+    async def propose(self, step: Step) -> Proposal:
+        parent = step.parent
+        if parent is None:
+            return Proposal(None, why=step.reason)
+        switched = precision_variants(parent.source)
+        remembered = self.preferred.get(PRECISION_NAME) if isinstance(self.preferred, dict) else None
+        first = [v for v in switched if v.changes[PRECISION_NAME][1] == remembered]
+        if switched and (first or self.rng.random() < PRECISION_SHARE):
+            switched = first + [v for v in self.rng.sample(switched, len(switched)) if v not in first]
+        else:
+            switched = []
+
+        def retuned():  # a generator: the tunables are read only when no precision switch is new
+            yield from tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred)
+
+        for variant in itertools.chain(switched, retuned()):
+            if not self.is_known(variant.source):
+                record = {"changes": tuning_record(variant.changes), "summary": variant.summary}
+                return Proposal(variant.source, [parent.id], record, why=step.reason)
+        return Proposal(None, why=step.reason)
+
+    def state(self) -> list:
+        version, internal, gauss = self.rng.getstate()
+        return [version, list(internal), gauss]
+
+    def restore(self, data: list | None) -> None:
+        if data:
+            self.rng.setstate((data[0], tuple(data[1]), data[2]))
+
+
+def state_of(experts: list[Any]) -> Any:
+    """The tuner's random state among `experts` (None without a tuner): what a resumed run restores."""
+    return next((e.state() for e in experts if isinstance(e, TunerExpert)), None)
+
+
+def restore_in(experts: list[Any], data: Any) -> None:
+    """`state_of`'s value back into the tuner among `experts`."""
+    for expert in experts:
+        if isinstance(expert, TunerExpert):
+            expert.restore(data)

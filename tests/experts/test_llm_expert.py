@@ -1,0 +1,57 @@
+"""kfoundry.experts.llm_expert: an LLM expert renders its prompt with the retrieved experience and the
+parents' verdicts, logs it, and keeps the call in its proposal's record; a spent budget sends nothing."""
+
+import asyncio
+import shlex
+import sys
+
+from kfoundry.experts import EXPERTS, ParentInfo, PromptContext
+from kfoundry.experts.base import Step
+from kfoundry.experts.llm_expert import LLMExpert, PromptLog
+from kfoundry.llm import make_provider
+from kfoundry.search.individual import Individual
+from tests.optimize.helpers import AFFINE, AFFINE_KERNEL, WRITER, prompts
+
+
+def _expert(tmp_path, name, log_file, budget=None):
+    spec = "cmd:" + " ".join(shlex.quote(w) for w in [sys.executable, str(WRITER), str(log_file)])
+    context = PromptContext(problem_source=AFFINE.read_text(), problem_name="affine",
+                            experience=[{"title": "a retrieved note", "text": "use a masked 1-D kernel"}])
+    return LLMExpert(EXPERTS[name], context, make_provider(spec), budget, PromptLog(tmp_path / "prompts"))
+
+
+def test_an_llm_expert_renders_its_prompt_with_the_experience_and_keeps_the_call(tmp_path):
+    log = tmp_path / "llm.log"
+    proposal = asyncio.run(_expert(tmp_path, "initializer", log).propose(Step(None, [], "no parent yet")))
+    assert proposal.source and "class ModelNew" in proposal.source and proposal.parent_ids == []
+    assert "use a masked 1-D kernel" in prompts(log)[0]  # the retrieved experience reached the prompt
+    assert len(list((tmp_path / "prompts").glob("*_initializer.md"))) == 1
+    call = proposal.record["llm_call"]
+    assert call["expert"] == "initializer" and call["reply"]["text"] and len(call["prompt_hash"]) == 64
+    assert call["failure"] is None
+
+
+def test_the_parents_verdict_and_diagnosis_reach_a_repair_prompt(tmp_path):
+    log = tmp_path / "llm.log"
+    parent = Individual(id="3", source=AFFINE_KERNEL.read_text(), status="wrong_output")
+    parent.parent_info = ParentInfo(source=parent.source, path="candidate 3", status="wrong_output",
+                                    message="values off at [0, 1]", diagnosis_markdown="the mask is wrong")
+    proposal = asyncio.run(_expert(tmp_path, "repair", log).propose(Step(parent, [], "it fails")))
+    prompt = prompts(log)[0]
+    assert "values off at [0, 1]" in prompt and "the mask is wrong" in prompt and proposal.parent_ids == ["3"]
+
+
+def test_a_spent_budget_sends_nothing(tmp_path):
+    class Spent:
+        exhausted = True
+
+    log = tmp_path / "llm.log"
+    proposal = asyncio.run(_expert(tmp_path, "initializer", log, budget=Spent()).propose(Step()))
+    assert proposal.source is None and proposal.record == {} and not log.exists()
+
+
+def test_the_prompt_log_numbers_on_from_what_is_there(tmp_path):
+    PromptLog(tmp_path).write("memory", "s", "u")
+    PromptLog(tmp_path).write("repair", "s", "u")
+    assert sorted(p.name for p in tmp_path.glob("*.md")) == ["0001_memory.md", "0002_repair.md"]
+    PromptLog(None).write("memory", "s", "u")  # no folder: nothing written

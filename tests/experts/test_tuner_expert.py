@@ -1,0 +1,48 @@
+"""kfoundry.experts.tuner_expert: the tuner as an expert proposes a variant the search has not seen, with
+its changes in the proposal's record; on some turns (or remembered ones first) a dot precision switch."""
+
+import asyncio
+from pathlib import Path
+
+from kfoundry.experts import tuner_expert
+from kfoundry.experts.base import Step
+from kfoundry.experts.tuner_expert import TunerExpert, restore_in, state_of
+from kfoundry.search.individual import Individual
+from tests.optimize.helpers import AFFINE_KERNEL
+
+GEMM = (Path(__file__).resolve().parents[2] / "examples" / "linear_epilogue" / "kernel.py").read_text()
+
+
+def test_the_tuner_proposes_a_new_variant_with_its_changes():
+    parent = Individual(id="1", source=AFFINE_KERNEL.read_text(), status="ok", fitness=1.0)
+    tuner = TunerExpert(is_known=lambda source: False)
+    proposal = asyncio.run(tuner.propose(Step(parent, [], "why")))
+    assert proposal.source and proposal.source != parent.source and proposal.parent_ids == ["1"]
+    assert proposal.record["changes"] and proposal.why == "why"
+    assert asyncio.run(tuner.propose(Step(None))).source is None  # nothing to tune
+    everything = TunerExpert(is_known=lambda source: True)  # every variant seen already
+    assert asyncio.run(everything.propose(Step(parent))).source is None
+
+
+def test_the_tuner_switches_a_dot_precision_on_some_turns_and_remembered_ones_first(monkeypatch):
+    parent = Individual(id="1", source=GEMM, status="ok", fitness=1.0)
+    monkeypatch.setattr(tuner_expert, "PRECISION_SHARE", 1.0)
+    proposal = asyncio.run(TunerExpert(is_known=lambda s: False).propose(Step(parent)))
+    assert 'input_precision="tf32x3"' in proposal.source
+    assert proposal.record["changes"] == {"dot_precision": {"from": 0, "to": 1}}
+    monkeypatch.setattr(tuner_expert, "PRECISION_SHARE", 0.0)
+    tuner = TunerExpert(is_known=lambda s: False)
+    assert 'input_precision="ieee"' in asyncio.run(tuner.propose(Step(parent))).source  # block sizes instead
+    tuner.preferred = {"dot_precision": 1}  # a switch to TF32x3 helped on a similar problem
+    assert 'input_precision="tf32x3"' in asyncio.run(tuner.propose(Step(parent))).source
+
+
+def test_its_random_state_comes_back():
+    parent = Individual(id="1", source=AFFINE_KERNEL.read_text(), status="ok", fitness=1.0)
+    first = TunerExpert(is_known=lambda s: False, seed=4)
+    asyncio.run(first.propose(Step(parent)))
+    saved = state_of([object(), first])
+    again = TunerExpert(is_known=lambda s: False, seed=99)
+    restore_in([again], saved)
+    assert asyncio.run(again.propose(Step(parent))).source == asyncio.run(first.propose(Step(parent))).source
+    assert state_of([object()]) is None
