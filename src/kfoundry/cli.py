@@ -384,14 +384,16 @@ def optimize_command(
         settings = load_settings({"llm": llm, "backend": backend, "device": device, "precision": precision,
                                   "tolerance": tolerance, "policy": policy, "trials": trials, "timeout": timeout,
                                   "record": str(record) if record else None, "sandbox": sandbox}, config)
-        llm_client = budget = None
+        llm_client = budget = llm_settings = None
         specs = [spec for spec in (settings["llm"] or []) if spec.strip().lower() != "none"]  # --llm none: no LLM
         if specs and len(specs) != len(settings["llm"]):
             raise UsageError("--llm none means no LLM: it cannot go with other --llm specs")
         if specs and resume is None:
+            from kfoundry.config import llm_options
             from kfoundry.generate import make_llm
 
             llm_client, budget = make_llm(settings)
+            llm_settings = llm_options(settings)  # kept with the run: --resume builds the same LLM
         if resume is not None:
             result = optimize(resume=resume, quiet=quiet or as_json, **overrides)
         else:
@@ -408,7 +410,8 @@ def optimize_command(
                                memory_limit_bytes=memory_bytes(memory_limit), workers=workers,
                                sandbox=settings["sandbox"])
             result = optimize(problem, out=out, options=options, settings=search, seeds=seed_files or [],
-                              quiet=quiet or as_json, llm_client=llm_client, budget=budget, **overrides)
+                              quiet=quiet or as_json, llm_client=llm_client, budget=budget,
+                              llm_settings=llm_settings, **overrides)
     except KFoundryError as exc:
         if as_json:
             print(json.dumps({"status": "error", "message": str(exc)}))

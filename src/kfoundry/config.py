@@ -80,6 +80,15 @@ OPTIONS: dict[str, Option] = {
 }
 
 
+LLM_OPTIONS = ("llm", "llm_weights", "llm_timeout", "llm_retries", "llm_concurrency", "budget_dollars",
+               "budget_tokens", "pricing", "record")  # what builds the LLM of a run (no key among them)
+
+
+def llm_options(settings: Settings) -> dict[str, Any]:
+    """The LLM settings in force, as a run keeps them to build the same LLM on --resume."""
+    return {name: settings[name] for name in LLM_OPTIONS}
+
+
 def mask(key: str | None) -> str:
     if not key:
         return "(not set)"

@@ -8,61 +8,43 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from kfoundry.errors import KFoundryError, UsageError
-from kfoundry.evaluate import EvalOptions, Evaluator
-from kfoundry.experts import PromptContext, Router, registry
+from kfoundry.evaluate import EvalOptions
 from kfoundry.experts.base import Proposal
 from kfoundry.experts.tuner_expert import restore_in, state_of
 from kfoundry.optimize.experience import Experience
 from kfoundry.optimize.outcome import outcome, stored_outcome
 from kfoundry.optimize.progress import ProgressView
 from kfoundry.optimize.restore import stored_individuals
+from kfoundry.optimize.session import Session, open_session, problem_name
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.problem import read_source
-from kfoundry.runs import RunStore
-from kfoundry.search import Archipelago, LocalQueue, SearchLoop, StopRules
-from kfoundry.search.individual import Individual, source_hash
+from kfoundry.search import LocalQueue
+from kfoundry.search.individual import Individual
 from kfoundry.search.queue import Outcome
 
-EVAL_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "set_values",
-               "timing_trials", "baselines", "policy")
 ORIGIN = {"seed": "seed", "library": "seed", "composer": "template", "tuner": "tuner"}  # else: llm, or a seed
 CPU_NOTE = ("on CPU: correctness only (Triton's interpreter is not a performance measurement); every "
             "correct candidate has fitness 1.0, so the search keeps the first one it verifies")
 
 
-def _eval_settings(options: EvalOptions) -> dict[str, Any]:
-    data = {k: getattr(options, k) for k in EVAL_FIELDS}
-    data["baselines"] = list(data["baselines"])
-    return data
-
-
 ELAPSED_EVERY_S = 2.0
 
 
-def problem_name(problem: Path) -> str:
-    """`examples/softmax/problem.py` -> "softmax": a file named problem.py is named by its folder."""
-    return problem.parent.name if problem.stem == "problem" and problem.parent.name else problem.stem
-
-
-def _default_out(problem: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path.cwd() / "runs" / f"{problem_name(problem)}-{stamp}"
-
-
 class Optimization:
-    """One optimize run (new or resumed); `run()` returns the result record."""
+    """One optimize run (new or resumed) of a Session (kfoundry.optimize.session, which wires it): seeds it,
+    runs the search, finishes; `run()` returns the result record."""
 
-    def __init__(self, problem: Path, store: RunStore, settings: OptimizeSettings, options: EvalOptions,
-                 seeds: list[Path], llm: Any, budget: Any, quiet: bool, resumed: bool,
-                 progress: Any = None):
-        self.problem, self.store, self.settings, self.options = problem, store, settings, options
-        self.seeds, self.llm, self.budget, self.resumed = seeds, llm, budget, resumed
+    def __init__(self, session: Session, quiet: bool, progress: Any = None):
+        self.session = session
+        self.problem, self.store, self.settings = session.problem, session.store, session.settings
+        self.options, self.seeds, self.llm, self.budget = session.options, session.seeds, session.llm, session.budget
+        self.resumed = session.resumed
+        store = self.store
         self.run_dir = store.run_dir
         self.name = problem_name(Path(store.meta()["problem_path"]))
         self.quiet = quiet
@@ -213,31 +195,6 @@ class Optimization:
     def _cost(self) -> float:
         return float(self.store.totals().get("cost_usd") or 0.0)
 
-    def _near_duplicates(self) -> Any:
-        if self.settings.reject_similar is None:
-            return None
-        from kfoundry.library.embeddings import Embedder, code_text
-        from kfoundry.search.near_duplicates import NearDuplicateFilter
-
-        self.view.status("loading the code-embedding model (--reject-similar)")
-        return NearDuplicateFilter(self.settings.reject_similar, Embedder().load(), prepare=code_text)
-
-    def _make_evaluator(self) -> tuple[Any, int]:
-        """One worker (the default), one per local device (--devices), or Ray actors (--cluster)."""
-        s = self.settings
-        if s.cluster:
-            from kfoundry.distributed import RayEvaluator, connect
-
-            connect(s.cluster)
-            evaluator = RayEvaluator(self.problem, self.options)
-            return evaluator, evaluator.workers
-        if s.devices:
-            from kfoundry.evaluate.pool import EvaluatorPool, parse_devices
-
-            evaluator = EvaluatorPool(self.problem, self.options, parse_devices(s.devices), progress=self._progress)
-            return evaluator, len(evaluator.devices)
-        return Evaluator(self.problem, self.options, progress=self._progress), 1
-
     def _progress(self, message: str) -> None:
         """The evaluator's phases (reference: inputs, ...; candidate N: compile, ...) on the panel or the log."""
         view = getattr(self, "view", None)
@@ -249,11 +206,8 @@ class Optimization:
     # -- the run --------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        s = self.settings
-        stop = StopRules(max_evals=s.max_evals, max_cost=s.max_cost, max_time_s=s.max_time_s,
-                         target_speedup=s.target_speedup, stagnation_generations=s.stagnation,
-                         max_generations=s.max_generations, target_roofline=s.target_roofline)
-        evaluator, workers = self._make_evaluator()
+        s, session = self.settings, self.session
+        evaluator, workers = session.evaluator(self._progress)
         with evaluator as self.evaluator:
             self.view = ProgressView(quiet=self.quiet, timed=self.evaluator.device != "cpu", max_evals=s.max_evals,
                                      max_time_s=s.max_time_s, max_cost=s.max_cost)
@@ -278,29 +232,19 @@ class Optimization:
                 snapshot = self.store.load_state("search") if self.resumed else None
                 # a run stopped before its first generation ended builds its first population again
                 self.composed = self._compose() if snapshot is None and s.compose_variants > 0 else []
-                archipelago = Archipelago(k=s.islands, topology=s.topology, migrate_every=s.migrate_every,
-                                          capacity=s.capacity, selection=s.selection)
-                context = PromptContext(problem_source=self.evaluator.source.text, problem_name=self.name,
-                                        backend=s.backend, device=prepared.device_facts,
-                                        precision=self.options.precision, tolerance=self.options.tolerance,
-                                        policy=self.options.policy, experience=retrieved)
-                # the tuner always; the composer while it has kernels the first population left; the LLM
-                # experts with an LLM
-                self.experts = registry.build(registry.Setup(
-                    context=context, llm=self.llm, budget=self.budget, device=prepared.device_facts, seed=s.seed,
-                    is_known=lambda source: source_hash(source) in archipelago.seen,
-                    composed=[c.source for c in self.composed[s.compose_variants:]],
-                    preferred=self.experience.tuning_preferences(), prompts_dir=self.run_dir / "prompts"))
-                router = Router(self.experts, seed=s.seed)
-                near = self._near_duplicates()
+                archipelago = session.archipelago()
+                self.experts = session.experts(
+                    problem_source=self.evaluator.source.text, name=self.name, device=prepared.device_facts,
+                    experience=retrieved, archipelago=archipelago,
+                    left_over=[c.source for c in self.composed[s.compose_variants:]],
+                    preferred=self.experience.tuning_preferences())
+                near = session.near_duplicates(self.view.status)
                 # the evaluator runs one candidate per worker at once; two threads more check the next
                 # candidates' sources and diagnose finished ones meanwhile, so no worker waits for that
                 with LocalQueue(self._evaluate, workers=workers + 2) as queue:
-                    self.loop = SearchLoop(archipelago, queue, router, stop,
-                                           # the pipeline: every worker busy, a couple of proposals ready
-                                           concurrency=max(s.concurrency, workers + 2), on_event=self._on_event,
-                                           seed=s.seed, cost_fn=self._cost, identify=self._identify,
-                                           dropped=self._dropped, near_duplicates=near)
+                    self.loop = session.loop(archipelago, queue, self.experts, workers, on_event=self._on_event,
+                                             cost_fn=self._cost, identify=self._identify, dropped=self._dropped,
+                                             near_duplicates=near)
                     reason = asyncio.run(self._search())
         return self._finish(reason, prepared)
 
@@ -399,50 +343,17 @@ class Optimization:
 def optimize(problem: str | Path | None = None, *, out: str | Path | None = None, resume: str | Path | None = None,
              options: EvalOptions | None = None, settings: OptimizeSettings | None = None,
              llm: list[str] | None = None, seeds: list[str | Path] = (), quiet: bool = True,
-             llm_client: Any = None, budget: Any = None, progress: Any = None, **overrides: Any) -> dict[str, Any]:
+             llm_client: Any = None, budget: Any = None, llm_settings: dict[str, Any] | None = None,
+             progress: Any = None, **overrides: Any) -> dict[str, Any]:
     """Run (or, with `resume=RUN_DIR`, continue) a search on `problem`; returns the result record
-    (what result.json holds). `overrides` are OptimizeSettings fields (max_evals=..., islands=...)."""
-    if resume is not None:
-        store = RunStore.open(resume)
-        stored = store.settings
-        settings = OptimizeSettings.from_dict({**stored["search"], **{k: v for k, v in overrides.items()
-                                                                       if v is not None}})
-        options = EvalOptions(**{**stored["eval"], "baselines": tuple(stored["eval"]["baselines"])})
-        problem_path = Path(resume) / "problem.py"
-        seed_paths: list[Path] = []
-        if llm_client is None and settings.llm:
-            llm_client, budget = _make_llm(settings.llm)
-    else:
-        if problem is None:
-            raise UsageError("a problem file is needed (or --resume RUN_DIR)")
-        problem_path = Path(problem)
-        settings = settings or OptimizeSettings()
-        for key, value in overrides.items():
-            if value is not None:
-                if not hasattr(settings, key):
-                    raise UsageError(f"unknown optimize setting {key!r}")
-                setattr(settings, key, value)
-        if llm is not None:  # "none" (as in --llm none): the programmatic experts alone
-            settings.llm = [spec for spec in llm if spec.strip().lower() != "none"]
-        settings.validate()
-        settings.with_default_budget()
-        options = options or EvalOptions()
-        options.validate()
-        seed_paths = [Path(p) for p in seeds]
-        for path in seed_paths:
-            read_source(path, UsageError, "seed")  # a missing seed file stops here, before anything runs
-        if llm_client is None and settings.llm:
-            llm_client, budget = _make_llm(settings.llm)
-        from kfoundry.problem import read_problem
-
-        read_problem(problem_path, options.set_values)  # a bad problem stops here, before a run dir exists
-        store = RunStore.create(out or _default_out(problem_path), problem_path,
-                                {"search": settings.to_dict(), "eval": _eval_settings(options),
-                                 "seeds": [str(p) for p in seed_paths]}, seed=settings.seed)
-    settings.validate()
+    (what result.json holds). `overrides` are OptimizeSettings fields (max_evals=..., islands=...);
+    `llm_settings` the LLM settings `llm_client` was built with (kfoundry.config.llm_options)."""
+    session = open_session(problem, out=out, resume=resume, options=options, settings=settings, llm=llm,
+                           seeds=seeds, llm_client=llm_client, budget=budget, llm_settings=llm_settings,
+                           **overrides)
+    store = session.store
     try:
-        return Optimization(problem_path, store, settings, options, seed_paths, llm_client, budget, quiet,
-                            resumed=resume is not None, progress=progress).run()
+        return Optimization(session, quiet, progress=progress).run()
     except KeyboardInterrupt as exc:
         exc.run_dir = str(store.run_dir)  # for the caller's "continue with --resume" message
         raise
@@ -456,11 +367,3 @@ def optimize(problem: str | Path | None = None, *, out: str | Path | None = None
         raise
     finally:
         store.close()
-
-
-def _make_llm(specs: list[str]) -> tuple[Any, Any]:
-    """The providers of `specs`, with the other LLM settings from the environment and kfoundry.toml."""
-    from kfoundry.config import load_settings
-    from kfoundry.generate import make_llm
-
-    return make_llm(load_settings({"llm": specs}))

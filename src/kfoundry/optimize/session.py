@@ -1,0 +1,168 @@
+"""The wiring of one optimize run, apart from running it (kfoundry.optimize.driver): the run store, new or
+resumed, with the settings it keeps; the LLM, rebuilt on --resume from the settings the run stored (the
+keys still come from the environment or [keys], and are never stored); and, once the reference is
+prepared, the evaluator, the experts, the router, the islands, the stop rules and the loop."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kfoundry.errors import UsageError
+from kfoundry.evaluate import EvalOptions, Evaluator
+from kfoundry.experts import PromptContext, Router, registry
+from kfoundry.optimize.settings import OptimizeSettings
+from kfoundry.problem import read_source
+from kfoundry.runs import RunStore
+from kfoundry.search import Archipelago, SearchLoop, StopRules
+from kfoundry.search.individual import source_hash
+
+EVAL_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "set_values",
+               "timing_trials", "baselines", "policy")
+
+
+def _eval_settings(options: EvalOptions) -> dict[str, Any]:
+    data = {k: getattr(options, k) for k in EVAL_FIELDS}
+    data["baselines"] = list(data["baselines"])
+    return data
+
+
+def problem_name(problem: Path) -> str:
+    """`examples/softmax/problem.py` -> "softmax": a file named problem.py is named by its folder."""
+    return problem.parent.name if problem.stem == "problem" and problem.parent.name else problem.stem
+
+
+def _default_out(problem: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path.cwd() / "runs" / f"{problem_name(problem)}-{stamp}"
+
+
+def make_llm(specs: list[str], stored: dict[str, Any] | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """The providers of `specs` and the budget, with the other LLM settings from `stored` (a resumed run's)
+    or else the environment and kfoundry.toml; and those settings as the run keeps them."""
+    from kfoundry.config import llm_options, load_settings
+    from kfoundry.generate import make_llm as build
+
+    settings = load_settings({**(stored or {}), "llm": specs})
+    llm, budget = build(settings)
+    return llm, budget, llm_options(settings)
+
+
+@dataclass
+class Session:
+    problem: Path
+    store: RunStore
+    settings: OptimizeSettings
+    options: EvalOptions
+    seeds: list[Path] = field(default_factory=list)
+    llm: Any = None
+    budget: Any = None
+    resumed: bool = False
+
+    # -- what runs the search ------------------------------------------------------------------------
+
+    def evaluator(self, progress: Any) -> tuple[Any, int]:
+        """One worker (the default), one per local device (--devices), or Ray actors (--cluster)."""
+        s = self.settings
+        if s.cluster:
+            from kfoundry.distributed import RayEvaluator, connect
+
+            connect(s.cluster)
+            evaluator = RayEvaluator(self.problem, self.options)
+            return evaluator, evaluator.workers
+        if s.devices:
+            from kfoundry.evaluate.pool import EvaluatorPool, parse_devices
+
+            evaluator = EvaluatorPool(self.problem, self.options, parse_devices(s.devices), progress=progress)
+            return evaluator, len(evaluator.devices)
+        return Evaluator(self.problem, self.options, progress=progress), 1
+
+    def stop_rules(self) -> StopRules:
+        s = self.settings
+        return StopRules(max_evals=s.max_evals, max_cost=s.max_cost, max_time_s=s.max_time_s,
+                         target_speedup=s.target_speedup, stagnation_generations=s.stagnation,
+                         max_generations=s.max_generations, target_roofline=s.target_roofline)
+
+    def archipelago(self) -> Archipelago:
+        s = self.settings
+        return Archipelago(k=s.islands, topology=s.topology, migrate_every=s.migrate_every, capacity=s.capacity,
+                           selection=s.selection)
+
+    def experts(self, *, problem_source: str, name: str, device: Any, experience: list[dict[str, Any]],
+                archipelago: Archipelago, left_over: list[str], preferred: dict[str, int]) -> list[Any]:
+        """The tuner always; the composer while it has kernels the first population left (`left_over`);
+        the LLM experts with an LLM."""
+        s, o = self.settings, self.options
+        context = PromptContext(problem_source=problem_source, problem_name=name, backend=s.backend, device=device,
+                                precision=o.precision, tolerance=o.tolerance, policy=o.policy, experience=experience)
+        return registry.build(registry.Setup(
+            context=context, llm=self.llm, budget=self.budget, device=device, seed=s.seed,
+            is_known=lambda source: source_hash(source) in archipelago.seen, composed=left_over,
+            preferred=preferred, prompts_dir=self.store.run_dir / "prompts"))
+
+    def near_duplicates(self, status: Any) -> Any:
+        if self.settings.reject_similar is None:
+            return None
+        from kfoundry.library.embeddings import Embedder, code_text
+        from kfoundry.search.near_duplicates import NearDuplicateFilter
+
+        status("loading the code-embedding model (--reject-similar)")
+        return NearDuplicateFilter(self.settings.reject_similar, Embedder().load(), prepare=code_text)
+
+    def loop(self, archipelago: Archipelago, queue: Any, experts: list[Any], workers: int, **hooks: Any) -> SearchLoop:
+        """`hooks`: on_event, cost_fn, identify, dropped, near_duplicates (SearchLoop's)."""
+        s = self.settings
+        # the pipeline: every worker busy, a couple of proposals ready
+        return SearchLoop(archipelago, queue, Router(experts, seed=s.seed), self.stop_rules(),
+                          concurrency=max(s.concurrency, workers + 2), seed=s.seed, **hooks)
+
+
+def open_session(problem: str | Path | None = None, *, out: str | Path | None = None,
+                 resume: str | Path | None = None, options: EvalOptions | None = None,
+                 settings: OptimizeSettings | None = None, llm: list[str] | None = None, seeds: list[str | Path] = (),
+                 llm_client: Any = None, budget: Any = None, llm_settings: dict[str, Any] | None = None,
+                 **overrides: Any) -> Session:
+    """A new run's store (everything checked before its folder exists), or a stopped run's, with the
+    settings it stored. `llm_settings`: the LLM settings `llm_client` was built with (config.llm_options),
+    kept with the run so that --resume builds the same."""
+    if resume is not None:
+        store = RunStore.open(resume)
+        stored = store.settings
+        settings = OptimizeSettings.from_dict({**stored["search"], **{k: v for k, v in overrides.items()
+                                                                       if v is not None}})
+        options = EvalOptions(**{**stored["eval"], "baselines": tuple(stored["eval"]["baselines"])})
+        if llm_client is None and settings.llm:
+            # a run stored before its LLM settings were kept takes today's, as it did
+            llm_client, budget, _ = make_llm(settings.llm, stored.get("llm"))
+        settings.validate()
+        return Session(Path(resume) / "problem.py", store, settings, options, [], llm_client, budget, resumed=True)
+    if problem is None:
+        raise UsageError("a problem file is needed (or --resume RUN_DIR)")
+    problem_path = Path(problem)
+    settings = settings or OptimizeSettings()
+    for key, value in overrides.items():
+        if value is not None:
+            if not hasattr(settings, key):
+                raise UsageError(f"unknown optimize setting {key!r}")
+            setattr(settings, key, value)
+    if llm is not None:  # "none" (as in --llm none): the programmatic experts alone
+        settings.llm = [spec for spec in llm if spec.strip().lower() != "none"]
+    settings.validate()
+    settings.with_default_budget()
+    options = options or EvalOptions()
+    options.validate()
+    seed_paths = [Path(p) for p in seeds]
+    for path in seed_paths:
+        read_source(path, UsageError, "seed")  # a missing seed file stops here, before anything runs
+    if llm_client is None and settings.llm:
+        llm_client, budget, llm_settings = make_llm(settings.llm)
+    from kfoundry.problem import read_problem
+
+    read_problem(problem_path, options.set_values)  # a bad problem stops here, before a run dir exists
+    record = {"search": settings.to_dict(), "eval": _eval_settings(options), "seeds": [str(p) for p in seed_paths]}
+    if settings.llm and llm_settings:
+        record["llm"] = {k: v for k, v in llm_settings.items() if k != "llm"}
+    store = RunStore.create(out or _default_out(problem_path), problem_path, record, seed=settings.seed)
+    return Session(problem_path, store, settings, options, seed_paths, llm_client, budget)
