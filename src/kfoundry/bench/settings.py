@@ -14,11 +14,6 @@ from kfoundry.evaluate.options import EvalOptions
 
 METHODS = ("optimize", "solutions", "reference")
 
-# the EvalOptions that change a verdict or a figure (not where caches live)
-_OPTION_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "timing_trials",
-                  "baselines", "policy")
-
-
 @dataclass
 class BenchSettings:
     method: str
@@ -64,8 +59,7 @@ class BenchSettings:
 
     def describe(self) -> dict[str, Any]:
         """The settings as JSON, as recorded in bench.json."""
-        options = {name: getattr(self.options, name) for name in _OPTION_FIELDS}
-        options["baselines"] = list(options["baselines"])
+        options = self.options.verdict_settings()
         options["guard"] = self.method != "reference"
         options["set"] = dict(self.options.set_values)
         data: dict[str, Any] = {"method": self.method, "options": options,

@@ -13,6 +13,10 @@ BASELINE_NAMES = ("eager", "compile", "compile-max-autotune", "compile-reduce-ov
 SANDBOX_MODES = ("on", "strict", "off")
 
 
+VERDICT_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "timing_trials",
+                  "baselines", "policy")
+
+
 @dataclass
 class EvalOptions:
     device: str | None = None  # None: CUDA when available, else CPU
@@ -39,6 +43,13 @@ class EvalOptions:
     sanitize: bool = False  # GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck
     guard: bool = True  # False only to judge plain correctness (harness tests, the reference against itself)
     sandbox: str = "on"  # on: every restriction the kernel has, a warning for the rest; strict: all or refuse; off
+
+    def verdict_settings(self) -> dict[str, Any]:
+        """The options that change a verdict or a figure (VERDICT_FIELDS), as JSON: what a run keeps and a
+        bench's fingerprint covers; not where caches live, nor how the work is spread."""
+        data = {name: getattr(self, name) for name in VERDICT_FIELDS}
+        data["baselines"] = list(data["baselines"])
+        return data
 
     @property
     def atol(self) -> float:

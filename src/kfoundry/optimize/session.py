@@ -19,14 +19,9 @@ from kfoundry.runs import RunStore
 from kfoundry.search import Archipelago, SearchLoop, StopRules
 from kfoundry.search.individual import source_hash
 
-EVAL_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "set_values",
-               "timing_trials", "baselines", "policy")
-
-
 def _eval_settings(options: EvalOptions) -> dict[str, Any]:
-    data = {k: getattr(options, k) for k in EVAL_FIELDS}
-    data["baselines"] = list(data["baselines"])
-    return data
+    """What a run keeps of its evaluation options (--resume builds EvalOptions from it)."""
+    return {**options.verdict_settings(), "set_values": dict(options.set_values)}
 
 
 def problem_name(problem: Path) -> str:
