@@ -13,16 +13,12 @@ from typing import Any
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
 from kfoundry.experts import PromptContext, Router, registry
+from kfoundry.optimize.run_config import RunConfig
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.problem import read_source
 from kfoundry.runs import RunStore
 from kfoundry.search import Archipelago, SearchLoop, StopRules
 from kfoundry.search.individual import source_hash
-
-def _eval_settings(options: EvalOptions) -> dict[str, Any]:
-    """What a run keeps of its evaluation options (--resume builds EvalOptions from it)."""
-    return {**options.verdict_settings(), "set_values": dict(options.set_values)}
-
 
 def problem_name(problem: Path) -> str:
     """`examples/softmax/problem.py` -> "softmax": a file named problem.py is named by its folder."""
@@ -49,12 +45,19 @@ def make_llm(specs: list[str], stored: dict[str, Any] | None = None) -> tuple[An
 class Session:
     problem: Path
     store: RunStore
-    settings: OptimizeSettings
-    options: EvalOptions
+    config: RunConfig  # what the store keeps
     seeds: list[Path] = field(default_factory=list)
     llm: Any = None
     budget: Any = None
     resumed: bool = False
+
+    @property
+    def settings(self) -> OptimizeSettings:
+        return self.config.search
+
+    @property
+    def options(self) -> EvalOptions:
+        return self.config.eval
 
     # -- what runs the search ------------------------------------------------------------------------
 
@@ -124,15 +127,17 @@ def open_session(problem: str | Path | None = None, *, out: str | Path | None = 
     kept with the run so that --resume builds the same."""
     if resume is not None:
         store = RunStore.open(resume)
-        stored = store.settings
-        settings = OptimizeSettings.from_dict({**stored["search"], **{k: v for k, v in overrides.items()
-                                                                       if v is not None}})
-        options = EvalOptions(**{**stored["eval"], "baselines": tuple(stored["eval"]["baselines"])})
-        if llm_client is None and settings.llm:
+        config = RunConfig.from_dict(store.settings)
+        for key, value in overrides.items():  # a resumed run's budget may grow
+            if value is not None:
+                if not hasattr(config.search, key):
+                    raise UsageError(f"unknown optimize setting {key!r}")
+                setattr(config.search, key, value)
+        config.validate()
+        if llm_client is None and config.search.llm:
             # a run stored before its LLM settings were kept takes today's, as it did
-            llm_client, budget, _ = make_llm(settings.llm, stored.get("llm"))
-        settings.validate()
-        return Session(Path(resume) / "problem.py", store, settings, options, [], llm_client, budget, resumed=True)
+            llm_client, budget, _ = make_llm(config.search.llm, config.llm)
+        return Session(Path(resume) / "problem.py", store, config, [], llm_client, budget, resumed=True)
     if problem is None:
         raise UsageError("a problem file is needed (or --resume RUN_DIR)")
     problem_path = Path(problem)
@@ -156,8 +161,8 @@ def open_session(problem: str | Path | None = None, *, out: str | Path | None = 
     from kfoundry.problem import read_problem
 
     read_problem(problem_path, options.set_values)  # a bad problem stops here, before a run dir exists
-    record = {"search": settings.to_dict(), "eval": _eval_settings(options), "seeds": [str(p) for p in seed_paths]}
-    if settings.llm and llm_settings:
-        record["llm"] = {k: v for k, v in llm_settings.items() if k != "llm"}
-    store = RunStore.create(out or _default_out(problem_path), problem_path, record, seed=settings.seed)
-    return Session(problem_path, store, settings, options, seed_paths, llm_client, budget)
+    kept = {k: v for k, v in (llm_settings or {}).items() if k != "llm"} if settings.llm else {}
+    config = RunConfig(search=settings, eval=options, llm=kept, seeds=[str(p) for p in seed_paths])
+    config.validate()
+    store = RunStore.create(out or _default_out(problem_path), problem_path, config.to_dict(), seed=settings.seed)
+    return Session(problem_path, store, config, seed_paths, llm_client, budget)
