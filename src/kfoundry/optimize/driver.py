@@ -161,6 +161,8 @@ class Optimization:
         path.write_text(ind.source, encoding="utf-8")
         evaluation = self.evaluator.evaluate(path)
         self.store.finish_evaluation(eval_id, evaluation)
+        # at every verdict, the first population's too (the loop records those only once all are in)
+        self.store.save_state("elapsed", {"s": round(self.loop.elapsed_so_far(), 3)})
         if evaluation.timing.baselines_pending:
             self._incomplete.append((eval_id, ind.id, evaluation))
         data = evaluation.to_dict()

@@ -343,6 +343,11 @@ class SearchLoop:
         """The search's time so far, this session's running span included."""
         return self._refresh().elapsed_s
 
+    def elapsed_so_far(self) -> float:
+        """The same, without touching the search's state: safe to call from an evaluation's thread."""
+        started = self._started
+        return self.search.elapsed_s if started is None else self._elapsed_base + self.clock() - started
+
     def take_in_elapsed(self, seconds: float) -> None:
         """Time an earlier session spent after its last snapshot (kept as it passed): counted from now on.
         Before the clock starts."""
