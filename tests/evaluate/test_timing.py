@@ -171,3 +171,20 @@ def test_a_spin_that_fails_leaves_trials_without_a_lead(monkeypatch):
     assert timer._calibrate_lead() == 0
     monkeypatch.setattr(timing, "_sleep", lambda cycles: None)
     assert timer._calibrate_lead() == 200_000  # 1e6 cycles took 1.0 ms: 0.2 ms is 2e5 cycles
+
+
+def test_spent_adds_a_blocks_wall_time_to_a_counter_or_a_dict():
+    import time
+    from collections import Counter
+
+    from kfoundry.evaluate.timing import spent
+
+    for seconds in (Counter(), {}):
+        with spent(seconds, "wait"):
+            time.sleep(0.01)
+        try:
+            with spent(seconds, "wait"):
+                raise ValueError("counted all the same")
+        except ValueError:
+            pass
+        assert set(seconds) == {"wait"} and seconds["wait"] >= 0.01

@@ -11,10 +11,8 @@ side, and the lock is never held while waiting for the judge (who may need it).
 from __future__ import annotations
 
 import ast
-import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from kfoundry.evaluate.compiling import compile_off_gpu, fail_fast_over_shared_m
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
 from kfoundry.evaluate.gpu_lock import process_lock
 from kfoundry.evaluate.reference_job import plain, synchronize
-from kfoundry.evaluate.timing import flush_page_cache  # imported first: a candidate cannot swap its timers
+from kfoundry.evaluate.timing import flush_page_cache, spent  # imported first: a candidate cannot swap its timers
 from kfoundry.guard.dynamic import (LaunchTracker, OpRecorder, cuda_kernel_names, global_state, library_kernels,
                                     profile_kernels, state_changes)
 from kfoundry.types import to_jsonable
@@ -86,16 +84,6 @@ def load_model_class(path: str, source: str) -> tuple[type | None, dict[str, Any
 
 class Stopped(Exception):
     """The parent ended the evaluation early (a wrong trial: the verdict is known)."""
-
-
-@contextlib.contextmanager
-def spent(seconds: Counter, name: str) -> Iterator[None]:
-    """Add the block's wall time to seconds[name]: where a worker's time goes, for the throughput benchmark."""
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        seconds[name] += time.perf_counter() - started
 
 
 class Exchange:

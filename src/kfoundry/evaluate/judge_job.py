@@ -20,7 +20,6 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -37,6 +36,7 @@ from kfoundry.evaluate.index_sources import IndexRecorder
 from kfoundry.evaluate.reference_job import (INPUT_INDEPENDENT, NEAR_ZERO_PREFIX, NONDETERMINISTIC, all_close,
                                              clone_inputs, draw_inputs, near_zero, plain, synchronize, upcast,
                                              with_outliers)
+from kfoundry.evaluate.timing import spent
 from kfoundry.types import to_jsonable
 
 HIDDEN_SETS = ("probe", "outlier")  # input sets the guard uses, never the trials
@@ -297,15 +297,6 @@ def _fill(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
-@contextlib.contextmanager
-def _part(parts: dict[str, float], name: str) -> Iterator[None]:
-    began = time.monotonic()
-    try:
-        yield
-    finally:
-        parts[name] = parts.get(name, 0.0) + time.monotonic() - began
-
-
 def _compare(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
     """A worker's outputs on one set against the expected ones: the figures, never the expected values.
     Where its serving went comes back in `serve_parts`."""
@@ -314,10 +305,10 @@ def _compare(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
     atol = ref.job["tolerance"]
     parts: dict[str, float] = {}
     reply: dict[str, Any] = {"serve_parts": parts}
-    with _part(parts, "open"):
+    with spent(parts, "open"):
         data = _open(order["outputs"], folder, ref.device)
     if order.get("inputs") is not None:
-        with _part(parts, "inputs"):
+        with spent(parts, "inputs"):
             after = _open(order["inputs"], folder, ref.device)
             changed = _inputs_changed(expected.inputs, list(after) if isinstance(after, (list, tuple)) else [after])
             if changed is not None and expected.inputs_after is not None:
@@ -325,23 +316,23 @@ def _compare(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
             reply["changed_input"] = changed
             del after
     on = ref.device if ref.device.startswith("cuda") else None
-    with _part(parts, "compare"):
+    with spent(parts, "compare"):
         comparison = compare_outputs(data, expected.reference, expected.truth, atol, atol, expected.index_sources,
                                      device=on)
     reply.update(passed=comparison.passed, message=comparison.message, failed_output=comparison.failed_output,
                  outputs=[to_jsonable(o) for o in comparison.outputs])
     if not comparison.passed and order.get("pattern") and comparison.failed_output is not None:
-        with _part(parts, "pattern"):
+        with spent(parts, "pattern"):
             reply["error_pattern"] = _pattern(data, expected, comparison.failed_output, atol, order["set"])
     if order.get("repeat") is not None:
-        with _part(parts, "repeat"):
+        with spent(parts, "repeat"):
             again = _open(order["repeat"], folder, ref.device)
             reply["repeat"] = _repeat(data, again, atol)
             del again
     then = order.get("fill")
     if then is not None:  # the worker's next inputs, filled in this order's hold: one wait for the GPU less
         del data
-        with _part(parts, "fill"):
+        with spent(parts, "fill"):
             try:
                 _fill(ref, then)
                 reply["filled"] = True

@@ -13,9 +13,11 @@ is far above their event time are flagged.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
+from collections.abc import Iterator, MutableMapping
 from typing import Any, Callable
 
 import torch
@@ -30,6 +32,18 @@ _record = torch.cuda.Event.record
 _elapsed_time = torch.cuda.Event.elapsed_time
 _synchronize = torch.cuda.synchronize
 _sleep = getattr(torch.cuda, "_sleep", None)  # a GPU spin of N clock cycles
+
+
+
+@contextlib.contextmanager
+def spent(seconds: MutableMapping[str, float], name: str) -> Iterator[None]:
+    """Add the block's wall time to seconds[name]: where a process's time goes, for the throughput benchmark."""
+    started = _perf_counter()
+    try:
+        yield
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + _perf_counter() - started
+
 
 TIMING_METHOD_VERSION = 8
 LEAD_MS = 0.2  # the GPU's spin before the start event: longer than launching a few kernels takes
