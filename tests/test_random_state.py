@@ -1,7 +1,7 @@
 import json
 import random
 
-from kfoundry.runs import random_state_from_json, random_state_to_json
+from kfoundry.random_state import random_state_from_json, random_state_to_json
 
 
 def test_random_state_survives_json():

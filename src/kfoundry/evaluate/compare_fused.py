@@ -5,9 +5,10 @@ allocates several float64 temporaries of the output's size: for a 2 GB output th
 of memory traffic and 16 GB of scratch per comparison, while six candidate workers share the GPU.
 This kernel reads the candidate's output, the reference's and the float64 truth (or its float32
 correction, kfoundry.evaluate.truth) once, converts to float64 in registers, and writes a few
-figures per block of elements; the blocks' figures are then reduced with PyTorch. The figures are the same ones, in float64: the largest absolute and relative
-errors, how many elements are outside atol + rtol |reference| and the first of them, and the error
-ratios of the candidate and the reference against the truth.
+figures per block of elements; the blocks' figures are then reduced with PyTorch. The figures are
+the same ones, in float64: the largest absolute and relative errors, how many elements are outside
+atol + rtol |reference| and the first of them, and the error ratios of the candidate and the
+reference against the truth.
 
 It is used only where every value is finite (it counts the values that are not): NaN and Inf need
 the careful treatment in `compare.compare_tensor`, which then runs as before.
@@ -85,9 +86,8 @@ def usable(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | Correction | None
     float32 correction) of that shape."""
     if c.dtype not in FLOATS or r.dtype != c.dtype or c.shape != r.shape or c.device != r.device or not c.numel():
         return False
-    held = t.correction if isinstance(t, Correction) else t
-    return held is None or (held.dtype == (torch.float32 if isinstance(t, Correction) else torch.float64)
-                            and held.shape == c.shape and held.device == c.device)
+    held, dtype = (t.correction, torch.float32) if isinstance(t, Correction) else (t, torch.float64)
+    return held is None or (held.dtype == dtype and held.shape == c.shape and held.device == c.device)
 
 
 def fused_figures(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor | Correction | None, atol: float,

@@ -1,12 +1,13 @@
 """How much memory an evaluator needs, predicted before anything runs, and how many workers fit.
 
 The problem is built on the meta device (nothing allocated, nothing computed) at the given --set
-values: that gives the bytes of one set's inputs (I), outputs (O), outputs in float64 (T, the
-truth; T' as the judge keeps it, float32 corrections of float outputs), parameters (W) and the
-live peak of one forward (A). The prediction is a sum of named terms over the processes an evaluator starts (the judge, the baseline process on a GPU, the
-candidate workers and their spares), each a fixed overhead plus a multiple of those bytes; the
-README states it. It never grows with the number of trials, except where the expected outputs of
-all S sets are kept (on the GPU, or on the CPU when they are tiny).
+values: that gives the bytes of one set's inputs (I), outputs (O), outputs in float64 (T, the truth;
+T' as the judge keeps it, float32 corrections of float outputs), parameters (W) and the live peak of
+one forward (A). The prediction is a sum of named terms over the processes an evaluator starts (the
+judge, the baseline process on a GPU, the candidate workers and their spares), each a fixed overhead
+plus a multiple of those bytes; the README states it. It never grows with the number of trials,
+except where the expected outputs of all S sets are kept (on the GPU, or on the CPU when they are
+tiny).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class ProblemSizes:
 
     def describe(self) -> str:
         return (f"inputs {self.input_bytes / GB:.2f} GB, outputs {self.output_bytes / GB:.2f} GB, "
-                f"float64 truth {self.truth_bytes / GB:.2f} GB (kept as {self.held_truth_bytes / GB:.2f} GB), parameters {self.param_bytes / GB:.2f} GB, "
+                f"float64 truth {self.truth_bytes / GB:.2f} GB (kept as {self.held_truth_bytes / GB:.2f} GB), "
+                f"parameters {self.param_bytes / GB:.2f} GB, "
                 f"one forward's peak {self.forward_bytes / GB:.2f} GB")
 
 

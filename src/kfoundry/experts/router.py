@@ -17,11 +17,7 @@ from typing import Any
 
 from kfoundry.errors import UsageError
 from kfoundry.experts.base import FIXES, RETRIES, Expert
-
-
-def _rng_to_json(state: tuple) -> list:
-    version, internal, gauss = state
-    return [version, list(internal), gauss]
+from kfoundry.random_state import random_state_from_json, random_state_to_json
 
 
 class Router:
@@ -52,7 +48,7 @@ class Router:
     def state(self) -> dict[str, Any]:
         """JSON-serializable: the counts and the random state."""
         return {"stats": {name: list(counts) for name, counts in self.stats().items()},
-                "rng": _rng_to_json(self._rng.getstate())}
+                "rng": random_state_to_json(self._rng)}
 
     def restore(self, data: dict[str, Any]) -> None:
         """From `state()`; counts of an expert this router does not hold are left out."""
@@ -60,8 +56,7 @@ class Router:
             if name in self._wins:
                 self._wins[name], self._losses[name] = wins, losses
         if data.get("rng"):
-            rng = data["rng"]
-            self._rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+            self._rng.setstate(random_state_from_json(data["rng"]))
 
     def starts(self) -> bool:
         """Whether an enabled expert writes a kernel with no parent."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from kfoundry.experts.base import RETRIES, Proposal, Step, Traits
 from kfoundry.experts.tuner import PRECISION_NAME, precision_variants, tune, tuning_record
+from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.types import DeviceFacts
 
 TUNER_TRIES = 6  # variants asked of the tuner at once: the first one not seen before is taken
@@ -51,12 +52,11 @@ class TunerExpert:
         return Proposal(None, why=step.reason)
 
     def state(self) -> list:
-        version, internal, gauss = self.rng.getstate()
-        return [version, list(internal), gauss]
+        return random_state_to_json(self.rng)
 
     def restore(self, data: list | None) -> None:
         if data:
-            self.rng.setstate((data[0], tuple(data[1]), data[2]))
+            self.rng.setstate(random_state_from_json(data))
 
 
 def state_of(experts: list[Any]) -> Any:

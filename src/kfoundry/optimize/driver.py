@@ -44,9 +44,8 @@ class Optimization:
         self.problem, self.store, self.settings = session.problem, session.store, session.settings
         self.options, self.seeds, self.llm, self.budget = session.options, session.seeds, session.llm, session.budget
         self.resumed = session.resumed
-        store = self.store
-        self.run_dir = store.run_dir
-        self.name = problem_name(Path(store.meta()["problem_path"]))
+        self.run_dir = self.store.run_dir
+        self.name = problem_name(Path(self.store.meta()["problem_path"]))
         self.quiet = quiet
         self.external_progress = progress  # a caller's line per phase (bench), beside the panel
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}, as stored
@@ -161,8 +160,7 @@ class Optimization:
         path.write_text(ind.source, encoding="utf-8")
         evaluation = self.evaluator.evaluate(path)
         self.store.finish_evaluation(eval_id, evaluation)
-        # at every verdict, the first population's too (the loop records those only once all are in)
-        self.store.save_state("elapsed", {"s": round(self.loop.elapsed_so_far(), 3)})
+        self._save_elapsed()  # at every verdict, the first population's too (the loop records those all at once)
         if evaluation.timing.baselines_pending:
             self._incomplete.append((eval_id, ind.id, evaluation))
         data = evaluation.to_dict()
@@ -179,7 +177,6 @@ class Optimization:
             if ind is not None:
                 self.individuals[ind.id] = ind
                 self._remember(ind)
-            self._save_elapsed()
         if kind == "generation":
             self.store.save_state("search", self.loop.state())
             self.store.save_state("tuner_rng", state_of(self.experts))
@@ -293,6 +290,7 @@ class Optimization:
             self._save_elapsed()
 
     def _save_elapsed(self) -> None:
+        """From the event loop or an evaluation's thread: the loop's state is only read."""
         self.store.save_state("elapsed", {"s": round(self.loop.elapsed_s(), 3)})
 
     def _complete_baselines(self) -> None:

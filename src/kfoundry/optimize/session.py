@@ -117,6 +117,14 @@ class Session:
                           concurrency=max(s.concurrency, workers + 2), seed=s.seed, **hooks)
 
 
+def _override(settings: OptimizeSettings, overrides: dict[str, Any]) -> None:
+    for key, value in overrides.items():
+        if value is not None:
+            if not hasattr(settings, key):
+                raise UsageError(f"unknown optimize setting {key!r}")
+            setattr(settings, key, value)
+
+
 def open_session(problem: str | Path | None = None, *, out: str | Path | None = None,
                  resume: str | Path | None = None, options: EvalOptions | None = None,
                  settings: OptimizeSettings | None = None, llm: list[str] | None = None, seeds: list[str | Path] = (),
@@ -128,11 +136,7 @@ def open_session(problem: str | Path | None = None, *, out: str | Path | None = 
     if resume is not None:
         store = RunStore.open(resume)
         config = RunConfig.from_dict(store.settings)
-        for key, value in overrides.items():  # a resumed run's budget may grow
-            if value is not None:
-                if not hasattr(config.search, key):
-                    raise UsageError(f"unknown optimize setting {key!r}")
-                setattr(config.search, key, value)
+        _override(config.search, overrides)  # a resumed run's budget may grow
         config.validate()
         if llm_client is None and config.search.llm:
             # a run stored before its LLM settings were kept takes today's, as it did
@@ -141,28 +145,23 @@ def open_session(problem: str | Path | None = None, *, out: str | Path | None = 
     if problem is None:
         raise UsageError("a problem file is needed (or --resume RUN_DIR)")
     problem_path = Path(problem)
-    settings = settings or OptimizeSettings()
-    for key, value in overrides.items():
-        if value is not None:
-            if not hasattr(settings, key):
-                raise UsageError(f"unknown optimize setting {key!r}")
-            setattr(settings, key, value)
+    config = RunConfig(search=settings or OptimizeSettings(), eval=options or EvalOptions())
+    _override(config.search, overrides)
     if llm is not None:  # "none" (as in --llm none): the programmatic experts alone
-        settings.llm = [spec for spec in llm if spec.strip().lower() != "none"]
-    settings.validate()
-    settings.with_default_budget()
-    options = options or EvalOptions()
-    options.validate()
+        config.search.llm = [spec for spec in llm if spec.strip().lower() != "none"]
+    config.search.with_default_budget()
+    config.validate()
     seed_paths = [Path(p) for p in seeds]
     for path in seed_paths:
         read_source(path, UsageError, "seed")  # a missing seed file stops here, before anything runs
-    if llm_client is None and settings.llm:
-        llm_client, budget, llm_settings = make_llm(settings.llm)
+    config.seeds = [str(p) for p in seed_paths]
+    if llm_client is None and config.search.llm:
+        llm_client, budget, llm_settings = make_llm(config.search.llm)
+    if config.search.llm:
+        config.llm = {k: v for k, v in (llm_settings or {}).items() if k != "llm"}
     from kfoundry.problem import read_problem
 
-    read_problem(problem_path, options.set_values)  # a bad problem stops here, before a run dir exists
-    kept = {k: v for k, v in (llm_settings or {}).items() if k != "llm"} if settings.llm else {}
-    config = RunConfig(search=settings, eval=options, llm=kept, seeds=[str(p) for p in seed_paths])
-    config.validate()
-    store = RunStore.create(out or _default_out(problem_path), problem_path, config.to_dict(), seed=settings.seed)
+    read_problem(problem_path, config.eval.set_values)  # a bad problem stops here, before a run dir exists
+    store = RunStore.create(out or _default_out(problem_path), problem_path, config.to_dict(),
+                            seed=config.search.seed)
     return Session(problem_path, store, config, seed_paths, llm_client, budget)

@@ -2,7 +2,7 @@
 
 from kfoundry.runs.errors import RunStoreError
 from kfoundry.source_identity import normalize_source, source_hash
-from kfoundry.runs.rng import random_state_from_json, random_state_to_json
+from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.runs.schema import SCHEMA_VERSION
 from kfoundry.runs.store import RunStore
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.search.archipelago import Archipelago
 from kfoundry.search.features import features
 from kfoundry.search.individual import Individual
@@ -53,15 +54,6 @@ class SearchResult:
     reason: str  # why it stopped
     state: SearchState
     individuals: dict[str, Individual] = field(default_factory=dict)
-
-
-def _rng_to_json(state: tuple) -> list:
-    version, internal, gauss = state
-    return [version, list(internal), gauss]
-
-
-def _rng_from_json(data: list) -> tuple:
-    return (data[0], tuple(data[1]), data[2])
 
 
 class SearchLoop:
@@ -340,11 +332,8 @@ class SearchLoop:
         return SearchResult(self.best(), reason, self.search, self.individuals)
 
     def elapsed_s(self) -> float:
-        """The search's time so far, this session's running span included."""
-        return self._refresh().elapsed_s
-
-    def elapsed_so_far(self) -> float:
-        """The same, without touching the search's state: safe to call from an evaluation's thread."""
+        """The search's time so far, this session's running span included; it only reads the loop's state,
+        so an evaluation's thread may ask too."""
         started = self._started
         return self.search.elapsed_s if started is None else self._elapsed_base + self.clock() - started
 
@@ -363,7 +352,7 @@ class SearchLoop:
         return {"version": SNAPSHOT_VERSION, "search": asdict(self.search), "best_id": self.best_id,
                 "recorded": list(self.individuals),  # in the order recorded
                 "eval_cost": self._eval_cost, "next_id": self._next_id, "turn": self._turn,
-                "archipelago": self.archipelago.state(), "rng": _rng_to_json(self._rng.getstate()),
+                "archipelago": self.archipelago.state(), "rng": random_state_to_json(self._rng),
                 "router": self.router.state()}
 
     def restore(self, snapshot: dict[str, Any], individuals_by_id: dict[str, Individual]) -> SearchLoop:
@@ -383,6 +372,6 @@ class SearchLoop:
         self.archipelago.restore(snapshot["archipelago"], self.individuals)
         if self.near_duplicates is not None:
             self.near_duplicates.rebuild((i.id, i.source) for i in self.individuals.values())
-        self._rng.setstate(_rng_from_json(snapshot["rng"]))
+        self._rng.setstate(random_state_from_json(snapshot["rng"]))
         self.router.restore(snapshot.get("router") or {})
         return self
