@@ -1,4 +1,9 @@
-"""The `kfoundry` console script, run for real in a subprocess: output, --json, exit codes 0/1/2."""
+"""The `kfoundry` commands: output, --json, exit codes 0/1/2.
+
+A few run the console script for real in a subprocess (the script itself, output to a pipe, the
+whole of `optimize`); the others run the same command in this process (`in_process`), where the
+evaluator's workers still are processes of their own but are forked from the servers the suite has
+already started, rather than from two new ones that import torch and Triton again for each test."""
 
 import json
 import os
@@ -21,6 +26,27 @@ def kfoundry(*args, timeout: float = 180) -> subprocess.CompletedProcess:
         args = (*args, "--device", "cpu")
     env = dict(os.environ, COLUMNS="200")  # rich wraps at 80 columns without a terminal
     return subprocess.run([str(KFOUNDRY), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def in_process(*args) -> subprocess.CompletedProcess:
+    """The same command as `kfoundry(*args)`, run in this process through typer's test runner; an
+    exception that is not an exit is raised here, so a traceback cannot hide behind an exit code."""
+    from typer.testing import CliRunner
+
+    from kfoundry import cli
+
+    if args and args[0] == "eval" and "--device" not in args:
+        args = (*args, "--device", "cpu")
+    args = [str(a) for a in args]
+    width = cli.err.width
+    cli.err.width = 200  # as COLUMNS=200 gives the subprocess: rich wraps at 80 columns without a terminal
+    try:
+        result = CliRunner().invoke(cli.app, args, env={"COLUMNS": "200"})
+    finally:
+        cli.err.width = width
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["kfoundry", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def single_json_object(stdout: str) -> dict:
@@ -46,8 +72,8 @@ def test_help_lists_eval():
 
 
 def test_eval_ok_human_output(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "2",
-                      "--seed", "3")
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "2",
+                        "--seed", "3")
     assert result.returncode == 0, result.stdout + result.stderr
     first = result.stdout.splitlines()[0]
     assert first.startswith("ok  correct on 2 trials (fp32, atol=rtol=0.0001")
@@ -67,8 +93,8 @@ def test_eval_without_a_terminal_prints_a_line_per_phase(problems_dir, candidate
 
 
 def test_eval_json_wrong_output(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "wrong_constant.py", "--trials", "2",
-                      "--seed", "5", "--json")
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "wrong_constant.py", "--trials", "2",
+                        "--seed", "5", "--json")
     assert result.returncode == 1, result.stdout + result.stderr
     data = single_json_object(result.stdout)
     assert set(data) >= {"status", "message", "correctness", "timing"}
@@ -81,7 +107,7 @@ def test_eval_json_wrong_output(problems_dir, candidates_dir):
 
 
 def test_eval_compile_error_human_output(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "syntax_error.py", "--trials", "1")
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "syntax_error.py", "--trials", "1")
     assert result.returncode == 1
     assert result.stdout.startswith("compile_error  syntax error at ")
     assert "syntax_error.py:12: expected ':'" in result.stdout
@@ -90,8 +116,8 @@ def test_eval_compile_error_human_output(problems_dir, candidates_dir):
 
 
 def test_eval_with_set_and_eval_mode(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "batchnorm.py", candidates_dir / "batchnorm_running_stats.py",
-                      "--trials", "1", "--set", "num_features=8", "--set", "batch_size=4", "--eval-mode", "--json")
+    result = in_process("eval", problems_dir / "batchnorm.py", candidates_dir / "batchnorm_running_stats.py",
+                        "--trials", "1", "--set", "num_features=8", "--set", "batch_size=4", "--eval-mode", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     data = single_json_object(result.stdout)
     assert data["status"] == "ok"
@@ -111,12 +137,12 @@ def test_eval_with_set_and_eval_mode(problems_dir, candidates_dir):
     ],
 )
 def test_bad_problem_exits_2(problems_dir, candidates_dir, name, expected):
-    result = kfoundry("eval", problems_dir / "bad" / name, candidates_dir / "affine_ok.py", "--trials", "1")
+    result = in_process("eval", problems_dir / "bad" / name, candidates_dir / "affine_ok.py", "--trials", "1")
     assert_clean_error(result, expected)
 
 
 def test_bad_problem_with_json_prints_one_error_object(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "bad" / "no_model.py", candidates_dir / "affine_ok.py", "--json")
+    result = in_process("eval", problems_dir / "bad" / "no_model.py", candidates_dir / "affine_ok.py", "--json")
     assert result.returncode == 2
     data = single_json_object(result.stdout)
     assert data["status"] == "error"
@@ -129,8 +155,8 @@ def test_missing_candidate_exits_2(problems_dir, candidates_dir):
 
 
 def test_bf16_on_cpu_exits_2(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py",
-                      "--precision", "bf16", "--device", "cpu")
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py",
+                        "--precision", "bf16", "--device", "cpu")
     assert_clean_error(result, "bf16 on CPU is refused")
     assert "fp32 or fp16" in result.stderr
 
@@ -143,13 +169,13 @@ def test_bf16_on_cpu_exits_2(problems_dir, candidates_dir):
     ],
 )
 def test_bad_set_exits_2(problems_dir, candidates_dir, item, expected):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--set", item)
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--set", item)
     assert_clean_error(result, expected)
 
 
 def test_eval_cheating_names_the_rule(problems_dir, fixtures_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", fixtures_dir / "guard" / "cheat_torch_compute.py",
-                      "--device", "cpu")
+    result = in_process("eval", problems_dir / "affine.py", fixtures_dir / "guard" / "cheat_torch_compute.py",
+                        "--device", "cpu")
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("cheating")
     assert "[torch-compute]" in result.stdout  # rule names in brackets survive the terminal markup
@@ -157,21 +183,21 @@ def test_eval_cheating_names_the_rule(problems_dir, fixtures_dir):
 
 
 def test_eval_permissive_policy_warns(problems_dir, fixtures_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", fixtures_dir / "guard" / "cheat_torch_compute.py",
-                      "--device", "cpu", "--policy", "permissive", "--trials", "1", "--json")
+    result = in_process("eval", problems_dir / "affine.py", fixtures_dir / "guard" / "cheat_torch_compute.py",
+                        "--device", "cpu", "--policy", "permissive", "--trials", "1", "--json")
     data = single_json_object(result.stdout)
     assert result.returncode == 0 and data["status"] == "ok", data["message"]
     assert {w["rule"] for w in data["guard"]["warnings"]} >= {"torch-compute", "aten-compute"}
 
 
 def test_eval_unknown_policy_exits_2(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--policy", "lax")
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--policy", "lax")
     assert_clean_error(result, "unknown policy 'lax'")
 
 
 def test_diagnose_prints_only_the_markdown_diagnosis(problems_dir, candidates_dir):
-    result = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "missing_tail.py", "--trials", "1",
-                      "--seed", "4", "--policy", "permissive")
+    result = in_process("diagnose", problems_dir / "affine.py", candidates_dir / "missing_tail.py", "--trials", "1",
+                        "--seed", "4", "--policy", "permissive")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "### Diagnosis: wrong_output (next focus: repair)"
@@ -181,20 +207,20 @@ def test_diagnose_prints_only_the_markdown_diagnosis(problems_dir, candidates_di
 
 
 def test_diagnose_json_and_max_chars(problems_dir, candidates_dir):
-    result = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1",
-                      "--json")
+    result = in_process("diagnose", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1",
+                        "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     data = single_json_object(result.stdout)
     assert data["status"] == "ok" and data["focus"] == "none" and data["bound"] is None
     assert data["findings"][0]["category"] and "direction" in data["findings"][0]
-    short = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "missing_tail.py", "--trials", "1",
-                     "--max-chars", "300")
+    short = in_process("diagnose", problems_dir / "affine.py", candidates_dir / "missing_tail.py", "--trials", "1",
+                       "--max-chars", "300")
     assert "left out for length" in short.stdout
 
 
 def test_diagnose_ncu_on_cpu_says_why_not(problems_dir, candidates_dir):
-    result = kfoundry("diagnose", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1",
-                      "--ncu", "--json")
+    result = in_process("diagnose", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1",
+                        "--ncu", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     findings = single_json_object(result.stdout)["findings"]
     ncu = [f for f in findings if f["category"] == "ncu"]
@@ -202,7 +228,7 @@ def test_diagnose_ncu_on_cpu_says_why_not(problems_dir, candidates_dir):
 
 
 def test_diagnose_bad_problem_exits_2(problems_dir, candidates_dir):
-    result = kfoundry("diagnose", problems_dir / "missing.py", candidates_dir / "affine_ok.py")
+    result = in_process("diagnose", problems_dir / "missing.py", candidates_dir / "affine_ok.py")
     assert result.returncode == 2 and "error:" in result.stderr
 
 
@@ -217,26 +243,26 @@ def _reply_cmd(tmp_path, *replies: str) -> str:
 
 def test_generate_end_to_end_with_a_cmd_provider(problems_dir, tmp_path):
     out = tmp_path / "cand.py"
-    result = kfoundry("generate", problems_dir / "affine.py", "--llm", _reply_cmd(tmp_path, "affine_correct.md"),
-                      "--device", "cpu", "--trials", "2", "-o", out, "--record", tmp_path / "rec.jsonl")
+    result = in_process("generate", problems_dir / "affine.py", "--llm", _reply_cmd(tmp_path, "affine_correct.md"),
+                        "--device", "cpu", "--trials", "2", "-o", out, "--record", tmp_path / "rec.jsonl")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("expert: initializer (no parent")
     assert "attempt 1: cmd:" in result.stdout and f"candidate written to {out}" in result.stdout
     assert "ok  correct on 2 trials" in result.stdout and "### Diagnosis: ok" in result.stdout
-    replay = kfoundry("generate", problems_dir / "affine.py", "--llm", f"replay:{tmp_path / 'rec.jsonl'}",
-                      "--device", "cpu", "--trials", "1", "-o", tmp_path / "again.py", "--json")
+    replay = in_process("generate", problems_dir / "affine.py", "--llm", f"replay:{tmp_path / 'rec.jsonl'}",
+                        "--device", "cpu", "--trials", "1", "-o", tmp_path / "again.py", "--json")
     data = single_json_object(replay.stdout)
     assert data["evaluation"]["status"] == "ok" and data["attempts"][0]["reply"]["provider"].startswith("replay:")
 
 
 def test_generate_without_an_llm_exits_2(problems_dir, tmp_path):
-    result = kfoundry("generate", problems_dir / "affine.py", "--device", "cpu")
+    result = in_process("generate", problems_dir / "affine.py", "--device", "cpu")
     assert result.returncode == 2 and "no LLM given" in result.stderr
 
 
 def test_generate_with_an_unpriced_model_and_a_dollar_budget_exits_2(problems_dir, tmp_path):
-    result = kfoundry("generate", problems_dir / "affine.py", "--llm", "openai:my-model@http://127.0.0.1:9/v1",
-                      "--budget-dollars", "1", "--device", "cpu")
+    result = in_process("generate", problems_dir / "affine.py", "--llm", "openai:my-model@http://127.0.0.1:9/v1",
+                        "--budget-dollars", "1", "--device", "cpu")
     assert result.returncode == 2 and "error:" in result.stderr and "token" in result.stderr
 
 
@@ -263,21 +289,21 @@ def test_optimize_json_gives_the_result_record_and_the_run_directory(problems_di
 
 
 def test_optimize_bad_input_exits_2_without_a_run_directory(problems_dir, tmp_path):
-    result = kfoundry("optimize", str(problems_dir / "nope.py"), "-o", str(tmp_path / "run"))
+    result = in_process("optimize", str(problems_dir / "nope.py"), "-o", str(tmp_path / "run"))
     assert_clean_error(result, "nope.py")
-    result = kfoundry("optimize", str(problems_dir / "affine.py"), "--islands", "0", "-o", str(tmp_path / "run"))
+    result = in_process("optimize", str(problems_dir / "affine.py"), "--islands", "0", "-o", str(tmp_path / "run"))
     assert_clean_error(result, "islands")
-    result = kfoundry("optimize", "--resume", str(tmp_path / "missing"))
+    result = in_process("optimize", "--resume", str(tmp_path / "missing"))
     assert_clean_error(result, "nothing to resume")
     assert not (tmp_path / "run").exists()
 
 
 def test_optimize_llm_none_is_the_programmatic_experts_alone(problems_dir, candidates_dir, tmp_path):
-    result = kfoundry("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--device", "cpu", "--trials", "1",
-                      "--max-evals", "1", "--no-library", "--seed", str(candidates_dir / "affine_ok.py"),
-                      "-o", str(tmp_path / "run"), "--json")
+    result = in_process("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--device", "cpu",
+                        "--trials", "1", "--max-evals", "1", "--no-library", "--seed", str(candidates_dir / "affine_ok.py"),
+                        "-o", str(tmp_path / "run"), "--json")
     assert result.returncode == 0, result.stderr
     assert single_json_object(result.stdout)["llm_used"] is False
-    mixed = kfoundry("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--llm", "cmd:true",
-                     "-o", str(tmp_path / "run2"))
+    mixed = in_process("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--llm", "cmd:true",
+                       "-o", str(tmp_path / "run2"))
     assert_clean_error(mixed, "--llm none")
