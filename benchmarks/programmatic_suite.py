@@ -5,8 +5,8 @@ of evaluations; then one table: eager, torch.compile and our times, both speedup
 summary the issue asks for (the correct fraction of the suite, our geomean speedup over eager against
 torch.compile's on the same problems, and over all problems).
 
-It runs `kfoundry bench SUITE --method optimize` through the Python API (kfoundry.bench.runner.run_bench with
-BenchSettings(method="optimize", llm=None)): llm=None is what `--llm none` means, no provider is built whatever
+It runs `kfoundry bench SUITE --method optimize` through the Python API (kfoundry.bench.runner.run_bench with a
+RunConfig built here, whose search has no LLM specs): that is what `--llm none` means, no provider is built whatever
 KFOUNDRY_LLM or kfoundry.toml say. The searches use their own experience library (default: a fresh one in the
 bench directory, so no best kernel of an earlier session seeds them; `--library user` takes the shared one).
 
@@ -434,23 +434,26 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     import dataclasses
 
     from kfoundry.bench.runner import run_bench
-    from kfoundry.bench.settings import BenchSettings
+    from kfoundry.bench.settings import BenchSettings, validate
     from kfoundry.bench.suite import discover
     from kfoundry.evaluate.options import EvalOptions, resolve_device
+    from kfoundry.optimize.settings import OptimizeSettings
     from kfoundry.problem import parse_set_values
+    from kfoundry.run_config import RunConfig
 
     options = EvalOptions(device=args.device, trials=args.trials, timing_trials=args.timing_trials,
                           timeout_s=args.timeout, set_values=parse_set_values(args.set), no_cache=args.no_cache)
-    settings = BenchSettings(method="optimize", options=options, llm=None, max_evals=args.max_evals,
-                             time_per_problem=args.time_per_problem, devices=args.devices)
-    settings.validate()
-    devices = settings.device_list() or [resolve_device(options.device, options.precision)]
+    config = RunConfig(search=OptimizeSettings(max_evals=args.max_evals), eval=options,
+                       bench=BenchSettings(method="optimize", time_per_problem=args.time_per_problem,
+                                           devices=args.devices))
+    validate(config)
+    devices = config.bench.device_list() or [resolve_device(options.device, options.precision)]
     on_gpu = not all(d.startswith("cpu") for d in devices)
     suite = discover(args.suite, problems=args.problems)
     for path, reason in suite.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
     say = _progress(args.verbose)
-    report = run_bench(suite, settings, args.out, resume=args.resume, progress=say,
+    report = run_bench(suite, config, args.out, resume=args.resume, progress=say,
                        optimize_fn=_optimize_fn(_library_setting(args.library, args.out)))
     interrupted = report.interrupted
     missing = {r.name for r in report.results if r.status not in UNJUDGED and r.eager_ms is None}
@@ -458,8 +461,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     if missing and fill and not interrupted:
         say(f"reference pass for eager / torch.compile times: {', '.join(sorted(missing))}")
         # no_cache=False: the baselines the searches measured (and cached) are the ones read back
-        reference = BenchSettings(method="reference", options=dataclasses.replace(options, no_cache=False),
-                                  time_per_problem=args.time_per_problem, devices=args.devices)
+        reference = dataclasses.replace(config, eval=dataclasses.replace(options, no_cache=False),
+                                        bench=dataclasses.replace(config.bench, method="reference"))
         picked = dataclasses.replace(suite, problems=[p for p in suite.problems if p.name in missing])
         interrupted = run_bench(picked, reference, args.out / BASELINES_DIR, resume=True, progress=say,
                                 write_html=False).interrupted

@@ -307,3 +307,25 @@ def test_optimize_llm_none_is_the_programmatic_experts_alone(problems_dir, candi
     mixed = in_process("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--llm", "cmd:true",
                        "-o", str(tmp_path / "run2"))
     assert_clean_error(mixed, "--llm none")
+
+
+def test_settings_from_the_environment_and_the_config_file_reach_eval_and_optimize(problems_dir, candidates_dir,
+                                                                                    tmp_path, monkeypatch):
+    config = tmp_path / "settings.toml"
+    config.write_text('trials = 3\npolicy = "permissive"\nislands = 1\nmax_evals = 1\nlibrary = "off"\n')
+    monkeypatch.setenv("KFOUNDRY_TRIALS", "2")  # over the file's 3
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--config", config,
+                        "--json")
+    data = single_json_object(result.stdout)
+    assert result.returncode == 0 and len(data["correctness"]["seeds"]) == 2, result.stderr
+    assert data["settings"]["policy"] == "permissive"
+    run = tmp_path / "run"
+    result = in_process("optimize", problems_dir / "affine.py", "--device", "cpu", "--seed",
+                        candidates_dir / "affine_ok.py", "--config", config, "-o", run, "--json")
+    assert result.returncode == 0, result.stderr
+    from kfoundry.runs import RunStore
+
+    with RunStore.open(run) as store:
+        kept = store.settings
+    assert kept["search"]["islands"] == 1 and kept["search"]["max_evals"] == 1 and kept["search"]["library"] == "off"
+    assert kept["eval"]["trials"] == 2 and kept["eval"]["policy"] == "permissive"

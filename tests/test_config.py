@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.config import OPTIONS, load_settings, mask
+from kfoundry.config import OPTIONS, default, load_run_config, load_settings, mask
 from kfoundry.errors import UsageError
 
 KEY = "sk-test-0123456789abcdef-secret"
@@ -20,7 +20,9 @@ def test_defaults_without_any_source(tmp_path):
     settings = load_settings({}, env={}, cwd=tmp_path)
     assert settings.config_path is None
     for name, option in OPTIONS.items():
-        assert settings[name] == option.default and settings.sources[name] == "default"
+        assert settings[name] == default(option) and settings.sources[name] == "default"
+    assert settings["trials"] == 5 and settings["islands"] == 4 and settings["llm_timeout"] == 600.0
+    assert settings["baselines"] == ("eager", "compile") and settings["method"] == "optimize"
 
 
 def test_precedence_cli_env_file_default(tmp_path):
@@ -81,3 +83,31 @@ def test_mask():
     assert mask(None) == "(not set)"
     assert mask("short") == "(set, masked)"
     assert KEY not in mask(KEY) and mask(KEY).startswith("sk-")
+
+
+def test_every_option_names_a_field_of_its_section():
+    from dataclasses import fields
+
+    from kfoundry.run_config import SECTIONS
+
+    for name, option in OPTIONS.items():
+        assert option.field in {f.name for f in fields(SECTIONS[option.section])}, name
+
+
+def test_a_command_s_parameters_and_the_sources_give_one_run_config(tmp_path):
+    """The file may hold any setting (search ones too), the environment reaches every section, and a
+    command's parameters count only where given: a flag left off is not given, a path is its text."""
+    write(tmp_path, 'islands = 2\nmax_evals = 9\ntrials = 3\nllm_retries = 1\nmethod = "reference"\n'
+                    'baselines = ["eager"]\n')
+    env = {"KFOUNDRY_TRIALS": "4", "KFOUNDRY_MEMORY_LIMIT": "2.5", "KFOUNDRY_RNG_SEED": "7"}
+    values = {"trials": None, "eval_mode": False, "no_cache": True, "record": tmp_path / "rec.jsonl",
+              "set_": ["n=8"], "timeout": 30.0, "out": tmp_path / "elsewhere", "islands": None}
+    run, settings = load_run_config(values, env=env, cwd=tmp_path)
+    assert run.search.islands == 2 and run.search.max_evals == 9 and run.search.seed == 7
+    assert run.eval.trials == 4 and run.eval.timeout_s == 30.0 and run.eval.eval_mode is False
+    assert run.eval.no_cache is True and run.eval.memory_limit_bytes == 2_500_000_000
+    assert run.eval.baselines == ("eager",) and run.eval.set_values == {"n": 8}
+    assert run.llm.llm_retries == 1 and run.llm.record == str(tmp_path / "rec.jsonl")
+    assert run.bench.method == "reference"
+    assert settings.sources["islands"].startswith("config file") and settings.sources["timeout"] == "command line"
+    run.validate()

@@ -125,13 +125,13 @@ def _run_evaluation(problem: Path, candidate: Path, options, as_json: bool):
         raise typer.Exit(EXIT_BAD_INPUT)
 
 
-def _options(**settings):
-    from kfoundry.evaluate import EvalOptions
-    from kfoundry.problem import parse_set_values
+def _run_config(values: dict, config: Optional[Path] = None):
+    """The command's run config and the settings it came from (kfoundry.config.load_run_config: the
+    command line over the environment over kfoundry.toml); bad input exits 2 with a message."""
+    from kfoundry.config import load_run_config
 
     try:
-        settings["set_values"] = parse_set_values(settings.pop("set_"))
-        return EvalOptions(**settings)
+        return load_run_config(values, config)
     except KFoundryError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
@@ -143,19 +143,16 @@ SANDBOX_HELP = ("The candidates' OS sandbox (Landlock, seccomp): on (a warning w
 PROBLEM_ARG = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs).")
 CANDIDATE_ARG = typer.Argument(..., help="Candidate file defining ModelNew.")
 DEVICE_OPT = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU).")
-PRECISION_OPT = typer.Option("fp32", help="fp32, fp16 or bf16 (bf16 is refused on CPU).")
-TRIALS_OPT = typer.Option(5, help="Correctness trials, each with fresh seeded inputs.")
+PRECISION_OPT = typer.Option(None, help="fp32 (default), fp16 or bf16 (bf16 is refused on CPU).")
+TRIALS_OPT = typer.Option(None, help="Correctness trials, each with fresh seeded inputs (default 5).")
 TOLERANCE_OPT = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16).")
-TIMEOUT_OPT = typer.Option(300.0, help="Seconds allowed for the candidate's whole evaluation.")
+TIMEOUT_OPT = typer.Option(None, help="Seconds allowed for the candidate's whole evaluation (default 300).")
 SEED_OPT = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported).")
 EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode).")
 SET_OPT = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
 MEMORY_LIMIT_OPT = typer.Option(None, "--memory-limit", help="GB of host memory the evaluation may plan for (default: what is free: MemAvailable or the cgroup's limit less its usage).")
+CONFIG_OPT = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present).")
 WORKERS_OPT = typer.Option(None, "--workers", help="Candidates evaluated at once (default: by CPU cores and free memory; 1 on CPU).")
-
-
-def memory_bytes(gigabytes: float | None) -> int | None:
-    return None if gigabytes is None else int(gigabytes * 1e9)
 
 
 @app.command("eval")
@@ -163,33 +160,30 @@ def eval_command(
     problem: Path = PROBLEM_ARG,
     candidate: Path = CANDIDATE_ARG,
     device: Optional[str] = DEVICE_OPT,
-    precision: str = PRECISION_OPT,
-    trials: int = TRIALS_OPT,
+    precision: Optional[str] = PRECISION_OPT,
+    trials: Optional[int] = TRIALS_OPT,
     tolerance: Optional[float] = TOLERANCE_OPT,
-    timeout: float = TIMEOUT_OPT,
+    timeout: Optional[float] = TIMEOUT_OPT,
     seed: Optional[int] = SEED_OPT,
     eval_mode: bool = EVAL_MODE_OPT,
     set_: Optional[list[str]] = SET_OPT,
-    timing_trials: int = typer.Option(100, help="Timed trials on a GPU (fewer if one run is very long)."),
-    baselines: str = typer.Option("eager,compile", help="Baselines to time: eager, compile, compile-max-autotune, compile-reduce-overhead."),
+    timing_trials: Optional[int] = typer.Option(None, help="Timed trials on a GPU (default 100; fewer if one run is very long)."),
+    baselines: Optional[str] = typer.Option(None, help="Baselines to time (default eager,compile): eager, compile, compile-max-autotune, compile-reduce-overhead."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-measure the baselines instead of using the cache."),
-    policy: str = typer.Option("strict", help="strict: all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
+    policy: Optional[str] = typer.Option(None, help="strict (default): all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
     memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
-    sandbox: str = typer.Option("on", help=SANDBOX_HELP),
+    sandbox: Optional[str] = typer.Option(None, help=SANDBOX_HELP),
+    config: Optional[Path] = CONFIG_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM: verdict, correctness, timing and the diagnosis.
 
     Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
     """
-    options = _options(
-        device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout, seed=seed,
-        eval_mode=eval_mode, set_=set_, timing_trials=timing_trials,
-        baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()), no_cache=no_cache,
-        wrapper=wrapper.split() if wrapper else None, policy=policy, memory_limit_bytes=memory_bytes(memory_limit),
-        sandbox=sandbox,
-    )
+    run, _ = _run_config(locals(), config)
+    options = run.eval
+    options.wrapper = wrapper.split() if wrapper else None
     evaluation = _run_evaluation(problem, candidate, options, as_json)
     if as_json:
         print(json.dumps(evaluation.to_dict()))
@@ -205,18 +199,19 @@ def diagnose_command(
     problem: Path = PROBLEM_ARG,
     candidate: Path = CANDIDATE_ARG,
     device: Optional[str] = DEVICE_OPT,
-    precision: str = PRECISION_OPT,
-    trials: int = TRIALS_OPT,
+    precision: Optional[str] = PRECISION_OPT,
+    trials: Optional[int] = TRIALS_OPT,
     tolerance: Optional[float] = TOLERANCE_OPT,
-    timeout: float = TIMEOUT_OPT,
+    timeout: Optional[float] = TIMEOUT_OPT,
     seed: Optional[int] = SEED_OPT,
     eval_mode: bool = EVAL_MODE_OPT,
     set_: Optional[list[str]] = SET_OPT,
-    policy: str = typer.Option("strict", help="strict or permissive (see kfoundry eval --help)."),
+    policy: Optional[str] = typer.Option(None, help="strict (default) or permissive (see kfoundry eval --help)."),
     ncu: bool = typer.Option(False, "--ncu", help="GPU: also profile a working candidate with Nsight Compute (occupancy, DRAM/SM throughput, tensor pipes)."),
     sanitize: bool = typer.Option(False, "--sanitize", help="GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck."),
     max_chars: int = typer.Option(2500, help="Length bound of the markdown rendering."),
-    sandbox: str = typer.Option("on", help=SANDBOX_HELP),
+    sandbox: Optional[str] = typer.Option(None, help=SANDBOX_HELP),
+    config: Optional[Path] = CONFIG_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the diagnosis as one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM and print only its diagnosis: structured findings (what
@@ -226,9 +221,9 @@ def diagnose_command(
     """
     from kfoundry.diagnose import render_markdown
 
-    options = _options(device=device, precision=precision, trials=trials, tolerance=tolerance, timeout_s=timeout,
-                       seed=seed, eval_mode=eval_mode, set_=set_, policy=policy, ncu=ncu, sanitize=sanitize,
-                       sandbox=sandbox)
+    run, _ = _run_config(locals(), config)
+    options = run.eval
+    options.ncu, options.sanitize = ncu, sanitize
     evaluation = _run_evaluation(problem, candidate, options, as_json)
     if as_json:
         print(json.dumps(evaluation.diagnosis.to_dict()))
@@ -249,7 +244,7 @@ def generate_command(
     attempts: int = typer.Option(1, help="LLM calls allowed when a reply is unusable (its reason goes into the next prompt)."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
     reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry[embeddings]."),
-    config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
+    config: Optional[Path] = CONFIG_OPT,
     device: Optional[str] = DEVICE_OPT,
     precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
     tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default: by precision)."),
@@ -269,30 +264,23 @@ def generate_command(
 
     Exit code: 0 when the candidate is ok, 1 when it is not (or no usable reply came), 2 for bad usage.
     """
-    from kfoundry.config import load_settings
     from kfoundry.generate import generate, make_llm
 
+    run, settings = _run_config(locals(), config)
+    options, backend = run.eval, run.search.backend
     try:
-        settings = load_settings({
-            "llm": llm, "llm_weights": llm_weights, "llm_timeout": llm_timeout, "budget_dollars": budget_dollars,
-            "budget_tokens": budget_tokens, "record": str(record) if record else None, "backend": backend,
-            "device": device, "precision": precision, "tolerance": tolerance, "policy": policy, "trials": trials,
-            "timeout": timeout}, config)
-        llm_client, budget = make_llm(settings)
+        llm_client, budget = make_llm(run.search.llm, run.llm, settings.api_keys)
     except KFoundryError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
-    options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],
-                       tolerance=settings["tolerance"], timeout_s=settings["timeout"], seed=seed, set_=set_,
-                       policy=settings["policy"])
     try:
         if as_json:
             result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
-                              backend=settings["backend"], out=out, attempts=attempts, budget=budget)
+                              backend=backend, out=out, attempts=attempts, budget=budget)
         else:
             with err.status("generating") as status:
                 result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
-                                  backend=settings["backend"], out=out, attempts=attempts, budget=budget,
+                                  backend=backend, out=out, attempts=attempts, budget=budget,
                                   progress=lambda m: status.update(m))
     except KFoundryError as exc:
         if as_json:
@@ -353,7 +341,7 @@ def optimize_command(
     no_library: bool = typer.Option(False, "--no-library", help="Neither read nor write the experience library."),
     rng_seed: Optional[int] = typer.Option(None, help="The search's random seed (default 0)."),
     backend: Optional[str] = typer.Option(None, help="What the LLM experts write: triton (default) or cuda."),
-    config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
+    config: Optional[Path] = CONFIG_OPT,
     device: Optional[str] = DEVICE_OPT,
     precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
     tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default: by precision)."),
@@ -374,44 +362,29 @@ def optimize_command(
 
     Exit code: 0 when a verified candidate was found, 1 when none was, 2 for bad usage.
     """
-    from kfoundry.config import load_settings
-    from kfoundry.optimize import OptimizeSettings, optimize
+    from kfoundry.config import load_run_config
+    from kfoundry.generate import make_llm
+    from kfoundry.optimize import optimize
 
-    overrides = {"max_evals": max_evals, "max_cost": max_cost, "max_time_s": max_time,
-                 "target_speedup": target_speedup, "target_roofline": target_roofline, "stagnation": stagnation,
-                 "max_generations": max_generations}
+    if no_library:
+        library = Path("off")
     try:
-        settings = load_settings({"llm": llm, "backend": backend, "device": device, "precision": precision,
-                                  "tolerance": tolerance, "policy": policy, "trials": trials, "timeout": timeout,
-                                  "record": str(record) if record else None, "sandbox": sandbox}, config)
-        llm_client = budget = llm_settings = None
-        specs = [spec for spec in (settings["llm"] or []) if spec.strip().lower() != "none"]  # --llm none: no LLM
-        if specs and len(specs) != len(settings["llm"]):
+        run, settings = load_run_config(locals(), config)
+        specs = [spec for spec in run.search.llm if spec.strip().lower() != "none"]  # --llm none: no LLM
+        if specs and len(specs) != len(run.search.llm):
             raise UsageError("--llm none means no LLM: it cannot go with other --llm specs")
-        if specs and resume is None:
-            from kfoundry.config import llm_options
-            from kfoundry.generate import make_llm
-
-            llm_client, budget = make_llm(settings)
-            llm_settings = llm_options(settings)  # kept with the run: --resume builds the same LLM
-        if resume is not None:
-            result = optimize(resume=resume, quiet=quiet or as_json, **overrides)
+        if resume is not None:  # the run's own config; what the command line gives of the budget may grow it
+            budget_given = {"max_evals": max_evals, "max_cost": max_cost, "max_time_s": max_time,
+                            "target_speedup": target_speedup, "target_roofline": target_roofline,
+                            "stagnation": stagnation, "max_generations": max_generations}
+            result = optimize(resume=resume, quiet=quiet or as_json, **budget_given)
         else:
-            search = OptimizeSettings(llm=specs, backend=settings["backend"] or "triton",
-                                      library="off" if no_library else (str(library) if library else None))
-            for key, value in (("islands", islands), ("migrate_every", migrate_every), ("concurrency", concurrency),
-                               ("seed", rng_seed), ("topology", topology), ("selection", selection),
-                               ("devices", devices), ("cluster", cluster), ("reject_similar", reject_similar)):
-                if value is not None:
-                    setattr(search, key, value)
-            options = _options(device=settings["device"], precision=settings["precision"], trials=settings["trials"],
-                               tolerance=settings["tolerance"], timeout_s=settings["timeout"], set_=set_,
-                               policy=settings["policy"], eval_mode=eval_mode,
-                               memory_limit_bytes=memory_bytes(memory_limit), workers=workers,
-                               sandbox=settings["sandbox"])
-            result = optimize(problem, out=out, options=options, settings=search, seeds=seed_files or [],
-                              quiet=quiet or as_json, llm_client=llm_client, budget=budget,
-                              llm_settings=llm_settings, **overrides)
+            run.search.llm, run.seeds = specs, [str(p) for p in seed_files or []]
+            llm_client = budget = None
+            if specs:
+                llm_client, budget = make_llm(specs, run.llm, settings.api_keys)
+            result = optimize(problem, out=out, config=run, quiet=quiet or as_json, llm_client=llm_client,
+                              budget=budget)
     except KFoundryError as exc:
         if as_json:
             print(json.dumps({"status": "error", "message": str(exc)}))
@@ -477,7 +450,7 @@ app.add_typer(config_app, name="config")
 
 @config_app.command("show")
 def config_show(
-    config: Optional[Path] = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
+    config: Optional[Path] = CONFIG_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
 ) -> None:
     """Print every setting, its value and where it came from (API keys masked)."""

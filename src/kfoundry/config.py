@@ -2,6 +2,11 @@
 (KFOUNDRY_<OPTION>), a TOML config file (kfoundry.toml in the working directory, or --config PATH),
 then the defaults. Each setting remembers where it came from, for `kfoundry config show`.
 
+Every setting is a field of one section of a run's config (kfoundry.run_config.RunConfig: search,
+eval, llm, bench), and its default is that field's: `Option` says which field it sets, and
+`RunConfig.from_settings` builds the whole config from the settings in force, so the command line,
+the environment and the file reach every command the same way.
+
 API keys come only from the environment (the providers' own variables) or the config file's
 [keys] table; they are masked wherever settings are shown.
 """
@@ -10,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -50,43 +55,93 @@ def _optional(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None or value == "" else convert(value)
 
 
+def _gigabytes(value: Any) -> int:
+    return int(float(value) * 1e9)
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(_list(value))
+
+
 @dataclass(frozen=True)
 class Option:
+    section: str  # of kfoundry.run_config.RunConfig: search, eval, llm or bench
+    field: str  # the field of that section it sets; its default is the field's
     convert: Callable[[Any], Any]
-    default: Any
     help: str
 
 
 OPTIONS: dict[str, Option] = {
-    "llm": Option(_list, [], "LLM provider specs (openai:MODEL[@URL], anthropic:MODEL, cmd:COMMAND, replay:FILE)"),
-    "llm_weights": Option(_floats, [], "weights of the --llm providers in an ensemble"),
-    "llm_timeout": Option(float, 600.0, "seconds per LLM call (local models are slow)"),
-    "llm_retries": Option(int, 4, "retries on rate limits, 5xx, connection errors and timeouts"),
-    "llm_concurrency": Option(int, 4, "LLM calls in flight at once, per provider"),
-    "budget_dollars": Option(_optional(float), None, "stop when the LLM calls have cost this much (USD)"),
-    "budget_tokens": Option(_optional(int), None, "stop when the LLM calls have used this many tokens"),
-    "pricing": Option(_optional(str), None, "a TOML file of model prices that extends the shipped table"),
-    "record": Option(_optional(str), None, "append every LLM exchange to this JSONL file (replay:FILE reads it)"),
-    "backend": Option(str, "triton", "what the experts write: triton or cuda"),
-    "device": Option(_optional(str), None, "cpu, cuda or cuda:N (default: CUDA when available)"),
-    "precision": Option(str, "fp32", "fp32, fp16 or bf16"),
-    "tolerance": Option(_optional(float), None, "atol = rtol (default: by precision)"),
-    "policy": Option(str, "strict", "anti-cheating policy: strict or permissive"),
-    "sandbox": Option(str, "on", "the candidates' OS sandbox: on (warn where the kernel lacks a part), strict "
-                                 "(refuse to run without all of it) or off"),
-    "trials": Option(int, 5, "correctness trials per evaluation"),
-    "timeout": Option(float, 300.0, "seconds per candidate evaluation"),
-    "library": Option(_optional(str), None, "the experience library's path"),
+    # the LLM (its specs are kept with the search settings, as a run stores them)
+    "llm": Option("search", "llm", _list, "LLM provider specs (openai:MODEL[@URL], anthropic:MODEL, cmd:COMMAND, "
+                                          "replay:FILE)"),
+    "llm_weights": Option("llm", "llm_weights", _floats, "weights of the --llm providers in an ensemble"),
+    "llm_timeout": Option("llm", "llm_timeout", float, "seconds per LLM call (local models are slow)"),
+    "llm_retries": Option("llm", "llm_retries", int, "retries on rate limits, 5xx, connection errors and timeouts"),
+    "llm_concurrency": Option("llm", "llm_concurrency", int, "LLM calls in flight at once, per provider"),
+    "budget_dollars": Option("llm", "budget_dollars", _optional(float), "stop when the LLM calls have cost this much "
+                                                                        "(USD)"),
+    "budget_tokens": Option("llm", "budget_tokens", _optional(int), "stop when the LLM calls have used this many "
+                                                                    "tokens"),
+    "pricing": Option("llm", "pricing", _optional(str), "a TOML file of model prices that extends the shipped table"),
+    "record": Option("llm", "record", _optional(str), "append every LLM exchange to this JSONL file (replay:FILE "
+                                                      "reads it)"),
+    # the search
+    "backend": Option("search", "backend", str, "what the experts write: triton or cuda"),
+    "library": Option("search", "library", _optional(str), "the experience library's path (off: none)"),
+    "islands": Option("search", "islands", int, "islands, each with its own population"),
+    "migrate_every": Option("search", "migrate_every", int, "generations between migrations"),
+    "topology": Option("search", "topology", str, "where migrants go: ring or all-to-all"),
+    "selection": Option("search", "selection", str, "parent selection: tournament or proportional"),
+    "concurrency": Option("search", "concurrency", int, "expert proposals (LLM calls) at once"),
+    "max_evals": Option("search", "max_evals", _optional(int), "stop after this many evaluations (32 when no budget "
+                                                               "is given)"),
+    "max_cost": Option("search", "max_cost", _optional(float), "stop once LLM calls cost this many dollars"),
+    "max_time": Option("search", "max_time_s", _optional(float), "stop after this many seconds"),
+    "max_generations": Option("search", "max_generations", _optional(int), "stop after this many generations"),
+    "target_speedup": Option("search", "target_speedup", _optional(float), "stop at this speedup vs eager"),
+    "target_roofline": Option("search", "target_roofline", _optional(float), "stop at this fraction of the roofline"),
+    "stagnation": Option("search", "stagnation", _optional(int), "stop after this many generations without a better "
+                                                                 "candidate"),
+    "reject_similar": Option("search", "reject_similar", _optional(float), "drop proposals this similar (cosine) to a "
+                                                                           "candidate already seen"),
+    "devices": Option("search", "devices", _optional(str), "evaluation workers, one per device (cuda:0,cuda:1, all, "
+                                                           "cpu:N)"),
+    "cluster": Option("search", "cluster", _optional(str), "ray or ray://HOST:PORT: evaluation workers are Ray "
+                                                           "actors"),
+    "rng_seed": Option("search", "seed", int, "the search's random seed"),
+    # the evaluation
+    "device": Option("eval", "device", _optional(str), "cpu, cuda or cuda:N (default: CUDA when available)"),
+    "precision": Option("eval", "precision", str, "fp32, fp16 or bf16"),
+    "tolerance": Option("eval", "tolerance", _optional(float), "atol = rtol (default: by precision)"),
+    "policy": Option("eval", "policy", str, "anti-cheating policy: strict or permissive"),
+    "sandbox": Option("eval", "sandbox", str, "the candidates' OS sandbox: on (warn where the kernel lacks a part), "
+                                              "strict (refuse to run without all of it) or off"),
+    "trials": Option("eval", "trials", int, "correctness trials per evaluation"),
+    "timeout": Option("eval", "timeout_s", float, "seconds per candidate evaluation"),
+    "seed": Option("eval", "seed", _optional(int), "fix the trial seeds (default: drawn unpredictably, reported)"),
+    "eval_mode": Option("eval", "eval_mode", _bool, "run both models in .eval() (default: training mode)"),
+    "timing_trials": Option("eval", "timing_trials", int, "timed trials on a GPU"),
+    "baselines": Option("eval", "baselines", _names, "baselines to time: eager, compile, compile-max-autotune, "
+                                                     "compile-reduce-overhead"),
+    "no_cache": Option("eval", "no_cache", _bool, "re-measure the baselines instead of using the cache"),
+    "memory_limit": Option("eval", "memory_limit_bytes", _optional(_gigabytes), "GB of host memory an evaluation "
+                                                                                "may plan for (default: what is free)"),
+    "workers": Option("eval", "workers", _optional(int), "candidates evaluated at once (default: by CPU cores and "
+                                                         "free memory)"),
+    # a bench
+    "method": Option("bench", "method", str, "bench: optimize, solutions or reference"),
+    "time_per_problem": Option("bench", "time_per_problem", _optional(float), "bench: seconds per problem"),
+    "bench_devices": Option("bench", "devices", _optional(str), "bench: several problems at once, one per device"),
 }
 
 
-LLM_OPTIONS = ("llm", "llm_weights", "llm_timeout", "llm_retries", "llm_concurrency", "budget_dollars",
-               "budget_tokens", "pricing", "record")  # what builds the LLM of a run (no key among them)
+def default(option: Option) -> Any:
+    """The option's default: its field's, in its section of the run config."""
+    from kfoundry.run_config import SECTIONS
 
-
-def llm_options(settings: Settings) -> dict[str, Any]:
-    """The LLM settings in force, as a run keeps them to build the same LLM on --resume."""
-    return {name: settings[name] for name in LLM_OPTIONS}
+    found = {f.name: f for f in fields(SECTIONS[option.section])}[option.field]
+    return found.default_factory() if found.default_factory is not MISSING else found.default
 
 
 def mask(key: str | None) -> str:
@@ -118,7 +173,7 @@ class Settings:
 def _show(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value) if value else "-"
     return str(value)
 
@@ -175,7 +230,7 @@ def load_settings(cli: Mapping[str, Any] | None = None, config: Path | None = No
             values[name] = _convert(name, data[name], f"config file {path}")
             sources[name] = f"config file {path}"
         else:
-            values[name], sources[name] = option.default, "default"
+            values[name], sources[name] = default(option), "default"
     keys, key_sources = {}, {}
     for provider, variable in KEY_VARIABLES.items():
         if env.get(variable):
@@ -184,3 +239,19 @@ def load_settings(cli: Mapping[str, Any] | None = None, config: Path | None = No
             keys[provider], key_sources[provider] = str(data["keys"][provider]), f"config file {path} [keys]"
             register_secret(keys[provider])  # scrubbed from whatever a candidate prints
     return Settings(values, sources, keys, key_sources, path)
+
+
+def load_run_config(values: Mapping[str, Any], config: Path | None = None, env: Mapping[str, str] | None = None,
+                    cwd: Path | None = None) -> tuple[Any, Settings]:
+    """The run config (kfoundry.run_config.RunConfig) and the settings it was built from, for a command
+    whose parameters are `values`: those named like a setting are the command line's (a flag left off,
+    False, is not given; a path is its text), and `set_`, if any, holds the --set items."""
+    from kfoundry.problem import parse_set_values
+    from kfoundry.run_config import RunConfig
+
+    given = {name: str(value) if isinstance(value, Path) else value for name, value in values.items()
+             if name in OPTIONS and value is not None and value is not False}
+    settings = load_settings(given, config, env, cwd)
+    run = RunConfig.from_settings(settings)
+    run.eval.set_values = parse_set_values(values.get("set_"))
+    return run, settings

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
+from kfoundry.llm.settings import LLMSettings
 from kfoundry.problem import read_source
 from kfoundry.types import Evaluation, to_jsonable
 
@@ -48,26 +49,25 @@ class GenerateResult:
         return to_jsonable(self)
 
 
-def make_llm(settings) -> Any:
-    """The provider (or ensemble, or recording wrapper) the settings describe."""
+def make_llm(specs: list[str], settings: LLMSettings, api_keys: dict[str, str]) -> tuple[Any, Any]:
+    """The provider (or ensemble, or recording wrapper) of `specs`, built with `settings`, and its budget."""
     from kfoundry.llm import Budget, Ensemble, Pricing, make_provider, record_provider
 
-    specs = settings["llm"]
     if not specs:
         raise UsageError("no LLM given: use --llm SPEC (openai:MODEL, openai:MODEL@URL, anthropic:MODEL, "
                          "cmd:COMMAND, replay:FILE.jsonl), KFOUNDRY_LLM or llm = [...] in kfoundry.toml")
-    pricing = Pricing.load(Path(settings["pricing"]) if settings["pricing"] else None)
-    providers = [make_provider(spec, timeout_s=settings["llm_timeout"], max_retries=settings["llm_retries"],
-                               concurrency=settings["llm_concurrency"], pricing=pricing, api_keys=settings.api_keys)
+    pricing = Pricing.load(Path(settings.pricing) if settings.pricing else None)
+    providers = [make_provider(spec, timeout_s=settings.llm_timeout, max_retries=settings.llm_retries,
+                               concurrency=settings.llm_concurrency, pricing=pricing, api_keys=api_keys)
                  for spec in specs]
-    budget = Budget(settings["budget_dollars"], settings["budget_tokens"])
+    budget = Budget(settings.budget_dollars, settings.budget_tokens)
     budget.check_start(providers, pricing)
-    weights = settings["llm_weights"] or None
+    weights = settings.llm_weights or None
     if weights is not None and len(weights) != len(providers):
         raise UsageError(f"--llm-weights has {len(weights)} weight(s) for {len(providers)} provider(s)")
     llm = providers[0] if len(providers) == 1 else Ensemble(providers, weights)
-    if settings["record"]:
-        llm = record_provider(llm, Path(settings["record"]))
+    if settings.record:
+        llm = record_provider(llm, Path(settings.record))
     return llm, budget
 
 

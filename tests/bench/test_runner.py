@@ -9,11 +9,13 @@ import pytest
 from rich.console import Console
 
 from kfoundry.bench.runner import run_bench
-from kfoundry.bench.settings import BenchSettings
+from kfoundry.bench.settings import BenchSettings, validate
 from kfoundry.bench.suite import discover
 from kfoundry.bench.table import print_report
 from kfoundry.errors import UsageError
 from kfoundry.evaluate.options import EvalOptions
+from kfoundry.optimize.settings import OptimizeSettings
+from kfoundry.run_config import RunConfig
 from kfoundry.runs import RunStore
 from tests.bench.helpers import TINY, write_suite
 
@@ -71,9 +73,10 @@ class FakeOptimize:
         return json.loads(paths["result"].read_text())
 
 
-def settings(**kw):
-    options = kw.pop("options", None) or EvalOptions(device="cpu")
-    return BenchSettings(method="optimize", options=options, llm=["replay:x.jsonl"], max_evals=3, **kw)
+def settings(options=None, max_cost=None, **bench):
+    """A bench's run config: the optimize method with an LLM spec and 3 evaluations per problem."""
+    return RunConfig(search=OptimizeSettings(llm=["replay:x.jsonl"], max_evals=3, max_cost=max_cost),
+                     eval=options or EvalOptions(device="cpu"), bench=BenchSettings(method="optimize", **bench))
 
 
 @pytest.fixture
@@ -225,7 +228,7 @@ def test_with_devices_problems_run_at_once_each_on_its_own_device(tmp_path, suit
     assert {call["options"].device for call in fake.calls} == {"cpu"}
     assert json.loads((tmp_path / "out" / "bench.json").read_text())["problems"]
     with pytest.raises(UsageError, match="exclude each other"):
-        settings(options=EvalOptions(device="cpu"), devices="cpu:2").validate()
+        validate(settings(options=EvalOptions(device="cpu"), devices="cpu:2"))
 
 
 def test_an_interrupt_with_devices_stops_the_running_searches_and_keeps_the_rest_for_resume(tmp_path, suite):
@@ -272,9 +275,8 @@ def test_a_too_large_problem_is_reported_and_the_bench_goes_on(tmp_path):
     directory = write_suite(tmp_path / "suite", ["1_a.py", "3_c.py"])
     (directory / "2_huge.py").write_text(TINY.replace("n = 8", "n = 40_000_000_000"))
     lines = []
-    report = run_bench(discover(directory), BenchSettings(method="reference", options=EvalOptions(device="cpu",
-                                                                                                 trials=1)),
-                       tmp_path / "out", progress=lines.append, write_html=False)
+    config = RunConfig(eval=EvalOptions(device="cpu", trials=1), bench=BenchSettings(method="reference"))
+    report = run_bench(discover(directory), config, tmp_path / "out", progress=lines.append, write_html=False)
     statuses = {r.name: r.status for r in report.results}
     assert statuses == {"1_a": "ok", "2_huge": "too_large", "3_c": "ok"}
     huge = next(r for r in report.results if r.name == "2_huge")

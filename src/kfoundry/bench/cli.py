@@ -18,7 +18,7 @@ SUITE_ARG = typer.Argument(..., help="Directory of problems in KernelBench form 
                            "with --level, or examples/ with one folder per problem).")
 SOLUTIONS_ARG = typer.Argument(None, metavar="[DIR]",
                                help="With --method solutions: the directory of candidate files, named like the problems.")
-METHOD_OPT = typer.Option("optimize", help="optimize (a search per problem), solutions DIR (judge ready-made "
+METHOD_OPT = typer.Option(None, help="optimize (the default: a search per problem), solutions DIR (judge ready-made "
                           "candidates), or reference (the reference against itself: a check of the harness).")
 LEVEL_OPT = typer.Option(None, help="KernelBench level: take the problems of SUITE/levelN/.")
 PROBLEMS_OPT = typer.Option(None, help="Pick problems by the leading number of the file name, e.g. 1-20,35.")
@@ -29,18 +29,18 @@ RESUME_OPT = typer.Option(False, "--resume", help="Continue the bench in --out: 
 TIME_PER_PROBLEM_OPT = typer.Option(None, help="Seconds per problem: the search's time budget (optimize), the "
                                     "evaluation's timeout (other methods).")
 DEVICE_OPT = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU).")
-PRECISION_OPT = typer.Option("fp32", help="fp32, fp16 or bf16.")
-TRIALS_OPT = typer.Option(5, help="Correctness trials per evaluation.")
+PRECISION_OPT = typer.Option(None, help="fp32 (default), fp16 or bf16.")
+TRIALS_OPT = typer.Option(None, help="Correctness trials per evaluation (default 5).")
 TOLERANCE_OPT = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-2 for fp16/bf16).")
-TIMEOUT_OPT = typer.Option(300.0, help="Seconds allowed for one candidate's evaluation.")
+TIMEOUT_OPT = typer.Option(None, help="Seconds allowed for one candidate's evaluation (default 300).")
 SEED_OPT = typer.Option(None, help="Fix the trial seeds.")
 EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run the models in .eval().")
 SET_OPT = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant in every problem that has "
                        "it (repeatable).")
-TIMING_TRIALS_OPT = typer.Option(100, help="Timed trials on a GPU.")
-BASELINES_OPT = typer.Option("eager,compile", help="Baselines to time.")
+TIMING_TRIALS_OPT = typer.Option(None, help="Timed trials on a GPU (default 100).")
+BASELINES_OPT = typer.Option(None, help="Baselines to time (default eager,compile).")
 NO_CACHE_OPT = typer.Option(False, "--no-cache", help="Re-measure the baselines.")
-POLICY_OPT = typer.Option("strict", help="Guard policy for candidates: strict or permissive.")
+POLICY_OPT = typer.Option(None, help="Guard policy for candidates: strict (default) or permissive.")
 LLM_OPT = typer.Option(None, "--llm", help="optimize: provider spec (repeatable).")
 MAX_EVALS_OPT = typer.Option(None, help="optimize: evaluations per problem.")
 MAX_COST_OPT = typer.Option(None, help="optimize: USD per problem.")
@@ -50,33 +50,34 @@ TARGET_SPEEDUP_OPT = typer.Option(None, help="optimize: stop a problem at this s
 def bench_command(
     suite: Path = SUITE_ARG,
     solutions: Path | None = SOLUTIONS_ARG,
-    method: str = METHOD_OPT,
+    method: str | None = METHOD_OPT,
     level: int | None = LEVEL_OPT,
     problems: str | None = PROBLEMS_OPT,
     out: Path | None = OUT_OPT,
     resume: bool = RESUME_OPT,
     time_per_problem: float | None = TIME_PER_PROBLEM_OPT,
     device: str | None = DEVICE_OPT,
-    precision: str = PRECISION_OPT,
-    trials: int = TRIALS_OPT,
+    precision: str | None = PRECISION_OPT,
+    trials: int | None = TRIALS_OPT,
     tolerance: float | None = TOLERANCE_OPT,
-    timeout: float = TIMEOUT_OPT,
+    timeout: float | None = TIMEOUT_OPT,
     seed: int | None = SEED_OPT,
     eval_mode: bool = EVAL_MODE_OPT,
     set_: list[str] | None = SET_OPT,
-    timing_trials: int = TIMING_TRIALS_OPT,
-    baselines: str = BASELINES_OPT,
+    timing_trials: int | None = TIMING_TRIALS_OPT,
+    baselines: str | None = BASELINES_OPT,
     no_cache: bool = NO_CACHE_OPT,
-    policy: str = POLICY_OPT,
+    policy: str | None = POLICY_OPT,
     llm: list[str] | None = LLM_OPT,
     max_evals: int | None = MAX_EVALS_OPT,
     max_cost: float | None = MAX_COST_OPT,
     target_speedup: float | None = TARGET_SPEEDUP_OPT,
-    devices: str | None = typer.Option(None, help="Run several problems at once, one per device: cuda:0,cuda:1 or all "
+    bench_devices: str | None = typer.Option(None, "--devices", help="Run several problems at once, one per device: cuda:0,cuda:1 or all "
                                                   "(cpu:N on CPU)."),
     memory_limit: float | None = typer.Option(None, "--memory-limit", help="GB of host memory each problem's "
                                               "evaluation may plan for (default: what is free)."),
     workers: int | None = typer.Option(None, "--workers", help="Candidates evaluated at once per device."),
+    config: Path | None = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
 ) -> None:
     """Score a method on a suite: correctness rate, fast_p (p = 0, 1, 1.2, 1.5, 2) and geometric-mean
     speedups vs eager and vs torch.compile. Writes bench.json (after every problem), bench.csv,
@@ -88,40 +89,33 @@ def bench_command(
 
     Interrupted (exit code 130), it keeps what finished: run it again with --resume.
     """
+    values = dict(locals())  # the parameters: those named like a setting are the command line's
     from kfoundry.bench.runner import run_bench
-    from kfoundry.bench.settings import BenchSettings
+    from kfoundry.bench.settings import validate
     from kfoundry.bench.suite import discover
     from kfoundry.bench.table import print_report
-    from kfoundry.evaluate.options import EvalOptions
-    from kfoundry.problem import parse_set_values
+    from kfoundry.config import load_run_config
 
     err = Console(stderr=True)
     console = Console()
     try:
-        options = EvalOptions(device=device, precision=precision, trials=trials, tolerance=tolerance,
-                              timeout_s=timeout, seed=seed, eval_mode=eval_mode, set_values=parse_set_values(set_),
-                              timing_trials=timing_trials,
-                              baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
-                              no_cache=no_cache, policy=policy,
-                              memory_limit_bytes=None if memory_limit is None else int(memory_limit * 1e9),
-                              workers=workers)
-        settings = BenchSettings(method=method, options=options, solutions=solutions, llm=llm, max_evals=max_evals,
-                                 max_cost=max_cost, target_speedup=target_speedup,
-                                 time_per_problem=time_per_problem, devices=devices)
-        settings.validate()
+        run, _ = load_run_config(values, config)
+        run.bench.solutions = solutions
+        validate(run)  # before the suite is read: bad usage is said first
+        method = run.bench.method
         found = discover(suite, level=level, problems=problems)
         for path, reason in found.skipped:
             err.print(f"[yellow]skipped[/] {escape(path)}: {escape(reason)}", highlight=False)
         target = out or Path(f"bench-{suite.resolve().name}-{method}")
         if err.is_terminal:
             with err.status("bench") as status:
-                report = run_bench(found, settings, target, resume=resume,
+                report = run_bench(found, run, target, resume=resume,
                                    progress=lambda message: _progress(err, status, message))
         else:  # a log: a line for every step too, and a heartbeat while one step runs long
             from kfoundry.phase_log import PhaseLog
 
             with PhaseLog(stream=err.file) as log:
-                report = run_bench(found, settings, target, resume=resume,
+                report = run_bench(found, run, target, resume=resume,
                                    progress=lambda message: log.phase(message.strip()) if message.startswith("  ")
                                    else log.note(message))
     except KFoundryError as exc:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from kfoundry.bench.figures import metric_rows, ms_text, speedup_text
 from kfoundry.bench.outputs import BENCH_HTML, write_atomic
 from kfoundry.bench.results import timed
+from kfoundry.bench.settings import describe
 from kfoundry.runs.report_html import render_page
 from kfoundry.runs.report_plots import bench_speedups
 
@@ -32,13 +33,13 @@ def render_bench(report: BenchReport) -> str:
             "reused": result.name in report.reused,
         })
     metrics = report.metrics()
-    method = report.settings.method
+    method = report.config.bench.method
     return render_page(
         "bench.html.j2", title=f"Kernel Foundry bench: {report.suite.root.name} ({method})",
         labels=report.labels(), suite=str(report.suite.directory), method=method, rows=rows,
         metric_rows=metric_rows(metrics), pending=report.pending, skipped=report.suite.skipped,
         complete=report.complete, timed=timed(report.results), plot=bench_speedups([r.to_dict() for r in report.results]),
-        settings=json.dumps(report.settings.describe(), indent=2, default=str))
+        settings=json.dumps(describe(report.config), indent=2, default=str))
 
 
 def write_bench_html(report: BenchReport) -> Path:

@@ -17,29 +17,32 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfoundry.bench import results as R
 from kfoundry.bench.results import ProblemResult, labels_from_evaluation, labels_from_run_result
-from kfoundry.bench.settings import BenchSettings
+from kfoundry.bench.settings import describe
 from kfoundry.bench.suite import SuiteProblem, find_solution, solution_candidates
 from kfoundry.errors import CandidateFileError, ProblemError, UsageError
 from kfoundry.evaluate.options import EvalOptions
 from kfoundry.problem import read_problem
+
+if TYPE_CHECKING:
+    from kfoundry.run_config import RunConfig
 
 OptimizeFn = Callable[..., dict[str, Any]]
 Progress = Callable[[str], None]
 REFERENCE_POLICY = "none: guard skipped (the reference against itself)"
 
 
-def problem_options(settings: BenchSettings, set_values: dict[str, Any]) -> EvalOptions:
+def problem_options(config: RunConfig, set_values: dict[str, Any]) -> EvalOptions:
     """The evaluation options for one problem: its own --set values; --time-per-problem bounds
     the candidate's and the reference's time; no guard for the reference method."""
-    options = dataclasses.replace(settings.options, set_values=dict(set_values))
-    if settings.method == "reference":
+    options = dataclasses.replace(config.eval, set_values=dict(set_values))
+    if config.bench.method == "reference":
         options.guard = False
-    limit = settings.time_per_problem
-    if limit is not None and settings.method != "optimize":
+    limit = config.bench.time_per_problem
+    if limit is not None and config.bench.method != "optimize":
         options.timeout_s = min(options.timeout_s, limit)
         options.reference_timeout_s = min(options.reference_timeout_s, limit)
     return options
@@ -53,25 +56,25 @@ def reference_candidate(problem: Path, set_values: dict[str, Any]) -> str:
     return text.rstrip("\n") + "\n\n\nModelNew = Model  # the reference against itself (kfoundry bench)\n"
 
 
-def _base(problem: SuiteProblem, settings: BenchSettings, fingerprint: str, set_values: dict[str, Any],
+def _base(problem: SuiteProblem, config: RunConfig, fingerprint: str, set_values: dict[str, Any],
           run_dir: str) -> ProblemResult:
     return ProblemResult(name=problem.name, path=str(problem.path), number=problem.number, status=R.ERROR,
-                         message="", method=settings.method, fingerprint=fingerprint, set_values=set_values,
+                         message="", method=config.bench.method, fingerprint=fingerprint, set_values=set_values,
                          run_dir=run_dir)
 
 
-def run_problem(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, rel_run_dir: str,
+def run_problem(problem: SuiteProblem, config: RunConfig, run_dir: Path, rel_run_dir: str,
                 fingerprint: str, set_values: dict[str, Any], *, progress: Progress,
                 optimize_fn: OptimizeFn | None = None, resume: bool = False) -> ProblemResult:
     """One problem, by the bench's method; every failure becomes the problem's status and message.
     `resume`: the search in run_dir was cut short, with these settings: it goes on (optimize --resume)."""
-    result = _base(problem, settings, fingerprint, set_values, rel_run_dir)
+    result = _base(problem, config, fingerprint, set_values, rel_run_dir)
     started = time.monotonic()
     try:
-        if settings.method == "optimize":
-            _optimize(problem, settings, run_dir, set_values, result, optimize_fn, progress, resume)
+        if config.bench.method == "optimize":
+            _optimize(problem, config, run_dir, set_values, result, optimize_fn, progress, resume)
         else:
-            _evaluate(problem, settings, run_dir, set_values, result, progress)
+            _evaluate(problem, config, run_dir, set_values, result, progress)
     except ProblemError as exc:
         from kfoundry.evaluate.memory_plan import is_too_large
 
@@ -88,19 +91,19 @@ def run_problem(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, r
 
 # -- reference and solutions ----------------------------------------------------------------------
 
-def _evaluate(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set_values: dict[str, Any],
+def _evaluate(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_values: dict[str, Any],
               result: ProblemResult, progress: Progress) -> None:
     from kfoundry.evaluate import Evaluator
 
-    options = problem_options(settings, set_values)
+    options = problem_options(config, set_values)
     with tempfile.TemporaryDirectory(prefix="kfoundry-bench-") as scratch:
-        if settings.method == "reference":
+        if config.bench.method == "reference":
             candidate = Path(scratch) / f"{problem.name}_reference.py"
             candidate.write_text(reference_candidate(problem.path, set_values), encoding="utf-8")
         else:
-            found = find_solution(problem, settings.solutions)
+            found = find_solution(problem, config.bench.solutions)
             if found is None:
-                looked = ", ".join(str(p) for p in solution_candidates(problem, settings.solutions))
+                looked = ", ".join(str(p) for p in solution_candidates(problem, config.bench.solutions))
                 result.status, result.message = R.NO_SOLUTION, f"no solution file (looked for {looked})"
                 return
             candidate = found
@@ -117,7 +120,7 @@ def _evaluate(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set
             result.status, result.message = R.NO_SOLUTION, str(exc)
             return
     record = evaluation.to_dict()
-    if settings.method == "reference":  # the guard did not run: say so wherever the record goes
+    if config.bench.method == "reference":  # the guard did not run: say so wherever the record goes
         record["settings"].update(guard=False, policy=REFERENCE_POLICY)
     timing = record["timing"]
     result.status, result.message = record["status"], record["message"]
@@ -126,21 +129,21 @@ def _evaluate(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set
     result.evaluations = 1
     result.labels = labels_from_evaluation(record)
     try:
-        _store_run(problem, settings, run_dir, source, record, evaluation.settings.get("seed") or 0)
+        _store_run(problem, config, run_dir, source, record, evaluation.settings.get("seed") or 0)
     except Exception as exc:  # noqa: BLE001 -- the verdict stands without its run dir
         result.message += f" [run dir not written: {type(exc).__name__}: {exc}]"
 
 
-def _store_run(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, source: str,
+def _store_run(problem: SuiteProblem, config: RunConfig, run_dir: Path, source: str,
                record: dict[str, Any], seed: int) -> None:
     """A run store with the one candidate and its evaluation, its outputs and its report."""
     from kfoundry.runs import RunStore
 
-    expert = "reference" if settings.method == "reference" else "solution"
-    with RunStore.create(run_dir, problem.path, {"bench": settings.describe()}, seed=seed) as store:
+    expert = "reference" if config.bench.method == "reference" else "solution"
+    with RunStore.create(run_dir, problem.path, {"bench": describe(config)}, seed=seed) as store:
         candidate_id = store.add_candidate(source, [], expert, 0, 0, "seed")
         store.finish_evaluation(store.start_evaluation(candidate_id), record)
-        store.event("bench_evaluation", method=settings.method, candidate_id=candidate_id)
+        store.event("bench_evaluation", method=config.bench.method, candidate_id=candidate_id)
         store.write_outputs(record.get("device_facts") or {"kind": record.get("device")})
     write_report_quietly(run_dir)
 
@@ -167,17 +170,18 @@ def default_optimize() -> OptimizeFn:
     return optimize
 
 
-def _optimize(problem: SuiteProblem, settings: BenchSettings, run_dir: Path, set_values: dict[str, Any],
+def _optimize(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_values: dict[str, Any],
               result: ProblemResult, optimize_fn: OptimizeFn | None, progress: Progress | None = None,
               resume: bool = False) -> None:
     optimize = optimize_fn or default_optimize()  # the runner resolves it first: this is for direct calls
     extra = {"progress": progress} if progress is not None and optimize_fn is None else {}
-    budget = {"max_evals": settings.max_evals, "max_time_s": settings.time_per_problem, "max_cost": settings.max_cost,
-              "target_speedup": settings.target_speedup}
+    search = config.search
+    budget = {"max_evals": search.max_evals, "max_time_s": config.bench.time_per_problem,
+              "max_cost": search.max_cost, "target_speedup": search.target_speedup}
     if resume:  # its settings are the run's own; its finished evaluations are kept
         record = optimize(resume=run_dir, quiet=True, **budget, **extra)
     else:
-        record = optimize(problem.path, out=run_dir, options=problem_options(settings, set_values), llm=settings.llm,
+        record = optimize(problem.path, out=run_dir, options=problem_options(config, set_values), llm=search.llm,
                           quiet=True, **budget, **extra)
     apply_run_result(result, record)
     if not (run_dir / "report.html").exists():

@@ -10,17 +10,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfoundry.bench import outputs
+from kfoundry.bench import settings as bench_settings
 from kfoundry.bench.methods import (OptimizeFn, clear_run_dir, default_optimize, fingerprint_file, resumable,
                                    run_problem)
 from kfoundry.bench.metrics import summarize
 from kfoundry.bench.results import ProblemResult, merge_labels
-from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import Suite, module_constants
 from kfoundry.errors import UsageError
 from kfoundry.search.stop import clear_stop_request, request_stop, stop_requested
+
+if TYPE_CHECKING:
+    from kfoundry.run_config import RunConfig
 
 Progress = Callable[[str], None]  # a line per problem; lines starting with two spaces are steps within one
 RUNS_DIR = "runs"
@@ -29,7 +32,7 @@ RUNS_DIR = "runs"
 @dataclass
 class BenchReport:
     suite: Suite
-    settings: BenchSettings
+    config: RunConfig  # its bench section says how
     out: Path
     results: list[ProblemResult] = field(default_factory=list)  # of the selection, in suite order
     pending: list[str] = field(default_factory=list)  # of the selection, not finished (interrupted)
@@ -43,7 +46,7 @@ class BenchReport:
         return not self.pending and not self.interrupted
 
     def labels(self) -> dict[str, str]:
-        return merge_labels(self.results, self.settings.labels())
+        return merge_labels(self.results, bench_settings.labels(self.config))
 
     def metrics(self) -> dict[str, Any]:
         return summarize([r.to_dict() for r in self.results])
@@ -54,7 +57,7 @@ class BenchReport:
             "suite": str(self.suite.root),
             "directory": str(self.suite.directory),
             "level": self.suite.level,
-            "settings": self.settings.describe(),
+            "settings": bench_settings.describe(self.config),
             "labels": self.labels(),
             "metrics": self.metrics(),
             "complete": self.complete,
@@ -73,29 +76,30 @@ class BenchReport:
         outputs.write_csv(self.out, self.results)
 
 
-def problem_set_values(settings: BenchSettings, path: Path) -> dict[str, Any]:
+def problem_set_values(config: RunConfig, path: Path) -> dict[str, Any]:
     """The suite-wide --set values that this problem has a constant for."""
     names = module_constants(path)
-    return {k: v for k, v in settings.options.set_values.items() if k in names}
+    return {k: v for k, v in config.eval.set_values.items() if k in names}
 
 
-def _check_set_values(suite: Suite, settings: BenchSettings) -> None:
+def _check_set_values(suite: Suite, config: RunConfig) -> None:
     defined: set[str] = set()
     for problem in suite.problems:
         defined |= module_constants(problem.path)
-    unused = sorted(set(settings.options.set_values) - defined)
+    unused = sorted(set(config.eval.set_values) - defined)
     if unused:
         raise UsageError(f"--set {unused[0]}: no problem of the selection has a module-level constant {unused[0]!r}")
 
 
-def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume: bool = False,
+def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool = False,
               progress: Progress | None = None, optimize_fn: OptimizeFn | None = None,
               write_html: bool = True) -> BenchReport:
     """Run (or, with `resume`, finish) a bench; returns its report, also written to `out`.
     A KeyboardInterrupt stops it after saving what is done (`report.interrupted`)."""
-    settings.validate()
-    _check_set_values(suite, settings)
-    if settings.method == "optimize" and optimize_fn is None:
+    bench_settings.validate(config)
+    _check_set_values(suite, config)
+    method = config.bench.method
+    if method == "optimize" and optimize_fn is None:
         optimize_fn = default_optimize()
     say = progress or (lambda message: None)
     out = Path(out)
@@ -104,7 +108,7 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
         raise UsageError(f"{out} already holds a bench ({len(previous)} problem(s) finished): add --resume to "
                          "continue it, or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
-    report = BenchReport(suite=suite, settings=settings, out=out)
+    report = BenchReport(suite=suite, config=config, out=out)
     selected = {p.name for p in suite.problems}
     report.kept = [r for name, r in previous.items() if name not in selected]
     report.pending = [p.name for p in suite.problems]
@@ -114,8 +118,8 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
     def one(index: int, problem: Any, device: str | None) -> None:
         if stop_requested():
             return  # interrupted before it started: it waits for --resume
-        set_values = problem_set_values(settings, problem.path)
-        fingerprint = settings.fingerprint(problem.path.read_text(encoding="utf-8"), set_values)
+        set_values = problem_set_values(config, problem.path)
+        fingerprint = bench_settings.fingerprint(config, problem.path.read_text(encoding="utf-8"), set_values)
         earlier = previous.get(problem.name)
         if earlier is not None and earlier.fingerprint == fingerprint:
             with lock:
@@ -126,19 +130,19 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
             return
         run_dir = out / RUNS_DIR / problem.name
         # a search an interrupted call started, with the same settings: it goes on, its evaluations kept
-        going_on = resume and settings.method == "optimize" and resumable(run_dir, fingerprint)
+        going_on = resume and method == "optimize" and resumable(run_dir, fingerprint)
         if not going_on:
             clear_run_dir(run_dir)
             run_dir.parent.mkdir(parents=True, exist_ok=True)
             fingerprint_file(run_dir).write_text(fingerprint + "\n", encoding="utf-8")
         where = f" on {device}" if device else ""
-        say(f"  [{index}/{total}] {problem.name}: {settings.method}{where}"
+        say(f"  [{index}/{total}] {problem.name}: {method}{where}"
             + (" (resuming its interrupted search)" if going_on else ""))
-        local = settings if device is None else replace(settings, options=replace(settings.options, device=device))
+        local = config if device is None else replace(config, eval=replace(config.eval, device=device))
         result = run_problem(problem, local, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
                              progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
                              optimize_fn=optimize_fn, resume=going_on)
-        if stop_requested() and settings.method == "optimize":  # a search cut short: it runs again with --resume
+        if stop_requested() and method == "optimize":  # a search cut short: it runs again with --resume
             say(f"[{index}/{total}] {problem.name}: stopped by the interrupt{where}")
             return
         figure = f", {result.speedup_eager:.3g}x vs eager" if result.speedup_eager is not None else ""
@@ -148,7 +152,7 @@ def run_bench(suite: Suite, settings: BenchSettings, out: str | Path, *, resume:
             report.pending.remove(problem.name)
             report.save()
 
-    devices = settings.device_list()
+    devices = config.bench.device_list()
     try:
         if len(devices) <= 1:
             for index, problem in enumerate(suite.problems, start=1):

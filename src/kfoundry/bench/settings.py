@@ -1,28 +1,28 @@
-"""What a bench runs with: the method, the evaluation options, the optimize budget, the bounds.
-Its fingerprint decides which earlier results `--resume` keeps."""
+"""What a bench adds to a run's config (kfoundry.run_config.RunConfig: its `bench` section): the
+method, the solutions' directory, the time per problem, the devices problems run on at once. The
+rest comes from the config's other sections: the evaluation options, and for --method optimize the
+search's LLM and budget. The fingerprint of those decides which earlier results `--resume` keeps."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfoundry.errors import UsageError
-from kfoundry.evaluate.options import EvalOptions
+
+if TYPE_CHECKING:
+    from kfoundry.run_config import RunConfig
 
 METHODS = ("optimize", "solutions", "reference")
 
+
 @dataclass
 class BenchSettings:
-    method: str
-    options: EvalOptions = field(default_factory=EvalOptions)  # set_values: suite-wide, filtered per problem
+    method: str = "optimize"
     solutions: Path | None = None  # --method solutions DIR
-    llm: list[str] | None = None  # --method optimize
-    max_evals: int | None = None
-    max_cost: float | None = None
-    target_speedup: float | None = None
     time_per_problem: float | None = None  # seconds per problem
     devices: str | None = None  # --devices: several problems at once, one per device
 
@@ -45,40 +45,50 @@ class BenchSettings:
                 raise UsageError(f"solutions directory not found: {self.solutions}")
         elif self.solutions is not None:
             raise UsageError(f"a solutions directory ({self.solutions}) goes only with --method solutions")
-        if self.devices and self.options.device:
-            raise UsageError("--devices and --device exclude each other: --devices names where problems run")
         self.device_list()  # a bad spec is said now
         if self.time_per_problem is not None and self.time_per_problem <= 0:
             raise UsageError("--time-per-problem must be a positive number of seconds")
-        if self.max_evals is not None and self.max_evals < 1:
-            raise UsageError("--max-evals must be at least 1")
-        self.options.validate()
-        from kfoundry.evaluate.options import resolve_device
 
-        resolve_device(self.options.device, self.options.precision)  # no CUDA, bf16 on CPU: said before any run
 
-    def describe(self) -> dict[str, Any]:
-        """The settings as JSON, as recorded in bench.json."""
-        options = self.options.verdict_settings()
-        options["guard"] = self.method != "reference"
-        options["set"] = dict(self.options.set_values)
-        data: dict[str, Any] = {"method": self.method, "options": options,
-                                "time_per_problem_s": self.time_per_problem}
-        if self.method == "solutions":
-            data["solutions"] = str(self.solutions.resolve())
-        if self.method == "optimize":
-            data.update(llm=list(self.llm or []), max_evals=self.max_evals, max_cost=self.max_cost,
-                        target_speedup=self.target_speedup)
-        return data
+def validate(config: RunConfig) -> None:
+    """A bench's config: its own section, the evaluation options, and the search budget it passes on."""
+    bench, options = config.bench, config.eval
+    bench.validate()
+    if bench.devices and options.device:
+        raise UsageError("--devices and --device exclude each other: --devices names where problems run")
+    if config.search.max_evals is not None and config.search.max_evals < 1:
+        raise UsageError("--max-evals must be at least 1")
+    options.validate()
+    from kfoundry.evaluate.options import resolve_device
 
-    def fingerprint(self, problem_text: str, set_values: dict[str, Any]) -> str:
-        """Of the settings and the problem's content: a result is reused only for the same both."""
-        data = self.describe()
-        data["options"]["set"] = set_values
-        payload = json.dumps({"settings": data, "problem": problem_text}, sort_keys=True, default=repr)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+    resolve_device(options.device, options.precision)  # no CUDA, bf16 on CPU: said before any run
 
-    def labels(self) -> dict[str, Any]:
-        """Labels known before anything ran (what problems record overrides these)."""
-        return {"precision": self.options.precision, "tolerance": self.options.atol, "trials": self.options.trials,
-                "policy": self.options.policy if self.method != "reference" else "guard skipped (reference)"}
+
+def describe(config: RunConfig) -> dict[str, Any]:
+    """The settings as JSON, as recorded in bench.json."""
+    bench, search = config.bench, config.search
+    options = config.eval.verdict_settings()
+    options["guard"] = bench.method != "reference"
+    options["set"] = dict(config.eval.set_values)
+    data: dict[str, Any] = {"method": bench.method, "options": options, "time_per_problem_s": bench.time_per_problem}
+    if bench.method == "solutions":
+        data["solutions"] = str(bench.solutions.resolve())
+    if bench.method == "optimize":
+        data.update(llm=list(search.llm or []), max_evals=search.max_evals, max_cost=search.max_cost,
+                    target_speedup=search.target_speedup)
+    return data
+
+
+def fingerprint(config: RunConfig, problem_text: str, set_values: dict[str, Any]) -> str:
+    """Of the settings and the problem's content: a result is reused only for the same both."""
+    data = describe(config)
+    data["options"]["set"] = set_values
+    payload = json.dumps({"settings": data, "problem": problem_text}, sort_keys=True, default=repr)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def labels(config: RunConfig) -> dict[str, Any]:
+    """Labels known before anything ran (what problems record overrides these)."""
+    options, method = config.eval, config.bench.method
+    return {"precision": options.precision, "tolerance": options.atol, "trials": options.trials,
+            "policy": options.policy if method != "reference" else "guard skipped (reference)"}

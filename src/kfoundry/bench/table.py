@@ -22,7 +22,7 @@ def _clip(text: str, width: int = MESSAGE_WIDTH) -> str:
 
 
 def print_report(report: BenchReport, console: Console) -> None:
-    method = report.settings.method
+    method = report.config.bench.method
     table = Table(title=f"kfoundry bench {report.suite.directory} --method {method}", title_justify="left")
     for column, justify in (("#", "right"), ("problem", "left"), ("status", "left"), ("vs eager", "right"),
                             ("vs compile", "right"), ("ms", "right"), ("eager ms", "right"),

@@ -10,7 +10,7 @@ import json
 import shutil
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfoundry.errors import KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions
@@ -26,6 +26,9 @@ from kfoundry.problem import read_source
 from kfoundry.search import LocalQueue
 from kfoundry.search.individual import Individual
 from kfoundry.search.queue import Outcome
+
+if TYPE_CHECKING:
+    from kfoundry.run_config import RunConfig
 
 ORIGIN = {"seed": "seed", "library": "seed", "composer": "template", "tuner": "tuner"}  # else: llm, or a seed
 CPU_NOTE = ("on CPU: correctness only (Triton's interpreter is not a performance measurement); every "
@@ -341,16 +344,16 @@ class Optimization:
 
 
 def optimize(problem: str | Path | None = None, *, out: str | Path | None = None, resume: str | Path | None = None,
-             options: EvalOptions | None = None, settings: OptimizeSettings | None = None,
-             llm: list[str] | None = None, seeds: list[str | Path] = (), quiet: bool = True,
-             llm_client: Any = None, budget: Any = None, llm_settings: dict[str, Any] | None = None,
-             progress: Any = None, **overrides: Any) -> dict[str, Any]:
+             config: RunConfig | None = None, options: EvalOptions | None = None,
+             settings: OptimizeSettings | None = None, llm: list[str] | None = None, seeds: list[str | Path] = (),
+             quiet: bool = True, llm_client: Any = None, budget: Any = None, progress: Any = None,
+             **overrides: Any) -> dict[str, Any]:
     """Run (or, with `resume=RUN_DIR`, continue) a search on `problem`; returns the result record
-    (what result.json holds). `overrides` are OptimizeSettings fields (max_evals=..., islands=...);
-    `llm_settings` the LLM settings `llm_client` was built with (kfoundry.config.llm_options)."""
-    session = open_session(problem, out=out, resume=resume, options=options, settings=settings, llm=llm,
-                           seeds=seeds, llm_client=llm_client, budget=budget, llm_settings=llm_settings,
-                           **overrides)
+    (what result.json holds). A new run takes `config` (kfoundry.run_config.RunConfig, as the command line
+    builds it), or its sections `settings` and `options`; `overrides` are OptimizeSettings fields
+    (max_evals=..., islands=...), which a resumed run takes too (its budget may grow)."""
+    session = open_session(problem, out=out, resume=resume, config=config, options=options, settings=settings,
+                           llm=llm, seeds=seeds, llm_client=llm_client, budget=budget, **overrides)
     store = session.store
     try:
         return Optimization(session, quiet, progress=progress).run()

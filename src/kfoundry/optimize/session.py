@@ -8,17 +8,21 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
 from kfoundry.experts import PromptContext, Router, registry
-from kfoundry.optimize.run_config import RunConfig
+from kfoundry.llm.settings import LLMSettings
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.problem import read_source
 from kfoundry.runs import RunStore
 from kfoundry.search import Archipelago, SearchLoop, StopRules
 from kfoundry.search.individual import source_hash
+
+if TYPE_CHECKING:  # kfoundry.run_config imports this package's settings: at call time only
+    from kfoundry.run_config import RunConfig
+
 
 def problem_name(problem: Path) -> str:
     """`examples/softmax/problem.py` -> "softmax": a file named problem.py is named by its folder."""
@@ -30,15 +34,18 @@ def _default_out(problem: Path) -> Path:
     return Path.cwd() / "runs" / f"{problem_name(problem)}-{stamp}"
 
 
-def make_llm(specs: list[str], stored: dict[str, Any] | None = None) -> tuple[Any, Any, dict[str, Any]]:
-    """The providers of `specs` and the budget, with the other LLM settings from `stored` (a resumed run's)
-    or else the environment and kfoundry.toml; and those settings as the run keeps them."""
-    from kfoundry.config import llm_options, load_settings
+def make_llm(specs: list[str], stored: LLMSettings | None = None) -> tuple[Any, Any, LLMSettings]:
+    """The providers of `specs` and the budget, built with `stored` (a run's own LLM settings) or else
+    with those in force (the environment and kfoundry.toml); and the settings they were built with. The
+    keys always come from the environment or [keys]."""
+    from kfoundry.config import load_settings
     from kfoundry.generate import make_llm as build
+    from kfoundry.run_config import RunConfig
 
-    settings = load_settings({**(stored or {}), "llm": specs})
-    llm, budget = build(settings)
-    return llm, budget, llm_options(settings)
+    found = load_settings({})
+    llm = stored if stored is not None else RunConfig.from_settings(found).llm
+    client, budget = build(specs, llm, found.api_keys)
+    return client, budget, llm
 
 
 @dataclass
@@ -126,13 +133,16 @@ def _override(settings: OptimizeSettings, overrides: dict[str, Any]) -> None:
 
 
 def open_session(problem: str | Path | None = None, *, out: str | Path | None = None,
-                 resume: str | Path | None = None, options: EvalOptions | None = None,
-                 settings: OptimizeSettings | None = None, llm: list[str] | None = None, seeds: list[str | Path] = (),
-                 llm_client: Any = None, budget: Any = None, llm_settings: dict[str, Any] | None = None,
-                 **overrides: Any) -> Session:
+                 resume: str | Path | None = None, config: RunConfig | None = None,
+                 options: EvalOptions | None = None, settings: OptimizeSettings | None = None,
+                 llm: list[str] | None = None, seeds: list[str | Path] = (), llm_client: Any = None,
+                 budget: Any = None, **overrides: Any) -> Session:
     """A new run's store (everything checked before its folder exists), or a stopped run's, with the
-    settings it stored. `llm_settings`: the LLM settings `llm_client` was built with (config.llm_options),
-    kept with the run so that --resume builds the same."""
+    config it stored. A new run takes `config` whole (what the command line builds), or else its
+    `settings` and `options` sections, with `overrides` of the search settings and `llm` specs;
+    `llm_client` is what `config.llm` built, or None to build it here."""
+    from kfoundry.run_config import RunConfig
+
     if resume is not None:
         store = RunStore.open(resume)
         config = RunConfig.from_dict(store.settings)
@@ -145,20 +155,21 @@ def open_session(problem: str | Path | None = None, *, out: str | Path | None = 
     if problem is None:
         raise UsageError("a problem file is needed (or --resume RUN_DIR)")
     problem_path = Path(problem)
-    config = RunConfig(search=settings or OptimizeSettings(), eval=options or EvalOptions())
+    if config is None:
+        config = RunConfig(search=settings or OptimizeSettings(), eval=options or EvalOptions())
     _override(config.search, overrides)
-    if llm is not None:  # "none" (as in --llm none): the programmatic experts alone
-        config.search.llm = [spec for spec in llm if spec.strip().lower() != "none"]
+    if llm is not None:
+        config.search.llm = list(llm)
+    # "none" (as in --llm none): the programmatic experts alone
+    config.search.llm = [spec for spec in config.search.llm if spec.strip().lower() != "none"]
     config.search.with_default_budget()
     config.validate()
-    seed_paths = [Path(p) for p in seeds]
+    seed_paths = [Path(p) for p in [*config.seeds, *seeds]]
     for path in seed_paths:
         read_source(path, UsageError, "seed")  # a missing seed file stops here, before anything runs
     config.seeds = [str(p) for p in seed_paths]
     if llm_client is None and config.search.llm:
-        llm_client, budget, llm_settings = make_llm(config.search.llm)
-    if config.search.llm:
-        config.llm = {k: v for k, v in (llm_settings or {}).items() if k != "llm"}
+        llm_client, budget, config.llm = make_llm(config.search.llm, config.llm)
     from kfoundry.problem import read_problem
 
     read_problem(problem_path, config.eval.set_values)  # a bad problem stops here, before a run dir exists
