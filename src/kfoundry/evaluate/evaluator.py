@@ -495,11 +495,10 @@ class Evaluator:
         if self.device == "cpu":
             evaluation.timing.reason = CPU_TIMING_REASON
             evaluation.timing.method = ""
+        # the options that change a verdict, as resolved for this evaluation, and what it ran on
         evaluation.settings = {
-            "precision": opts.precision, "trials": opts.trials, "tolerance": opts.atol, "seed": self.base_seed,
-            "eval_mode": opts.eval_mode, "set": self.source.overrides, "timeout_s": opts.timeout_s,
-            "policy": opts.policy,
-            "timing_trials": opts.timing_trials, "baselines": list(opts.baselines),
+            **opts.verdict_settings(), "device": self.device, "tolerance": opts.atol, "seed": self.base_seed,
+            "set": self.source.overrides,
             "python": platform.python_version(), "torch": torch_version, "triton": triton_version,
         }
         return evaluation
