@@ -31,7 +31,7 @@ class RunConfig:
     seeds: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_settings(cls, settings: Any, seeds: list[str] = ()) -> RunConfig:
+    def from_settings(cls, settings: Any) -> RunConfig:
         """Every section from the settings in force (kfoundry.config.load_settings): each option sets
         the field it names, and a section's other fields keep their defaults."""
         from kfoundry.config import OPTIONS
@@ -40,7 +40,7 @@ class RunConfig:
         for name, option in OPTIONS.items():
             parts[option.section][option.field] = settings[name]
         made = {name: SECTIONS[name](**values) for name, values in parts.items()}
-        return cls(**made, seeds=[str(s) for s in seeds])
+        return cls(**made)
 
     def validate(self) -> None:
         self.search.validate()

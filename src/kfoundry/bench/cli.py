@@ -72,8 +72,8 @@ def bench_command(
     max_evals: int | None = MAX_EVALS_OPT,
     max_cost: float | None = MAX_COST_OPT,
     target_speedup: float | None = TARGET_SPEEDUP_OPT,
-    bench_devices: str | None = typer.Option(None, "--devices", help="Run several problems at once, one per device: cuda:0,cuda:1 or all "
-                                                  "(cpu:N on CPU)."),
+    bench_devices: str | None = typer.Option(None, "--devices", help="Run several problems at once, one per device: "
+                                             "cuda:0,cuda:1 or all (cpu:N on CPU)."),
     memory_limit: float | None = typer.Option(None, "--memory-limit", help="GB of host memory each problem's "
                                               "evaluation may plan for (default: what is free)."),
     workers: int | None = typer.Option(None, "--workers", help="Candidates evaluated at once per device."),

@@ -51,14 +51,13 @@ class BenchSettings:
 
 
 def validate(config: RunConfig) -> None:
-    """A bench's config: its own section, the evaluation options, and the search budget it passes on."""
+    """A bench's config: its own section, then the sections every run checks (the search budget it
+    passes on, the evaluation options), and the device."""
     bench, options = config.bench, config.eval
     bench.validate()
     if bench.devices and options.device:
         raise UsageError("--devices and --device exclude each other: --devices names where problems run")
-    if config.search.max_evals is not None and config.search.max_evals < 1:
-        raise UsageError("--max-evals must be at least 1")
-    options.validate()
+    config.validate()
     from kfoundry.evaluate.options import resolve_device
 
     resolve_device(options.device, options.precision)  # no CUDA, bf16 on CPU: said before any run

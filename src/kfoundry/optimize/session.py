@@ -158,10 +158,9 @@ def open_session(problem: str | Path | None = None, *, out: str | Path | None = 
     if config is None:
         config = RunConfig(search=settings or OptimizeSettings(), eval=options or EvalOptions())
     _override(config.search, overrides)
-    if llm is not None:
-        config.search.llm = list(llm)
     # "none" (as in --llm none): the programmatic experts alone
-    config.search.llm = [spec for spec in config.search.llm if spec.strip().lower() != "none"]
+    config.search.llm = [spec for spec in (config.search.llm if llm is None else llm)
+                         if spec.strip().lower() != "none"]
     config.search.with_default_budget()
     config.validate()
     seed_paths = [Path(p) for p in [*config.seeds, *seeds]]
