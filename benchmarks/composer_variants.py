@@ -8,7 +8,7 @@ the float64 truth the way the evaluator does (error ratio within max(1, 2 x the 
 (median of its repetitions). The evaluator's own timing is what a bench reports; this is for comparing templates.
 
     python benchmarks/composer_variants.py --problems 5,16-22 [--max-variants 8] [--compile] [--json PATH]
-        [--tolerance 1e-4] [--timeout 600] [--conv-grid]
+        [--tolerance 1e-4] [--timeout 600] [--conv-grid] [--suite benchmarks/conv_suite]
 
 Prints one table (problem, variant, ms, x eager, x compile, error ratio, ok) and writes JSON.
 """
@@ -29,12 +29,12 @@ SUITE = ROOT / "benchmarks" / "suite"
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
-def suite_problems(selection: str) -> list[Path]:
+def suite_problems(selection: str, suite: Path = SUITE) -> list[Path]:
     from kfoundry.bench.suite import parse_selection
 
     wanted = parse_selection(selection)
     found = {}
-    for path in sorted(SUITE.glob("*.py")):
+    for path in sorted(suite.glob("*.py")):
         head = path.stem.split("_", 1)[0]
         if head.isdigit() and int(head) in wanted:
             found[int(head)] = path
@@ -106,9 +106,13 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
     out = {"problem": problem.stem, "eager_ms": bench(model), "compile_ms": None, "reference_error": ref_error,
            "variants": [], "eager_kernels": kernels(model)}
     if do_compile:
-        compiled = torch.compile(model)
-        out["compile_ms"] = bench(compiled)
-        del compiled
+        try:
+            compiled = torch.compile(model)
+            out["compile_ms"] = bench(compiled)
+            out["compile_kernels"] = kernels(compiled)
+            del compiled
+        except Exception as exc:  # noqa: BLE001 -- the variants are still worth timing
+            out["compile_failure"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     for path in candidates:
         row = {"variant": path.stem}
         try:
@@ -131,6 +135,7 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", default="5,16-22")
+    parser.add_argument("--suite", type=Path, default=SUITE, help="the folder of numbered problems (benchmarks/suite)")
     parser.add_argument("--max-variants", type=int, default=8)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--tolerance", type=float, default=1e-4)
@@ -150,11 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.conv_grid:
         use_conv_grid()
     results = []
-    for problem in suite_problems(args.problems):
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_path = args.json or RESULTS_DIR / f"composer_variants-{stamp}.json"
+
+    def save() -> None:  # after every problem: a call cut short keeps what it finished
+        out_path.write_text(json.dumps({"created_utc": stamp, "device": device_label(), "tolerance": args.tolerance,
+                                    "suite": str(args.suite), "results": results}, indent=1))
+
+    for problem in suite_problems(args.problems, args.suite):
         composed = compose(problem, max_variants=args.max_variants, tolerance=args.tolerance)
         if not composed.candidates:
             print(f"{problem.stem}: {composed.message}", flush=True)
             results.append({"problem": problem.stem, "failure": composed.message})
+            save()
             continue
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
@@ -169,19 +182,19 @@ def main(argv: list[str] | None = None) -> int:
                 done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:
                 results.append({"problem": problem.stem, "failure": f"timed out after {args.timeout:.0f} s"})
+                save()
                 continue
         if done.returncode != 0:
             results.append({"problem": problem.stem, "failure": done.stderr[-2000:]})
             print(f"{problem.stem}: worker failed\n{done.stderr[-2000:]}", flush=True)
+            save()
             continue
         result = json.loads(done.stdout.strip().splitlines()[-1])
         results.append(result)
         print_problem(result)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = args.json or RESULTS_DIR / f"composer_variants-{stamp}.json"
-    path.write_text(json.dumps({"created_utc": stamp, "device": device_label(), "tolerance": args.tolerance,
-                                "results": results}, indent=1))
-    print(f"wrote {path}")
+        save()
+    save()
+    print(f"wrote {out_path}")
     return 0
 
 
@@ -240,6 +253,10 @@ def print_problem(result: dict) -> None:
           f"{'n/a' if compiled is None else f'{compiled:.4f} ms'}, reference error ratio "
           f"{result['reference_error']:.3g}")
     print("  eager kernels: " + ", ".join(f"{k} {v:.3f}" for k, v in result.get("eager_kernels", {}).items()))
+    if result.get("compile_kernels"):
+        print("  compile kernels: " + ", ".join(f"{k} {v:.3f}" for k, v in result["compile_kernels"].items()))
+    if result.get("compile_failure"):
+        print(f"  torch.compile failed: {result['compile_failure']}")
     print(f"  {'variant':58} {'ms':>9} {'x eager':>8} {'x compile':>9} {'error':>8}  ok")
     for row in result["variants"]:
         if "failure" in row:
