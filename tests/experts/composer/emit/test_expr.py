@@ -113,13 +113,18 @@ def test_literals():
         pointwise("fft", ["a"], {}, [False], set())
 
 
-def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
+def _channels_last_module(tmp_path):
     source = "import torch\nimport triton\nimport triton.language as tl\n\n" + HELPERS["_channels_last"]
     path = tmp_path / "channels_last.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("channels_last", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
+    module = _channels_last_module(tmp_path)
     torch.manual_seed(0)
     x = torch.randn(2, 3, 4, 5) * 100
     x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
@@ -128,8 +133,8 @@ def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
     plain = module._channels_last(x)  # on the CPU, never rounded: the interpreter's dot is exact fp32
     assert torch.equal(plain.nan_to_num(), x.permute(0, 2, 3, 1).nan_to_num())
     out = torch.empty(2, 4, 5, 3)
-    module._channels_last_kernel[(1, 1, 2)](x, out, 3, 20, 4, 5, x.stride(0), x.stride(1), 0, x.stride(2),
-                                           x.stride(3), FLAT=True, ROUND_TF32=True, BS=64, BC=32)
+    module._channels_last_kernel[(1, 1, 2)](x, out, out, 3, 20, 4, 5, x.stride(0), x.stride(1), 0, x.stride(2),
+                                           x.stride(3), FLAT=True, ROUND_TF32=True, MODE=0, BS=64, BC=32)
     want = x.permute(0, 2, 3, 1)
     finite = torch.isfinite(want)
     bits = out[finite].view(torch.int32)
@@ -138,3 +143,30 @@ def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
     assert bool(((out[finite] - want[finite]).abs() <= ulp / 2).all())  # the nearest one
     assert out[0, 1, 0, 0] == 1.0 + 2.0 ** -10
     assert out[0, 0, 0, 0] == float("inf") and out[0, 0, 1, 0] == float("-inf") and out[0, 0, 2, 0].isnan()
+
+
+@pytest.mark.parametrize("magnitude", [1e6, 1e-7])
+def test_the_half_copy_holds_tf32_values_scaled_by_a_power_of_two(tmp_path, magnitude):
+    """The fp16 copy (the kernel's modes 1 and 2, run here by the interpreter: on the CPU `_channels_last_half`
+    itself gives the plain copy): the largest magnitude found, a power-of-two scale that brings it under 2**14
+    (values far beyond fp16's range either way), and every value the input's copy times that scale, exactly
+    (the TF32 rounding is a GPU's only, as for every copy: the test above runs it)."""
+    module = _channels_last_module(tmp_path)
+    torch.manual_seed(0)
+    x = torch.randn(2, 40, 3, 5) * magnitude  # (N, C, H, W) seen through a transposed view below
+    x = x.transpose(2, 3)
+    stats = torch.zeros(2)
+    out = torch.empty(2, 5, 3, 40, dtype=torch.float16)
+    module._channels_last_launch(x, out, stats, 1, True)
+    assert stats[0] == x.abs().max()
+    module._channels_last_launch(x, out, stats, 2, True)
+    scale = float(stats[1])
+    assert scale == 2.0 ** (14 - math.ceil(math.log2(float(stats[0]))))
+    rounded = torch.empty(2, 5, 3, 40)
+    module._channels_last_launch(x, rounded, rounded, 0, True)  # the plain copy
+    want = x.permute(0, 2, 3, 1)
+    assert bool((out.float().abs() <= 2.0 ** 14).all())
+    assert torch.equal(out.float(), (rounded * scale).to(torch.float16).float())
+    assert torch.allclose(out.float() / scale, want, rtol=2.0 ** -11, atol=0)
+    copy, plain_stats = module._channels_last_half(x)  # the CPU: fp32, scale 1
+    assert copy.dtype == torch.float32 and torch.equal(copy, want) and plain_stats.tolist() == [0.0, 1.0]

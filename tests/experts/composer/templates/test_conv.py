@@ -29,7 +29,7 @@ def composed():
     for name, (problem, sizes) in CASES.items():
         # every variant of the channels-last fixture (its last is the direct gather), the first population elsewhere;
         # examples: composed at full size, evaluated small (sizes come from tensors)
-        result = compose_ok(problem, max_variants=8 if name == "channels_last" else 4)
+        result = compose_ok(problem, max_variants=9 if name == "channels_last" else 4)
         out[name] = (result, submit(problem, first(result).source, sizes, label=name))
     return out
 
@@ -54,12 +54,17 @@ def test_conv_candidates_pass_the_evaluator(composed, name):
     verdict(composed[name][1])
 
 
-def test_tf32_first_then_tf32x3_for_convolutions(composed):
+def test_fp16_copies_first_then_tf32_then_tf32x3_for_convolutions(composed):
     result, _ = composed["channels_last"]
     precisions = [c.config["conv_0"]["precision"] for c in result.candidates]
-    # cuDNN computes these in TF32 by PyTorch's default: TF32 leads, TF32x3 is the fourth of the first population
-    assert precisions[:4] == ["tf32", "tf32", "tf32", "tf32x3"]
-    assert "tf32=True" in first(result).source and "tf32=True" not in result.candidates[3].source
+    # cuDNN computes these in TF32 by PyTorch's default: TF32's rounding on fp16 copies leads, then TF32 itself,
+    # then TF32x3 should TF32's error be too large
+    assert precisions[:5] == ["fp16", "fp16", "fp16", "tf32", "tf32x3"]
+    half = first(result).source
+    assert "_channels_last_half(" in half and "acc = acc * (1.0 / (tl.load(" in half and "DOT_PRECISION" not in half
+    assert "tf32=True" in result.candidates[3].source and "= _channels_last_half(" not in result.candidates[3].source
+    assert "tf32=True" not in result.candidates[4].source and "= _channels_last_half(" not in result.candidates[4].source
+    assert [c.config["conv_0"]["BK"] for c in result.candidates[:2]] == [32, 64]
 
 
 def test_channels_last_variants_where_the_loop_fits(composed):
@@ -67,9 +72,11 @@ def test_channels_last_variants_where_the_loop_fits(composed):
     layouts = [[config["layout"] for config in c.config.values()] for c in result.candidates]
     assert layouts[:4] == [["channels_last"] * 2] * 4 and layouts[-1] == ["direct"] * 2
     source = first(result).source
-    assert "def _channels_last(" in source and "x_cl = _channels_last(" not in source  # the input is a view
-    assert "transpose_cl = _channels_last(transpose, tf32=True)" in source
-    assert "v_cl = _channels_last(v, tf32=True)" in source
+    assert "def _channels_last(" in source and "x_cl = _channels_last" not in source  # the input is a view
+    assert "transpose_cl, transpose_cl_scale = _channels_last_half(transpose)" in source
+    assert "v_cl, v_cl_scale = _channels_last_half(v)" in source
+    tf32 = result.candidates[3].source
+    assert "transpose_cl = _channels_last(transpose, tf32=True)" in tf32 and "v_cl = _channels_last(v, tf32=True)" in tf32
     assert " // " not in source.split("for it in range(")[1].split("kc = ")[0].replace("tap = it // chunks", "")
     # BN no wider than the output channels of a group need: 6 a group here, 16 the dot's minimum
     assert all(c.config["conv_0"]["BN"] == 16 for c in result.candidates)
@@ -91,7 +98,7 @@ def test_transposed_convolutions_run_by_output_phase(composed):
     up = source.split("def _conv_0_kernel")[1].split("@triton.jit")[0]
     assert "phase = tl.program_id(1) % 4" in up and "pid_g = tl.program_id(1) // 4" in up
     assert "% 2 == 0" not in up  # no tap is loaded only to be masked away by the stride
-    assert "_channels_last(up_weight.transpose(0, 1), tf32=True)" in source
+    assert "_channels_last_half(up_weight.transpose(0, 1))" in source
     assert "2 * 4)](" in source  # two groups times four phases
     up3d = source.split("def _conv_1_kernel")[1].split("@triton.jit")[0]
     assert "phase = tl.program_id(1) % 6" in up3d

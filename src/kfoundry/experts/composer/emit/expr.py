@@ -41,9 +41,12 @@ def _trunc(x):
     return tl.where(x >= 0, tl.floor(x), tl.ceil(x))
 ''',
     "_channels_last": '''@triton.jit
-def _channels_last_kernel(src, dst, C, S, size1, size2, stride_n, stride_c, stride_s0, stride_s1, stride_s2,
-                          FLAT: tl.constexpr, ROUND_TF32: tl.constexpr, BS: tl.constexpr, BC: tl.constexpr):
-    # dst[n, s, c] = src[n, c, s], s the flattened position over up to three spatial dims
+def _channels_last_kernel(src, dst, stats, C, S, size1, size2, stride_n, stride_c, stride_s0, stride_s1, stride_s2,
+                          FLAT: tl.constexpr, ROUND_TF32: tl.constexpr, MODE: tl.constexpr, BS: tl.constexpr,
+                          BC: tl.constexpr):
+    # dst[n, s, c] = src[n, c, s], s the flattened position over up to three spatial dims.
+    # MODE 0: the copy; 1: only the largest magnitude, into stats[0]; 2: the copy times stats[1] = 2**(14 - e),
+    # amax <= 2**e (a power of two: exact), so that fp16 holds every value at TF32's precision
     n = tl.program_id(2).to(tl.int64)
     rs = tl.program_id(0) * BS + tl.arange(0, BS)
     rc = tl.program_id(1) * BC + tl.arange(0, BC)
@@ -53,28 +56,56 @@ def _channels_last_kernel(src, dst, C, S, size1, size2, stride_n, stride_c, stri
         pos = (rs // (size1 * size2)) * stride_s0 + ((rs // size2) % size1) * stride_s1 + (rs % size2) * stride_s2
     mask = (rs < S)[:, None] & (rc < C)[None, :]
     v = tl.load(src + n * stride_n + pos[:, None] + rc[None, :] * stride_c, mask=mask)
-    if ROUND_TF32:  # to the nearest TF32 value (ties away from zero), as cuDNN does; the tensor cores truncate
-        bits = (v.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000
-        v = tl.where(v == v, bits.to(tl.float32, bitcast=True), v)
-    tl.store(dst + n * S * C + rs[:, None] * C + rc[None, :], v, mask=mask)
+    if MODE == 1:
+        tl.atomic_max(stats, tl.max(tl.max(tl.where(mask, tl.abs(v), 0.0), axis=1), axis=0))
+    else:
+        if ROUND_TF32:  # to the nearest TF32 value (ties away from zero), as cuDNN does; the tensor cores truncate
+            bits = (v.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000
+            v = tl.where(v == v, bits.to(tl.float32, bitcast=True), v)
+        if MODE == 2:
+            amax = tl.load(stats)
+            scale = tl.where((amax > 0) & (amax < float("inf")), tl.exp2(14.0 - tl.ceil(tl.log2(amax))), 1.0)
+            v = v * scale
+            if (tl.program_id(0) == 0) & (tl.program_id(1) == 0) & (tl.program_id(2) == 0):
+                tl.store(stats + 1, scale)
+        tl.store(dst + n * S * C + rs[:, None] * C + rc[None, :], v, mask=mask)
 
 
-def _channels_last(t, tf32=False):
-    """A new contiguous (N, *spatial, C) copy of an (N, C, *spatial) tensor (up to three spatial dims); with
-    tf32, fp32 values on a GPU are rounded to TF32 on the way (a TF32 dot then computes what cuDNN's does)."""
+def _channels_last_launch(t, out, stats, mode, tf32):
     spatial = list(t.shape[2:])
     sizes = [1] * (3 - len(spatial)) + spatial
     strides = [0] * (3 - len(spatial)) + [t.stride(2 + d) for d in range(len(spatial))]
     inner = strides[2]
     flat = all(sizes[d] == 1 or strides[d] == inner * sizes[d + 1] * (sizes[d + 2] if d == 0 else 1)
                for d in range(2))
-    out = torch.empty((t.shape[0], *spatial, t.shape[1]), device=t.device, dtype=t.dtype)
     total = sizes[0] * sizes[1] * sizes[2]
     grid = (triton.cdiv(total, 64), triton.cdiv(t.shape[1], 32), t.shape[0])
-    _channels_last_kernel[grid](t, out, t.shape[1], total, sizes[1], sizes[2], t.stride(0), t.stride(1),
+    _channels_last_kernel[grid](t, out, stats, t.shape[1], total, sizes[1], sizes[2], t.stride(0), t.stride(1),
                                 strides[0], strides[1], strides[2], FLAT=flat,
-                                ROUND_TF32=bool(tf32 and t.is_cuda and t.dtype == torch.float32), BS=64, BC=32)
+                                ROUND_TF32=bool(tf32 and t.is_cuda and t.dtype == torch.float32), MODE=mode,
+                                BS=64, BC=32)
+
+
+def _channels_last(t, tf32=False):
+    """A new contiguous (N, *spatial, C) copy of an (N, C, *spatial) tensor (up to three spatial dims); with
+    tf32, fp32 values on a GPU are rounded to TF32 on the way (a TF32 dot then computes what cuDNN's does)."""
+    out = torch.empty((t.shape[0], *t.shape[2:], t.shape[1]), device=t.device, dtype=t.dtype)
+    _channels_last_launch(t, out, out, 0, tf32)
     return out
+
+
+def _channels_last_half(t):
+    """The channels-last copy of an fp32 tensor on a GPU in fp16, its values rounded to TF32 and scaled by a power
+    of two (so none overflows, and fp16's 10-bit mantissa holds them exactly): the tensor cores' fp16 rate with
+    TF32's rounding. Returns (copy, stats): stats[1] is the scale, which the dot's result is divided by. Elsewhere
+    (another dtype, or the CPU) the plain copy, with scale 1."""
+    if not (t.is_cuda and t.dtype == torch.float32):
+        return _channels_last(t), torch.tensor([0.0, 1.0], device=t.device)
+    stats = torch.zeros(2, device=t.device, dtype=torch.float32)
+    out = torch.empty((t.shape[0], *t.shape[2:], t.shape[1]), device=t.device, dtype=torch.float16)
+    _channels_last_launch(t, out, stats, 1, True)
+    _channels_last_launch(t, out, stats, 2, True)
+    return out, stats
 ''',
     "_k_major": '''def _k_major(b):
     """b (K, N) or (B, K, N), or a view of a copy of it whose K dim is contiguous where it is not: the tensor

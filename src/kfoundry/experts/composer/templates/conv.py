@@ -39,6 +39,7 @@ from kfoundry.experts.composer.emit.kernel import (
 from kfoundry.experts.composer.plan.fusion import Group
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
+    HALF,
     TILE_MASKS,
     TILE_REDUCTION_CONFIGS,
     TILE_ZEROS,
@@ -116,19 +117,34 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
         bn = "full" if group.reduced else min(64, max(2, _next_power_of_2(cout)))
         tiles = [dict(t, BN=bn) for t in FMA_TILES]
         return [dict(t, precision="default", layout="fma") for t in tiles]
-    if group.reduced:  # a reduction over the channels in the epilogue: one tile spans them all
-        layout = "channels_last" if channels_last_fits(group) else "phases" if phases_fit(group) else "direct"
-        return [dict(base, precision=precisions[i % len(precisions)], layout=layout if i != 2 else "direct")
-                for i, base in enumerate(TILE_REDUCTION_CONFIGS)]
-    if not (channels_last_fits(group) or phases_fit(group)):
-        return [dict(base, precision=precisions[i % len(precisions)], layout="direct")
-                for i, base in enumerate(BASE_CONFIGS[:4])]
-    layout = "channels_last" if channels_last_fits(group) else "phases"
+    copied = channels_last_fits(group) or phases_fit(group)
+    layout = "channels_last" if channels_last_fits(group) else "phases" if phases_fit(group) else "direct"
     fast = "tf32" if "tf32" in precisions else precisions[0]
     exact = precisions[0]  # tf32x3 for fp32: close to fp32, should TF32's error be too large on a problem
+    # fp32 convolutions over copies: fp16 operands (TF32's rounding, half the bytes, twice the rate) first, as
+    # measured on the H200 (benchmarks/results/composer_variants-conv_suite-h200-20261202*.json: 1.3-1.8x faster
+    # conv kernels than TF32 at the same error); BK 32 and 64 each led on some problems
+    half = fast == "tf32" and copied
+    if group.reduced:  # a reduction over the channels in the epilogue: one tile spans them all
+        if half:
+            row, narrow, direct = TILE_REDUCTION_CONFIGS[1], TILE_REDUCTION_CONFIGS[0], TILE_REDUCTION_CONFIGS[2]
+            return [dict(row, precision=HALF, layout=layout), dict(row, BK=64, precision=HALF, layout=layout),
+                    dict(row, precision=fast, layout=layout), dict(narrow, precision=HALF, layout=layout),
+                    dict(row, precision=exact, layout=layout), dict(direct, precision=fast, layout="direct")]
+        return [dict(base, precision=precisions[i % len(precisions)], layout=layout if i != 2 else "direct")
+                for i, base in enumerate(TILE_REDUCTION_CONFIGS)]
+    if not copied:
+        return [dict(base, precision=precisions[i % len(precisions)], layout="direct")
+                for i, base in enumerate(BASE_CONFIGS[:4])]
+    t0, t1, t2, t3 = TENSOR_CORE_TILES
+    if half:
+        order = [(t0, HALF), (dict(t0, BK=64), HALF), (t1, HALF), (t0, fast), (t0, exact), (t2, HALF), (t3, HALF),
+                 (t1, fast)]
+    else:
+        order = [(t0, fast), (t1, fast), (t2, fast), (t0, exact), (t3, fast)]
     out: list[dict] = []
-    for i, tile in enumerate(TENSOR_CORE_TILES[:3] + [TENSOR_CORE_TILES[0]] + TENSOR_CORE_TILES[3:]):
-        config = dict(_narrow(tile, cout), precision=exact if i == 3 else fast, layout=layout)
+    for tile, dot in order:
+        config = dict(_narrow(tile, cout), precision=dot, layout=layout)
         if config not in out:
             out.append(config)
     out.append(dict(_narrow(BASE_CONFIGS[0], cout), precision=fast, layout="direct"))
@@ -185,15 +201,17 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
             kw.line(f"m_in = m_in & ({o} < {out_sizes[d]})")
             positions.append(o)
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    scales: list[str] = []
     if layout in ("channels_last", "taps") and not transposed:
-        _channels_last_loop(kw, host, lines, group, config, sample, positions, cin_group, in_sizes,
+        _channels_last_loop(kw, host, lines, group, config, sample, positions, cin_group, in_sizes, scales,
                             copy_input=layout == "channels_last")
     elif phases:
-        _phases_loop(kw, host, lines, group, config, sample, quotients, phase_of, cin_group, in_sizes)
+        _phases_loop(kw, host, lines, group, config, sample, quotients, phase_of, cin_group, in_sizes, scales)
     elif layout == "fma":
         _fma_loop(kw, host, group, sample, positions, cin_group, in_sizes)
     else:
         _direct_loop(kw, host, group, config, sample, positions, cin_group, in_sizes)
+    _unscale(kw, scales)
     kw.line("# epilogue: the ops after the convolution, on the accumulator tile")
     kw.line("m_ok = m_in[:, None]")
     kw.line("n_ok = n_in[None, :]")
@@ -268,7 +286,7 @@ def _direct_loop(kw: KernelWriter, host: HostContext, group: Group, config: dict
 
 
 def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: Group, config: dict,
-                        sample: str, positions: list[str], cin_group: str, in_sizes: list[str],
+                        sample: str, positions: list[str], cin_group: str, in_sizes: list[str], scales: list[str],
                         copy_input: bool = True) -> None:
     """The reduction over channels-last copies of the input (N, *spatial, C) and the weight (Cout, *kernel, Cin),
     made by a copy kernel before the launch: one loop over (kernel position, chunk of BK input channels), so
@@ -280,7 +298,7 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
     nd = len(attrs["stride"])
     kernel = [int(s) for s in w.shape[2:]]
     if copy_input:
-        x_cl = _channels_last_copy(kw, host, lines, config, x)
+        x_cl = _channels_last_copy(kw, host, lines, config, x, scales)
         xc_ptr = kw.arg("xc_ptr", x_cl)
         sxc = [kw.arg(f"stride_xc{i}", f"{x_cl}.stride({i})") for i in range(nd + 1)]  # sample, then spatial
         channel_stride = ""
@@ -289,7 +307,7 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
         xc_ptr = kw.arg("x_ptr", xn)
         sxc = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in [0] + list(range(2, nd + 2))]
         channel_stride = f" * {kw.arg('stride_x1', f'{xn}.stride(1)')}"
-    w_cl = _channels_last_copy(kw, host, lines, config, w)
+    w_cl = _channels_last_copy(kw, host, lines, config, w, scales)
     wc_ptr = kw.arg("wc_ptr", w_cl)
     swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]  # out channel, then kernel
     kc, koffs = _tap_loop(kw, cin_group, kernel, "kd")
@@ -310,14 +328,27 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
 
 
 def _channels_last_copy(kw: KernelWriter, host: HostContext, lines: list[str], config: dict, value,
-                        view: str = "") -> str:
+                        scales: list[str], view: str = "") -> str:
     """The host line making a channels-last copy of a tensor (seen through `view`), rounded to TF32 when the
-    dot runs in TF32; returns the copy's name."""
+    dot runs in TF32; returns the copy's name. With the fp16 precision the copy is fp16 and scaled: the kernel
+    parameter holding its scale is added to `scales` (`_unscale` divides the accumulator by them)."""
     kw.helpers.add("_channels_last")
     name = host.fresh(f"{host.name(value)}_cl")
+    if config.get("precision") == HALF:
+        stats = host.fresh(f"{name}_scale")
+        lines.append(f"        {name}, {stats} = _channels_last_half({host.name(value)}{view})")
+        scales.append(kw.arg(f"{name}_scale", stats))
+        return name
     tf32 = ", tf32=True" if config.get("precision") == "tf32" else ""
     lines.append(f"        {name} = _channels_last({host.name(value)}{view}{tf32})")
     return name
+
+
+def _unscale(kw: KernelWriter, scales: list[str]) -> None:
+    """With fp16 operands, the accumulator divided by the copies' scales (powers of two: exact)."""
+    if scales:
+        factors = " * ".join(f"tl.load({scale} + 1)" for scale in scales)
+        kw.line(f"acc = acc * (1.0 / ({factors}))")
 
 
 def _tap_step(kw: KernelWriter, config: dict, group: Group, row_ok: str, row_off: str, ok_terms: list[str],
@@ -368,7 +399,8 @@ def _static_unravel(kw: KernelWriter, flat: str, sizes: list[int], prefix: str) 
 
 
 def _phases_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: Group, config: dict, sample: str,
-                 quotients: list[str], phase: list[str], cin_group: str, in_sizes: list[str]) -> None:
+                 quotients: list[str], phase: list[str], cin_group: str, in_sizes: list[str],
+                 scales: list[str]) -> None:
     """A transposed convolution, one output phase per program: output position o = q * s + ph takes the input
     at i = (o + p - k) / s for the taps k = k0 + j * s, k0 = (ph + p) mod s, so i = q + (ph + p) // s - j.
     Reads channels-last copies of the input (N, *spatial, Cin) and of the weight (Cout per group, *kernel, Cin)."""
@@ -380,8 +412,8 @@ def _phases_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: G
     pads = [int(v) for v in attrs["padding"]]
     kernel = [int(k) for k in w.shape[2:]]
     taps = [-(-kernel[d] // strides[d]) for d in range(nd)]  # kernel positions of one phase, at most
-    x_cl = _channels_last_copy(kw, host, lines, config, x)
-    w_cl = _channels_last_copy(kw, host, lines, config, w, ".transpose(0, 1)")
+    x_cl = _channels_last_copy(kw, host, lines, config, x, scales)
+    w_cl = _channels_last_copy(kw, host, lines, config, w, scales, ".transpose(0, 1)")
     xc_ptr, wc_ptr = kw.arg("xc_ptr", x_cl), kw.arg("wc_ptr", w_cl)
     sxc = [kw.arg(f"stride_xc{i}", f"{x_cl}.stride({i})") for i in range(nd + 1)]
     swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]

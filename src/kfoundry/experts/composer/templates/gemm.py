@@ -50,6 +50,9 @@ def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = Fa
 
 
 TENSOR_CORE_FP32 = ("tf32", "tf32x3")
+# fp32 operands copied to fp16 after rounding to TF32 and scaling by a power of two (the convolution's copies): TF32's
+# arithmetic at the tensor cores' fp16 rate, with half the bytes; the dot runs at its default precision
+HALF = "fp16"
 
 # a reduction over the output features in the epilogue: one tile spans all of them (BN chosen on the host)
 TILE_REDUCTION_CONFIGS = [
@@ -74,7 +77,7 @@ def dot_step(kw: KernelWriter, config: dict, a: Value, b: Value) -> None:
     """acc += a_tile @ b_tile, the tiles loaded as `a` and `b` (both made fp32 where their dtypes differ)."""
     if a.dtype != b.dtype or a.fixed_dtype != b.fixed_dtype:
         kw.line("a, b = a.to(tl.float32), b.to(tl.float32)")
-    if config.get("precision", "ieee") == "default":
+    if config.get("precision", "ieee") in ("default", HALF):
         kw.line("acc = tl.dot(a, b, acc)")
     else:
         kw.line("acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)")
@@ -105,7 +108,7 @@ def tile_constexprs(kw: KernelWriter, config: dict, tensor: str, n_host: str) ->
         if key == "BN" and config[key] == "full":  # one tile spans every column (an epilogue reduction)
             value = f"max(16, triton.next_power_of_2({n_host}))"
         kw.constexpr(key, value)
-    if config.get("precision", "ieee") != "default":
+    if config.get("precision", "ieee") not in ("default", HALF):
         kw.constexpr("DOT_PRECISION", dot_precision_host(config, tensor))
 
 
