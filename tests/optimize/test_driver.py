@@ -55,6 +55,35 @@ def test_with_an_llm_stand_in_the_whole_loop_runs_and_the_next_run_retrieves_its
     assert "elementwise affine problem a 1-D masked kernel" in first_prompt  # run 1's insight, retrieved
 
 
+def test_verdicts_given_before_a_baseline_get_it_while_the_evaluator_is_open(tmp_path, monkeypatch):
+    """On a GPU a fast search ends before torch.compile's baseline does: its verdicts are completed while the
+    evaluator (and so the baseline process) is still open, not after it closed and killed that process. On CPU
+    there is no baseline: each verdict is marked as waiting for one, and completing it records when it ran."""
+    from kfoundry.evaluate.evaluator import Evaluator
+
+    evaluate_one, seen = Evaluator.evaluate, []
+
+    def pending(self, path):
+        evaluation = evaluate_one(self, path)
+        evaluation.timing.baselines_pending = ["compile"]
+        return evaluation
+
+    def complete(self, evaluation):
+        seen.append(self.judge is not None)  # the judge is gone once the evaluator has closed
+        evaluation.timing.baselines_pending = []
+        evaluation.timing.compile_ms = 2.0
+        return True
+
+    monkeypatch.setattr(Evaluator, "evaluate", pending)
+    monkeypatch.setattr(Evaluator, "complete", complete)
+    optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
+             settings=OptimizeSettings(islands=1, library="off", compose_variants=0), max_evals=2)
+    assert seen == [True, True]
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
+        rows = conn.execute("SELECT compile_ms, evaluation_json FROM evaluations").fetchall()
+    assert [r[0] for r in rows] == [2.0, 2.0] and [json.loads(r[1])["timing"]["compile_ms"] for r in rows] == [2.0, 2.0]
+
+
 def test_bad_input_is_a_usage_error_before_any_run_directory_exists(tmp_path):
     with pytest.raises(UsageError, match="seed"):
         optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[tmp_path / "missing.py"])

@@ -248,6 +248,11 @@ class Optimization:
                                              cost_fn=self._cost, identify=self._identify, dropped=self._dropped,
                                              near_duplicates=near)
                     reason = asyncio.run(self._search())
+                # before the evaluator closes, which ends the baseline process: a fast search is often done
+                # before torch.compile's baseline is, and its verdicts would never get it
+                if self._incomplete:
+                    self.view.status("reference: waiting for torch.compile's baseline")
+                self._complete_baselines()
         return self._finish(reason, prepared)
 
     async def _search(self) -> str:
@@ -306,7 +311,6 @@ class Optimization:
                 self.evaluations[candidate_id]["evaluation"] = evaluation.to_dict()
 
     def _finish(self, reason: str, prepared: Any) -> dict[str, Any]:
-        self._complete_baselines()
         self.store.save_state("search", self.loop.state())
         device_info = {"device": self.evaluator.device, **asdict(prepared.device_facts)}
         if getattr(self.evaluator, "devices", None):
