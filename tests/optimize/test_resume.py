@@ -98,19 +98,27 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path):
     assert (run / "best.py").is_file() and result["best"] is not None
 
 
-@pytest.mark.parametrize("kill_after", [1, 2, 4, 7])  # with the test above (3, with an LLM): five points
-def test_a_run_killed_at_any_point_resumes_without_evaluating_a_kernel_again(tmp_path, kill_after):
+def test_a_run_killed_at_any_point_resumes_without_evaluating_a_kernel_again(tmp_path):
+    """One run killed again and again (with the test above, 3 with an LLM: five points): after its first verdict
+    (before the first generation ended: the composer runs again on resume), then each resume after 2, 4 and 7
+    verdicts in all; nothing is evaluated twice, whatever the point."""
     # no LLM: the first generation is the composer's, which a resume in that generation composes again
     run = tmp_path / "run-folder"
     db = run / "run.sqlite"
-    command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
-               "--max-evals", "10", "--llm", "none", "--library", "off", "-o", str(run), "--quiet"]
-    _kill_after(command, db, kill_after)
-    if kill_after == 1:  # killed before its first generation ended: the composer runs again on resume
-        assert not _rows(db, "SELECT value FROM state WHERE key = 'search'")
-    optimize(resume=run, quiet=True)
+    start = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
+             "--max-evals", "10", "--llm", "none", "--library", "off", "-o", str(run), "--quiet"]
+    resume = [sys.executable, "-m", "kfoundry", "optimize", "--resume", str(run), "--quiet"]
+    for kill_after in (1, 2, 4, 7):
+        _kill_after(start if kill_after == 1 else resume, db, kill_after)
+        if kill_after == 1:
+            assert not _rows(db, "SELECT value FROM state WHERE key = 'search'")
+        codes = _evaluated_codes(db, ["affine", run.name])
+        assert len(codes) >= kill_after and len(set(codes)) == len(codes), f"a kernel evaluated twice ({kill_after})"
+    result = optimize(resume=run, quiet=True)
     codes = _evaluated_codes(db, ["affine", run.name])
-    assert len(codes) >= 2 and len(set(codes)) == len(codes), "a kernel was evaluated twice"
+    assert len(set(codes)) == len(codes) == result["evaluations"] == 10, "a kernel was evaluated twice"
+    sessions = _rows(db, "SELECT data FROM events WHERE kind = 'session_start'")
+    assert len(sessions) == 5 and all('"resumed": true' in s[0] for s in sessions[1:])
 
 
 def test_ctrl_c_stops_at_once_and_says_how_to_resume(tmp_path):
