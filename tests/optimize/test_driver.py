@@ -22,6 +22,10 @@ def test_without_an_llm_the_seed_and_the_tuner_give_a_verified_best(tmp_path):
     assert result["llm_used"] is False and result["timed"] is False
     assert any("no LLM configured" in n for n in result["notes"]) and any("on CPU" in n for n in result["notes"])
     assert "evaluation budget spent" in result["stop_reason"]
+    with sqlite3.connect(run / "run.sqlite") as conn:  # the reported best is the search's: its log, its state
+        last_best = json.loads(conn.execute("SELECT data FROM events WHERE kind = 'best' ORDER BY id DESC").fetchone()[0])
+        state = json.loads(conn.execute("SELECT value FROM state WHERE key = 'search'").fetchone()[0])
+    assert result["best"]["candidate_id"] == int(last_best["id"]) == int(state["best_id"])
     experts = {row[0] for row in sqlite3.connect(run / "run.sqlite").execute("SELECT expert FROM candidates")}
     assert "seed" in experts and "tuner" in experts
     assert (run / "report.html").is_file() and json.loads((run / "history.json").read_text())
@@ -171,3 +175,4 @@ def test_reject_similar_drops_llm_proposals_close_to_a_candidate_already_seen(tm
         dropped = conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'near_duplicate'").fetchone()[0]
     assert dropped >= 1  # the stand-in's kernels differ only in their block size and warps
     assert result["evaluations"] < 6
+

@@ -50,3 +50,23 @@ def test_write_outputs_without_a_verified_candidate(store):
     assert "best" not in paths and not (store.run_dir / "best.py").exists()
     result = json.loads(paths["result"].read_text())
     assert result["best"] is None and result["lineage"] == [] and result["correctness_rate"] == 0.0
+
+
+def test_the_outputs_report_the_searchs_own_best_where_it_chose_one(store):
+    """Untimed (CPU) verdicts tie: by the speedups alone the first evaluation started would be reported, while
+    the search kept the one whose verdict it recorded first. Its choice stands in result.json and best.py;
+    a choice that is not a verified candidate falls back to the best by speedup."""
+    first = store.add_candidate(BEST, [], "initializer", 0, 0, "llm")
+    second = store.add_candidate(BEST.replace("return x", "return x.clone()"), [], "initializer", 1, 0, "llm")
+    first_eval, second_eval = store.start_evaluation(first), store.start_evaluation(second)
+    store.finish_evaluation(second_eval, evaluation("ok", None, None))  # came back first
+    store.finish_evaluation(first_eval, evaluation("ok", None, None))
+    broken = store.add_candidate("class ModelNew: pass\n", [], "repair", 0, 1, "llm")
+    store.finish_evaluation(store.start_evaluation(broken), evaluation("runtime_error", None, None))
+    assert store.final_best()["candidate_id"] == first  # no choice stored: by speedup, then the first started
+    store.choose_best(second)
+    paths = store.write_outputs({"kind": "cpu"})
+    assert json.loads(paths["result"].read_text())["best"]["candidate_id"] == second
+    assert "x.clone()" in paths["best"].read_text()
+    store.choose_best(broken)
+    assert store.final_best()["candidate_id"] == first

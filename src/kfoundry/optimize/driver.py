@@ -317,8 +317,10 @@ class Optimization:
             device_info["devices"] = list(self.evaluator.devices)
         if getattr(prepared, "workers", None):
             device_info["workers"] = prepared.workers
+        chosen = self.loop.best()
+        self.store.choose_best(int(chosen.id) if chosen is not None and chosen.ok else None)
         paths = self.store.write_outputs(device_info)
-        best = self.store.best("speedup_eager")
+        best = self.store.final_best()
         self.experience.finish(best, self.name)
         if self.llm is not None:
             from kfoundry.optimize.insights import summarize_run

@@ -42,7 +42,7 @@ def _dump(value: Any) -> str:
 
 
 def build_result(store: RunStore, device_info: dict[str, Any]) -> dict[str, Any]:
-    best = store.best("speedup_eager")
+    best = store.final_best()
     best_compile = store.best("speedup_compile")
     totals = store.totals()
     meta = store.meta()
@@ -95,7 +95,7 @@ def write_outputs(store: RunStore, device_info: dict[str, Any]) -> dict[str, Pat
     result = build_result(store, device_info)
     paths = {"result": run_dir / "result.json", "history": run_dir / "history.json"}
     best_path = run_dir / "best.py"
-    best = store.best("speedup_eager")
+    best = store.final_best()
     if best is not None:
         _write_atomic(best_path, best["source"])
         paths["best"] = best_path

@@ -24,9 +24,9 @@ def evaluation_dict(row: sqlite3.Row) -> dict[str, Any]:
     return data
 
 
-def best(conn: sqlite3.Connection, metric: str = "speedup_eager") -> dict[str, Any] | None:
-    """The best verified (status ok) evaluation by `metric`, with its candidate; None if none. Where
-    nothing was timed (CPU), the first verified candidate."""
+def best(conn: sqlite3.Connection, metric: str = "speedup_eager", candidate_id: int | None = None) -> dict[str, Any] | None:
+    """The best verified (status ok) evaluation by `metric` (of `candidate_id` only, if given), with its
+    candidate; None if none. Where nothing was timed (CPU), the first verified candidate."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {tuple(METRICS)}, not {metric!r}")
     order = "DESC" if METRICS[metric] else "ASC"
@@ -36,8 +36,9 @@ def best(conn: sqlite3.Connection, metric: str = "speedup_eager") -> dict[str, A
         f" e.compile_ms, e.speedup_eager, e.speedup_compile, e.trials, e.trials_passed,"
         f" e.evaluation_json, c.source, c.source_hash, c.parent_ids, c.expert, c.island,"
         f" c.generation, c.origin FROM evaluations e JOIN candidates c ON c.id = e.candidate_id"
-        f" WHERE e.status = 'ok' ORDER BY e.{metric} IS NULL, e.{metric} {order}, e.id LIMIT 1"
-    ).fetchone()
+        f" WHERE e.status = 'ok'{' AND e.candidate_id = ?' if candidate_id is not None else ''}"
+        f" ORDER BY e.{metric} IS NULL, e.{metric} {order}, e.id LIMIT 1",
+        () if candidate_id is None else (candidate_id,)).fetchone()
     if row is None:
         return None
     data = dict(row)

@@ -282,7 +282,7 @@ def gather(run_dir: str | Path) -> dict[str, Any]:
         llm_calls = _llm_calls(conn)
         correct = [e for e in evaluations if e["status"] == "ok"]
         first_correct = correct[0] if correct else None
-        best = store.best("speedup_eager")
+        best = store.final_best()
         best_kind = "fastest verified candidate (speedup vs eager)"
         if best is not None and best.get("speedup_eager") is None:
             best_kind = "first correct candidate (no candidate was timed)"

@@ -33,6 +33,7 @@ from kfoundry.sqlite_files import DamagedFile
 from kfoundry.types import STATUSES
 
 _REPLY_FIELDS = tuple(f.name for f in dataclasses.fields(LLMReply))
+CHOSEN_BEST = "best"  # the state key of the search's own best (RunStore.choose_best)
 _redact = Redactor()
 
 
@@ -330,6 +331,18 @@ class RunStore:
     def best(self, metric: str = "speedup_eager") -> dict[str, Any] | None:
         with self._lock:
             return queries.best(self._conn, metric)
+
+    def choose_best(self, candidate_id: int | None) -> None:
+        """The search's own best (its fitness decides ties the speedups cannot: on CPU every correct candidate
+        is 1.0x, and the search keeps the one it recorded first), which the run's outputs then report."""
+        self.save_state(CHOSEN_BEST, {"candidate_id": candidate_id})
+
+    def final_best(self) -> dict[str, Any] | None:
+        """The run's best: the search's choice where one is stored and verified, else the best by speedup."""
+        chosen = (self.load_state(CHOSEN_BEST) or {}).get("candidate_id")
+        with self._lock:
+            found = queries.best(self._conn, "speedup_eager", chosen) if chosen is not None else None
+            return found or queries.best(self._conn, "speedup_eager")
 
     def lineage(self, candidate_id: int) -> list[dict[str, Any]]:
         with self._lock:
