@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 
-
 from kfoundry.optimize import optimize
 from tests.optimize.helpers import AFFINE, writer_spec
 
