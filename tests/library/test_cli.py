@@ -90,3 +90,15 @@ def test_a_damaged_library_is_one_line_and_exit_2_at_open_or_at_any_query(tmp_pa
             assert set(codes) == {2}  # not a database at all
         if where == "middle":
             assert 2 in codes  # 8 KiB of noise mid-file: some query meets it
+
+
+def test_show_gives_a_steps_speedups_as_measured(tmp_path):
+    db = tmp_path / "lib.sqlite"
+    library = Library(db)
+    timed = library.record_step(GEMM_SIG, "tuner", "a = 1\n", "a = 2\n", [], "ok", 1.2, 1.5, run_id="r")
+    untimed = library.record_step(GEMM_SIG, "tuner", "a = 1\n", "a = 3\n", [], "ok", None, None, run_id="r")
+    failed = library.record_step(GEMM_SIG, "repair", "a = 1\n", "a = 4\n", [], "compile_error", 1.2, None, run_id="r")
+    library.close()
+    assert "speedup: 1.2x -> 1.5x" in _run("show", timed, "--library", db).stdout
+    assert "speedup: not measured" in _run("show", untimed, "--library", db).stdout
+    assert "speedup: none (failed)" in _run("show", failed, "--library", db).stdout

@@ -1,3 +1,4 @@
+from kfoundry.experts.context import ParentInfo
 from kfoundry.library import Library
 from kfoundry.optimize.experience import Experience, same_problem
 from kfoundry.search.individual import Individual
@@ -18,8 +19,10 @@ def test_steps_are_recorded_with_the_parents_diagnosis_and_the_best_kernel_is_ke
     experience = Experience(library, SIG, "run-a", "NVIDIA H200")
     diagnosis = Diagnosis(status="ok", summary="", findings=[
         DiagnosticFinding(category="bound", severity="info", title="memory-bound", evidence="")])
-    parent = Individual(id="1", source="a = 1\n", status="ok", fitness=1.2, diagnosis=diagnosis)
-    child = Individual(id="2", source="a = 2\n", expert="tuner", status="ok", fitness=1.5)
+    parent = Individual(id="1", source="a = 1\n", status="ok", fitness=1.2, diagnosis=diagnosis,
+                        parent_info=ParentInfo(source="a = 1\n", speedup_eager=1.2))
+    child = Individual(id="2", source="a = 2\n", expert="tuner", status="ok", fitness=1.5,
+                       parent_info=ParentInfo(source="a = 2\n", speedup_eager=1.5))
     experience.record(child, None, None)  # no parent: not a step
     experience.record(child, parent, {"changes": {"BLOCK": {"from": 64, "to": 128}}})
     steps = library.steps()
@@ -57,3 +60,17 @@ def test_a_library_damaged_mid_file_is_dropped_with_one_note_and_the_run_goes_on
     parent = Individual(id="1", source="a = 1\n", status="ok", fitness=1.2)
     experience.record(Individual(id="2", source="a = 2\n", status="ok", fitness=1.5), parent, None)
     assert experience.retrieve(3) == [] and experience.finish(None, "affine") == [] and len(notes) == 1
+
+
+def test_a_step_that_was_not_timed_records_no_speedup(tmp_path):
+    """On CPU a correct candidate's fitness is 1.0 so that the search can rank it; that is no measurement, and
+    the library's step says so instead of '1.00x -> 1.00x'."""
+    library = Library(tmp_path / "lib.sqlite")
+    experience = Experience(library, SIG, "run-a", "cpu")
+    parent = Individual(id="1", source="a = 1\n", status="ok", fitness=1.0, parent_info=ParentInfo(source="a = 1\n"))
+    child = Individual(id="2", source="a = 2\n", expert="tuner", status="ok", fitness=1.0,
+                       parent_info=ParentInfo(source="a = 2\n"))
+    experience.record(child, parent, None)
+    step = library.steps()[0]
+    assert step["speedup_before"] is None and step["speedup_after"] is None
+    assert library.list(type="step")[0]["title"].endswith("ok, speed not measured")

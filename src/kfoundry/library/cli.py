@@ -47,6 +47,13 @@ def _print_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=1, sort_keys=True, default=str))
 
 
+def _speedups(step: dict) -> str:
+    before, after = step.get("speedup_before"), step.get("speedup_after")
+    if after is None:
+        return "not measured" if step.get("outcome") == "ok" else "none (failed)"
+    return f"{'-' if before is None else f'{before:.3g}x'} -> {after:.3g}x"
+
+
 def _line(item: dict) -> str:
     score = f"  score {item['score']:.3f}" if "score" in item else ""
     kind = item.get("kind") or ""
@@ -86,7 +93,7 @@ def show(item_id: int = typer.Argument(..., metavar="ID", help="The item's id (s
     typer.echo(f"kind: {item.get('kind') or '-'}   ops: {' '.join(sig.get('ops', [])) or '-'}")
     if item["type"] == "step":
         typer.echo(f"expert: {item['expert']}   outcome: {item['outcome']}   diagnosis: "
-                   f"{', '.join(item['diagnosis']) or '-'}   speedup: {item['speedup_before']} -> {item['speedup_after']}")
+                   f"{', '.join(item['diagnosis']) or '-'}   speedup: {_speedups(item)}")
     if item.get("evidence"):
         typer.echo(f"evidence: {', '.join(f'#{i}' for i in item['evidence'])}")
     if item.get("text"):

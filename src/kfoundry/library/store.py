@@ -166,8 +166,9 @@ class Library:
         holds what the expert knows of its change (the tuner: the settings it changed)."""
         kind = problem_signature.get("kind") or "other"
         categories = builtins.list(diagnosis_categories or [])
-        title = (f"{expert} on {kind} ({', '.join(categories) or 'no diagnosis'}): {outcome}, "
-                 f"{_fmt(speedup_before)} -> {_fmt(speedup_after)}")
+        speed = f"{_fmt(speedup_before)} -> {_fmt(speedup_after)}" if speedup_after is not None else \
+            "speed not measured" if outcome == "ok" else "no speed"
+        title = f"{expert} on {kind} ({', '.join(categories) or 'no diagnosis'}): {outcome}, {speed}"
         text = f"{title}. problem {problem_signature.get('problem', '')} {problem_signature.get('text', '')}"
         now = time.time()
         with self.db:

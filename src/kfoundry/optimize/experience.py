@@ -19,6 +19,13 @@ def same_problem(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return bool(a) and bool(b) and all(a.get(k) == b.get(k) for k in SAME_PROBLEM_KEYS)
 
 
+def measured_speedup(ind: Individual) -> float | None:
+    """Its timed speedup over eager; None where it was not timed (a CPU run: its fitness is then 1.0, which
+    is no measurement) or failed."""
+    info = ind.parent_info
+    return getattr(info, "speedup_eager", None) if ind.ok else None
+
+
 def library_note(exc: BaseException) -> str:
     """What a run says when its library cannot be used (a damaged file, a newer schema)."""
     return f"the experience library cannot be used, and this run goes on without it: {brief(exc, 400)}"
@@ -85,8 +92,8 @@ class Experience:
             return
         categories = sorted({f.category for f in parent.diagnosis.findings}) if parent.diagnosis else []
         self.use(None, lambda library: library.record_step(
-            self.signature, child.expert, parent.source, child.source, categories, child.status, parent.fitness,
-            child.fitness, device=self.device, run_id=self.run_id, data=data))
+            self.signature, child.expert, parent.source, child.source, categories, child.status,
+            measured_speedup(parent), measured_speedup(child), device=self.device, run_id=self.run_id, data=data))
 
     def finish(self, best: dict[str, Any] | None, problem_name: str) -> list[dict[str, Any]]:
         """Keep the best verified kernel (when it was timed) and re-distil the rule insights."""

@@ -14,14 +14,23 @@ MAX_INSIGHTS = 3
 _LINE = re.compile(r"^\s*[-*]\s+(.{20,400})$")
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}x"
+def measured(step: dict[str, Any]) -> bool:
+    """A step whose child was timed (a failing child counts: its verdict is the measurement)."""
+    return step.get("speedup_after") is not None or step.get("outcome") != "ok"
+
+
+def _speed(step: dict[str, Any]) -> str:
+    before, after = step.get("speedup_before"), step.get("speedup_after")
+    if after is None:
+        return "none (the child failed)"
+    return f"{before:.3g}x -> {after:.3g}x" if before is not None else f"{after:.3g}x (its parent was not timed)"
 
 
 def insight_prompt(steps: list[dict[str, Any]], problem_name: str, kind: str, device: str | None) -> str:
+    """The distiller's prompt, one measured step per line (callers pass only those: see `measured`)."""
     shown = [{"n": i + 1, "expert": s["expert"], "diagnosis": ", ".join(s.get("diagnosis") or []),
-              "outcome": s["outcome"], "before": _fmt(s.get("speedup_before")), "after": _fmt(s.get("speedup_after")),
-              "summary": s.get("summary", "")} for i, s in enumerate(steps[-MAX_STEPS:])]
+              "outcome": s["outcome"], "speed": _speed(s), "summary": s.get("summary", "")}
+             for i, s in enumerate(steps[-MAX_STEPS:])]
     return render_template("insights.j2", steps=shown, problem_name=problem_name, kind=kind or "other",
                            device=device or "unknown", limit=MAX_INSIGHTS)
 
@@ -35,8 +44,9 @@ def summarize_run(llm: Any, budget: Any, store: Any, library: Any, run_id: str, 
     """Ask the LLM for insights on this run's steps; store them in the library. Returns their ids."""
     from kfoundry.llm import LLMError
 
-    steps = [s for s in library.steps() if s.get("run_id") == run_id]
-    if not steps or (budget is not None and budget.exhausted):
+    steps = [s for s in library.steps() if s.get("run_id") == run_id and measured(s)]
+    # nothing timed (a CPU run) and nothing failed: there is nothing an insight could rest on
+    if not any(s.get("speedup_after") is not None for s in steps) or (budget is not None and budget.exhausted):
         return []
     user = insight_prompt(steps, problem_name, signature.get("kind", ""), device)
     system = "You distil optimization logs into short, factual insights."
