@@ -190,3 +190,16 @@ def test_templates_are_strict_about_undefined_names():
     for name in env.list_templates():
         assert name.endswith(".j2")
         env.get_template(name)  # parses
+
+
+def test_an_untimed_parent_is_said_to_be_untimed_and_no_figure_is_promised():
+    import dataclasses
+
+    timed = working_parent()
+    untimed = dataclasses.replace(timed, runtime_ms=None, speedup_eager=None, speedup_compile=None,
+                                  diagnosis_markdown="### Diagnosis: ok\nspeed not measured on CPU: nothing timed")
+    _, user = render("memory", context(parents=[untimed]))
+    assert "Its speed was not measured" in user and "achieved bandwidth" not in user
+    assert "--device" not in user and "time it on a GPU" not in user  # no advice meant for the operator
+    _, user = render("memory", context(parents=[timed]))
+    assert "Its speed was not measured" not in user and "achieved bandwidth against the device's peak" in user

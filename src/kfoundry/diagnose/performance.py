@@ -441,9 +441,9 @@ def performance_findings(evaluation: Evaluation, source: str | None = None) -> t
         reason = timing.reason or "no timing was recorded"
         cpu = (evaluation.device_facts is not None and evaluation.device_facts.kind == "cpu") or evaluation.device == "cpu"
         title = "speed not measured on CPU" if cpu else "speed not measured"
-        return [DiagnosticFinding("bound", "info", f"{title}: {reason}",
-                                  direction="time it on a GPU (--device cuda) for a roofline and a bound"
-                                  if cpu else "")], None
+        # no advice for the operator here: this text reaches the experts' prompts (a CPU run's note tells the
+        # operator how to time it)
+        return [DiagnosticFinding("bound", "info", f"{title}: {reason}")], None
     runtime_us = timing.runtime_ms * 1e3
     roof = roofline(evaluation)
     facts = PerfFacts(precision=evaluation.correctness.precision, tolerance=evaluation.correctness.tolerance,
