@@ -39,9 +39,13 @@ def test_each_prompt_carries_every_part(name):
     assert "Always size grids with triton.cdiv." in user
     assert "offs = pid * BLOCK + tl.arange(0, BLOCK)" in user  # an experience item's code
     assert "your last reply had no code block" in user
-    assert "<<<<<<< SEARCH" in system and "```python" in system  # both reply formats
+    expert = EXPERTS[name]
+    if expert.edits_allowed and expert.needs_parent:  # both reply formats, and only then
+        assert "<<<<<<< SEARCH" in system and "```python" in system and "SEARCH/REPLACE blocks against" in user
+    else:
+        assert "SEARCH" not in system + user and "```python" in system
     if name == "initializer":
-        assert "## Parent" not in user and "SEARCH/REPLACE edits do not apply" in user
+        assert "## Parent" not in user
     else:
         parent = failing_parent()
         assert parent.source.strip() in user  # verbatim: SEARCH blocks are copied from it

@@ -95,11 +95,13 @@ def _check(backend: str, policy: str, precision: str = "fp32") -> None:
         raise UsageError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
 
 
-def render_system(backend: str = "triton", policy: str = "strict") -> str:
-    """The system prompt: it depends on the backend and the policy only (cacheable by a provider)."""
+def render_system(backend: str = "triton", policy: str = "strict", edits: bool = True) -> str:
+    """The system prompt: it depends on the backend, the policy and whether the expert takes SEARCH/REPLACE
+    edits only (cacheable by a provider); it describes only the reply format the expert accepts."""
     _check(backend, policy)
     return render_template("system.j2", backend=backend, backend_label=BACKENDS[backend], policy=policy,
-                           rejected=rejected_rules(policy), warned=warned_rules(policy), allowed=allowed(backend))
+                           rejected=rejected_rules(policy), warned=warned_rules(policy), allowed=allowed(backend),
+                           edits=edits)
 
 
 def render(expert_name: str, context: PromptContext) -> tuple[str, str]:
@@ -124,4 +126,4 @@ def render(expert_name: str, context: PromptContext) -> tuple[str, str]:
         precision=context.precision, tolerance=f"{context.effective_tolerance:g}",
         loose_tolerance=context.effective_tolerance >= 1e-2, policy=context.policy,
         experience=[_experience_view(item) for item in context.experience], feedback=list(context.feedback))
-    return render_system(context.backend, context.policy), user
+    return render_system(context.backend, context.policy, edits=expert.edits_allowed and expert.needs_parent), user
