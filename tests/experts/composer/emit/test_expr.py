@@ -147,7 +147,7 @@ def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
 
 @pytest.mark.parametrize("magnitude", [1e6, 1e-7])
 def test_the_half_copy_holds_tf32_values_scaled_by_a_power_of_two(tmp_path, magnitude):
-    """The fp16 copy (the kernel's modes 1 and 2, run here by the interpreter: on the CPU `_channels_last_half`
+    """The fp16 copy (the kernel's modes 1 and 2, and 3 then 4, run here by the interpreter: on the CPU `_channels_last_half`
     itself gives the plain copy): the largest magnitude found, a power-of-two scale that brings it under 2**14
     (values far beyond fp16's range either way), and every value the input's copy times that scale, exactly
     (the TF32 rounding is a GPU's only, as for every copy: the test above runs it)."""
@@ -168,5 +168,31 @@ def test_the_half_copy_holds_tf32_values_scaled_by_a_power_of_two(tmp_path, magn
     assert bool((out.float().abs() <= 2.0 ** 14).all())
     assert torch.equal(out.float(), (rounded * scale).to(torch.float16).float())
     assert torch.allclose(out.float() / scale, want, rtol=2.0 ** -11, atol=0)
+    # the one-pass pair: the copy at scale 1 with the largest magnitude (mode 3), then mode 2 again where
+    # scale 1 does not fit it (mode 4): here it does not, so the result is mode 2's
+    one_pass = torch.full((2, 5, 3, 40), float("nan"), dtype=torch.float16)
+    pair_stats = torch.zeros(2)
+    module._channels_last_launch(x, one_pass, pair_stats, 3, True)
+    assert pair_stats[0] == x.abs().max() and pair_stats[1] == 1.0
+    module._channels_last_launch(x, one_pass, pair_stats, 4, True)
+    assert float(pair_stats[1]) == scale and torch.equal(one_pass, out)
     copy, plain_stats = module._channels_last_half(x)  # the CPU: fp32, scale 1
     assert copy.dtype == torch.float32 and torch.equal(copy, want) and plain_stats.tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("magnitude", [1.0, 1000.0])
+def test_a_tensor_that_fits_fp16_at_scale_1_is_copied_in_one_pass(tmp_path, magnitude):
+    """Largest magnitude in [1, 2**15): mode 3's copy at scale 1 stands, and mode 4 stores nothing."""
+    module = _channels_last_module(tmp_path)
+    torch.manual_seed(1)
+    x = torch.randn(2, 40, 3, 5)
+    x = x / x.abs().max() * magnitude * 1.5
+    out = torch.empty(2, 3, 5, 40, dtype=torch.float16)
+    stats = torch.zeros(2)
+    module._channels_last_launch(x, out, stats, 3, True)
+    first = out.clone()
+    out[0, 0, 0, 0] = 7.0  # a mark: mode 4 must leave it
+    module._channels_last_launch(x, out, stats, 4, True)
+    assert stats.tolist() == [float(x.abs().max()), 1.0]
+    assert out[0, 0, 0, 0] == 7.0 and torch.equal(out.flatten()[1:], first.flatten()[1:])
+    assert torch.equal(first, x.permute(0, 2, 3, 1).to(torch.float16))

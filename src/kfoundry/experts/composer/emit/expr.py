@@ -46,7 +46,10 @@ def _channels_last_kernel(src, dst, stats, C, S, size1, size2, stride_n, stride_
                           BC: tl.constexpr):
     # dst[n, s, c] = src[n, c, s], s the flattened position over up to three spatial dims.
     # MODE 0: the copy; 1: only the largest magnitude, into stats[0]; 2: the copy times stats[1] = 2**(14 - e),
-    # amax <= 2**e (a power of two: exact), so that fp16 holds every value at TF32's precision
+    # amax <= 2**e (a power of two: exact), so that fp16 holds every value at TF32's precision;
+    # 3: the copy at scale 1 (stats[1] = 1) and its largest magnitude into stats[0], then 4: mode 2 where
+    # scale 1 does not fit that magnitude (1 <= amax < 2**15 fits: no value overflows, and only those under
+    # 2**-14 of amax's size lose bits), else nothing: one pass over the tensor instead of two
     n = tl.program_id(2).to(tl.int64)
     rs = tl.program_id(0) * BS + tl.arange(0, BS)
     rc = tl.program_id(1) * BC + tl.arange(0, BC)
@@ -55,18 +58,29 @@ def _channels_last_kernel(src, dst, stats, C, S, size1, size2, stride_n, stride_
     else:
         pos = (rs // (size1 * size2)) * stride_s0 + ((rs // size2) % size1) * stride_s1 + (rs % size2) * stride_s2
     mask = (rs < S)[:, None] & (rc < C)[None, :]
+    first = (tl.program_id(0) == 0) & (tl.program_id(1) == 0) & (tl.program_id(2) == 0)
+    if MODE == 4:  # nothing is loaded or stored where the copy of mode 3 stands
+        amax = tl.load(stats)
+        redo = (amax > 0) & (amax < float("inf")) & ((amax < 1.0) | (amax >= 32768.0))
+        mask = tl.where(redo, mask, False)
     v = tl.load(src + n * stride_n + pos[:, None] + rc[None, :] * stride_c, mask=mask)
     if MODE == 1:
         tl.atomic_max(stats, tl.max(tl.max(tl.where(mask, tl.abs(v), 0.0), axis=1), axis=0))
     else:
+        if MODE == 3:
+            tl.atomic_max(stats, tl.max(tl.max(tl.where(mask, tl.abs(v), 0.0), axis=1), axis=0))
+            if first:
+                tl.store(stats + 1, 1.0)
         if ROUND_TF32:  # to the nearest TF32 value (ties away from zero), as cuDNN does; the tensor cores truncate
             bits = (v.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000
             v = tl.where(v == v, bits.to(tl.float32, bitcast=True), v)
-        if MODE == 2:
+        if MODE == 2 or MODE == 4:
             amax = tl.load(stats)
             scale = tl.where((amax > 0) & (amax < float("inf")), tl.exp2(14.0 - tl.ceil(tl.log2(amax))), 1.0)
+            if MODE == 4:
+                scale = tl.where(redo, scale, 1.0)  # mode 3's, where its copy stands
             v = v * scale
-            if (tl.program_id(0) == 0) & (tl.program_id(1) == 0) & (tl.program_id(2) == 0):
+            if first:
                 tl.store(stats + 1, scale)
         tl.store(dst + n * S * C + rs[:, None] * C + rc[None, :], v, mask=mask)
 
@@ -79,11 +93,14 @@ def _channels_last_launch(t, out, stats, mode, tf32):
     flat = all(sizes[d] == 1 or strides[d] == inner * sizes[d + 1] * (sizes[d + 2] if d == 0 else 1)
                for d in range(2))
     total = sizes[0] * sizes[1] * sizes[2]
-    grid = (triton.cdiv(total, 64), triton.cdiv(t.shape[1], 32), t.shape[0])
+    # fp16 copies: 64 channels a program where there are as many, else 128 positions of 32 (H200,
+    # benchmarks/layout_copy.py: 12-23% faster than 64 x 32)
+    bs, bc = (64, 32) if mode == 0 else (64, 64) if t.shape[1] >= 64 else (128, 32)
+    grid = (triton.cdiv(total, bs), triton.cdiv(t.shape[1], bc), t.shape[0])
     _channels_last_kernel[grid](t, out, stats, t.shape[1], total, sizes[1], sizes[2], t.stride(0), t.stride(1),
                                 strides[0], strides[1], strides[2], FLAT=flat,
                                 ROUND_TF32=bool(tf32 and t.is_cuda and t.dtype == torch.float32), MODE=mode,
-                                BS=64, BC=32)
+                                BS=bs, BC=bc, num_warps=4)
 
 
 def _channels_last(t, tf32=False):
@@ -97,14 +114,15 @@ def _channels_last(t, tf32=False):
 def _channels_last_half(t):
     """The channels-last copy of an fp32 tensor on a GPU in fp16, its values rounded to TF32 and scaled by a power
     of two (so none overflows, and fp16's 10-bit mantissa holds them exactly): the tensor cores' fp16 rate with
-    TF32's rounding. Returns (copy, stats): stats[1] is the scale, which the dot's result is divided by. Elsewhere
-    (another dtype, or the CPU) the plain copy, with scale 1."""
+    TF32's rounding. Returns (copy, stats): stats[1] is the scale, which the dot's result is divided by. One pass
+    at scale 1 where the largest magnitude lies in [1, 2**15) (the second launch then only reads stats), else a
+    second one at the scale that fits. Elsewhere (another dtype, or the CPU) the plain copy, with scale 1."""
     if not (t.is_cuda and t.dtype == torch.float32):
         return _channels_last(t), torch.tensor([0.0, 1.0], device=t.device)
     stats = torch.zeros(2, device=t.device, dtype=torch.float32)
     out = torch.empty((t.shape[0], *t.shape[2:], t.shape[1]), device=t.device, dtype=torch.float16)
-    _channels_last_launch(t, out, stats, 1, True)
-    _channels_last_launch(t, out, stats, 2, True)
+    _channels_last_launch(t, out, stats, 3, True)
+    _channels_last_launch(t, out, stats, 4, True)
     return out, stats
 ''',
     "_k_major": '''def _k_major(b):
