@@ -147,10 +147,10 @@ def test_the_channels_last_copy_rounds_to_the_nearest_tf32_value(tmp_path):
 
 @pytest.mark.parametrize("magnitude", [1e6, 1e-7])
 def test_the_half_copy_holds_tf32_values_scaled_by_a_power_of_two(tmp_path, magnitude):
-    """The fp16 copy (the kernel's modes 1 and 2, and 3 then 4, run here by the interpreter: on the CPU `_channels_last_half`
-    itself gives the plain copy): the largest magnitude found, a power-of-two scale that brings it under 2**14
-    (values far beyond fp16's range either way), and every value the input's copy times that scale, exactly
-    (the TF32 rounding is a GPU's only, as for every copy: the test above runs it)."""
+    """The fp16 copy (the kernel's modes 1 and 2, and 3 then 4, run here by the interpreter: on the CPU
+    `_channels_last_half` itself gives the plain copy): the largest magnitude found, a power-of-two scale that
+    brings it under 2**14 (values far beyond fp16's range either way), and every value the input's copy times
+    that scale, exactly (the TF32 rounding is a GPU's only, as for every copy: the test above runs it)."""
     module = _channels_last_module(tmp_path)
     torch.manual_seed(0)
     x = torch.randn(2, 40, 3, 5) * magnitude  # (N, C, H, W) seen through a transposed view below
