@@ -105,7 +105,7 @@ def test_the_server_refuses_to_fork_with_threads_running(tmp_path):
     """))
     env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with pytest.raises(forkserver.ForkServerError, match="threads after its imports"):
-        forkserver.ForkServer(env, "candidate")
+        forkserver.ForkServer(env, "candidate").wait_ready()
 
 
 def test_servers_past_the_limit_are_closed_once_idle(monkeypatch):

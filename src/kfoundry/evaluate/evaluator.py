@@ -30,7 +30,7 @@ from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone, baseline_worker
 from kfoundry.evaluate.memory_guard import reap_cgroups
 from kfoundry.evaluate.memory_plan import MemoryPlan, plan, problem_sizes
 from kfoundry.evaluate.options import EvalOptions, resolve_device
-from kfoundry.evaluate.process import READY_TIMEOUT_S, Worker, WorkerOutcome, WorkerPool, work_root
+from kfoundry.evaluate.process import READY_TIMEOUT_S, Worker, WorkerOutcome, WorkerPool, start_servers, work_root
 from kfoundry.evaluate.timing import TIMING_METHOD, trials_budget_s
 from kfoundry.evaluate.workdirs import WorkDir, reap
 from kfoundry.guard.findings import Finding
@@ -221,6 +221,8 @@ class Evaluator:
     def _prepare(self) -> PreparedProblem:
         opts = self.options
         started = time.monotonic()
+        # the judge's and the candidates' fork servers import while the problem is sized and the judge starts
+        start_servers(self.device, {"judge": self._reference_env(), **({} if opts.wrapper else {"candidate": None})})
         self.progress("reference: sizing the problem's memory")
         memory = self._plan()
         available = self.host_available[0]

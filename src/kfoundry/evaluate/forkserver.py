@@ -105,16 +105,29 @@ class ForkServer:
                 start_new_session=True, cwd="/")  # a child moves to its folder; the server writes nowhere
         finally:
             theirs.close()
-        ready = self._socket.recv(MAX_MESSAGE) if self._wait_readable(READY_TIMEOUT_S) else b""
-        if json.loads(ready or b"{}").get("ready") is not True:
-            self.process.kill()
-            log.seek(0)
-            error = log.read().decode(errors="replace")[-2000:]
-            log.close()
-            raise ForkServerError(f"the fork server did not start: {error or 'no reply'}")
-        log.close()
-        self._reader = threading.Thread(target=self._read, daemon=True, name=f"kfoundry-forkserver-{role}")
-        self._reader.start()
+        self._log = log
+        self._ready = threading.Lock()  # held while the first spawn waits for the server's imports
+        self._reader: threading.Thread | None = None
+
+    def wait_ready(self) -> None:
+        """Block until the server has imported (the first spawn does this): servers started together
+        import at once, so an evaluator's two cost one import's time, not two."""
+        with self._ready:
+            if self._reader is not None:
+                return
+            if self.gone:
+                raise ForkServerError("the fork server did not start")
+            ready = self._socket.recv(MAX_MESSAGE) if self._wait_readable(READY_TIMEOUT_S) else b""
+            if json.loads(ready or b"{}").get("ready") is not True:
+                self.gone = True
+                self.process.kill()
+                self._log.seek(0)
+                error = self._log.read().decode(errors="replace")[-2000:]
+                self._log.close()
+                raise ForkServerError(f"the fork server did not start: {error or 'no reply'}")
+            self._log.close()
+            self._reader = threading.Thread(target=self._read, daemon=True, name=f"kfoundry-forkserver-{self.role}")
+            self._reader.start()
 
     @property
     def idle(self) -> bool:
@@ -157,6 +170,7 @@ class ForkServer:
         """Fork a worker with `log` as its stdout and stderr, `channel` (the caller closes its copy, as after
         Popen) and `keep` (held open for its life); its stdin is a new pipe whose write end the returned
         process holds as `stdin`."""
+        self.wait_ready()
         read_end, write_end = os.pipe()
         event, reply = threading.Event(), {}
         with self._lock:
@@ -186,6 +200,8 @@ class ForkServer:
         return child
 
     def close(self) -> None:
+        if not self._log.closed:  # never waited for
+            self._log.close()
         try:
             self._socket.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -210,9 +226,10 @@ def enabled(device: str) -> bool:
 
 
 def server_for(device: str, label: str, env: dict[str, str]) -> ForkServer | None:
-    """The running server for this kind of worker and environment (started on first use), or None where
-    workers start as processes of their own: a GPU, a disabled or failed server. `env`: what the server
-    starts with, the part of a worker's environment that is the same for every worker."""
+    """The server for this kind of worker and environment (started on first use, and maybe still
+    importing: its first spawn waits), or None where workers start as processes of their own: a GPU, a
+    disabled server, one that could not be started. `env`: what the server starts with, the part of a
+    worker's environment that is the same for every worker."""
     if not enabled(device):
         return None
     from kfoundry.sandbox.start import REFERENCE_LABELS

@@ -111,6 +111,39 @@ Requests = Callable[[dict[str, Any]], dict[str, Any]]
 Phases = Callable[[str], None]
 
 
+PRIVATE = ("HOME", "XDG_CACHE_HOME", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
+           "TORCHINDUCTOR_CACHE_DIR", "TMPDIR", "KFOUNDRY_WORKER_DEVICE", "KFOUNDRY_WORKER_LABEL",
+           "KFOUNDRY_PARENT_CWD", "KFOUNDRY_SANDBOX", CHANNEL_FD_ENV)  # a worker's own variables
+
+
+def _device_environment(device: str) -> dict[str, str]:
+    """A worker's environment before its own variables and the caller's extra ones."""
+    env = evaluation_environment()  # an allow-list: no key reaches an evaluation process
+    env.update({"PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")])),
+                "PYTHONUNBUFFERED": "1"})
+    env.pop(gpu_lock.ENV_LOCK, None)
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)  # a GPU worker must compile, not interpret
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 4)))
+        env[gpu_lock.ENV_LOCK] = gpu_lock.lock_path(device)
+    return env
+
+
+def _shared(env: dict[str, str]) -> dict[str, str]:
+    """What a fork server starts with: what is read at import (the allow-list, PYTHONPATH, TRITON_INTERPRET),
+    not a worker's own variables, nor our settings (KFOUNDRY_*), which are read when the job runs."""
+    return {k: v for k, v in env.items() if k not in PRIVATE and not k.startswith("KFOUNDRY_")}
+
+
+def start_servers(device: str, extra_envs: dict[str, dict[str, str] | None]) -> None:
+    """Start, all at once, the fork servers that workers with these labels (and extra variables) will be
+    forked from, so that they import side by side while the caller goes on."""
+    for label, extra in extra_envs.items():
+        forkserver.server_for(device, label, _shared({**_device_environment(device), **(extra or {})}))
+
+
 class Worker:
     """One worker process, used for exactly one job."""
 
@@ -130,10 +163,8 @@ class Worker:
         self.workdir = self._dir.path
         self.guard = MemoryGuard.create(memory_limit_bytes, self.workdir, label) if memory_limit_bytes else None
         read_end, write_end = os.pipe()
-        env = evaluation_environment()  # an allow-list: no key reaches an evaluation process
-        env.update({"PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")])),
-                    "PYTHONUNBUFFERED": "1"})
-        # this worker's own: a fork server never starts with these, each child is given them
+        env = _device_environment(device)
+        # this worker's own (PRIVATE): a fork server never starts with these, each child is given them
         private = {
             "HOME": str(self.workdir),  # whatever writes under ~ (caches) writes in the worker's folder
             "XDG_CACHE_HOME": str(self.workdir / "cache"),
@@ -148,17 +179,11 @@ class Worker:
             "KFOUNDRY_SANDBOX": sandbox,
             CHANNEL_FD_ENV: str(write_end),
         }
+        assert set(private) == set(PRIVATE)
         env.update(private)
         if any("ncu" in os.path.basename(part) for part in wrapper or []):
             env["KFOUNDRY_SANDBOX_INET"] = "1"  # Nsight Compute's injected library reports over localhost TCP
-        env.pop(gpu_lock.ENV_LOCK, None)
         (self.workdir / "tmp").mkdir()
-        if device == "cpu":
-            env["TRITON_INTERPRET"] = "1"
-        else:
-            env.pop("TRITON_INTERPRET", None)  # a GPU worker must compile, not interpret
-            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 4)))
-            env[gpu_lock.ENV_LOCK] = gpu_lock.lock_path(device)
         env.update(extra_env or {})
         self._stderr = open(self.workdir / STDERR, "wb")
         self.started = time.monotonic()
@@ -184,11 +209,8 @@ class Worker:
 
     def _fork(self, env: dict[str, str], private: dict[str, str],
               channel: int) -> forkserver.ForkedProcess | None:
-        """The worker forked from a server that imported torch already, or None where there is none. The
-        server starts with what is read at import (the allow-list, PYTHONPATH, TRITON_INTERPRET): not this
-        worker's own variables, nor our settings (KFOUNDRY_*), which are read when the job runs."""
-        shared = {k: v for k, v in env.items() if k not in private and not k.startswith("KFOUNDRY_")}
-        server = forkserver.server_for(self.device, self.label, shared)
+        """The worker forked from a server that imported torch already, or None where there is none."""
+        server = forkserver.server_for(self.device, self.label, _shared(env))
         if server is None:
             return None
         cgroup = self.guard.cgroup if self.guard else None
