@@ -71,6 +71,13 @@ def test_help_lists_eval():
     assert "eval" in result.stdout
 
 
+def test_the_command_line_and_its_help_do_not_import_torch():
+    """`kfoundry --help` (and every command's start) loads no torch: the commands import it when they run."""
+    code = "import sys, kfoundry.cli; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
 def test_eval_ok_human_output(problems_dir, candidates_dir):
     result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "2",
                         "--seed", "3")

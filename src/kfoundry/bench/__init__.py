@@ -1,9 +1,19 @@
 """Suites of problems scored by a method: discovery, per-problem runs, metrics (correctness,
-fast_p, geometric-mean speedups), bench.json / bench.csv / bench.html, and `kfoundry bench`."""
+fast_p, geometric-mean speedups), bench.json / bench.csv / bench.html, and `kfoundry bench`.
 
-from kfoundry.bench.metrics import summarize
-from kfoundry.bench.runner import BenchReport, run_bench
-from kfoundry.bench.settings import METHODS, BenchSettings
-from kfoundry.bench.suite import Suite, SuiteProblem, discover
+The names below are imported on first use: `kfoundry --help` mounts `kfoundry.bench.cli`, which must
+not import the runner (and torch with it)."""
 
-__all__ = ["METHODS", "BenchReport", "BenchSettings", "Suite", "SuiteProblem", "discover", "run_bench", "summarize"]
+from importlib import import_module
+from typing import Any
+
+_WHERE = {"summarize": "metrics", "BenchReport": "runner", "run_bench": "runner", "METHODS": "settings",
+          "BenchSettings": "settings", "Suite": "suite", "SuiteProblem": "suite", "discover": "suite"}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'kfoundry.bench' has no attribute {name!r}")
+    return getattr(import_module(f"kfoundry.bench.{_WHERE[name]}"), name)
