@@ -145,6 +145,28 @@ def test_a_recorded_run_replays_to_the_same_candidates(tmp_path):
     assert again == first and len(first) == 4
 
 
+def test_an_evaluator_that_fails_on_a_candidate_gives_a_stored_crash_and_the_run_goes_on(tmp_path, monkeypatch):
+    from kfoundry.evaluate.evaluator import Evaluator
+
+    real, calls = Evaluator.evaluate, []
+
+    def evaluate_or_fail(self, candidate):
+        calls.append(candidate)
+        if len(calls) == 2:
+            raise RuntimeError("no worker came up")
+        return real(self, candidate)
+
+    monkeypatch.setattr(Evaluator, "evaluate", evaluate_or_fail)
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
+                      settings=OptimizeSettings(islands=1, library="off", compose_variants=0, concurrency=1),
+                      max_evals=3)
+    assert result["evaluations"] == 3 and result["best"] is not None
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
+        rows = conn.execute("SELECT status, message, finished_at FROM evaluations ORDER BY id").fetchall()
+    assert len(rows) == 3 and all(finished is not None for _, _, finished in rows)  # no row is left open
+    assert rows[1][:2] == ("crash", "the evaluator failed: RuntimeError: no worker came up")
+
+
 def test_two_local_workers_share_the_evaluations(tmp_path):
     result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
                       settings=OptimizeSettings(islands=2, library="off", devices="cpu:2"), max_evals=4)
@@ -169,6 +191,19 @@ def test_with_a_local_ray_cluster_the_evaluations_run_on_actors(tmp_path):
     with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
         settings = [json.loads(row[0])["settings"] for row in conn.execute("SELECT evaluation_json FROM evaluations")]
     assert all("node" in s["worker"] for s in settings)  # evaluated by a Ray actor
+    import ray
+
+    from kfoundry.distributed import connect, disconnect
+
+    assert not ray.is_initialized()  # the run started its local instance, and ended it
+    connect("ray", num_cpus=1, include_dashboard=False, log_to_driver=False)  # now the caller's own connection
+    try:
+        again = optimize(AFFINE, out=tmp_path / "again", options=eval_options(), seeds=[AFFINE_KERNEL],
+                         settings=OptimizeSettings(islands=1, library="off", cluster="ray", compose_variants=0),
+                         max_evals=1)
+        assert again["evaluations"] == 1 and ray.is_initialized()  # joined, and left as it was
+    finally:
+        disconnect()
 
 
 def test_reject_similar_drops_llm_proposals_close_to_a_candidate_already_seen(tmp_path):

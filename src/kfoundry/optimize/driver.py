@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kfoundry.diagnose import diagnose
 from kfoundry.errors import KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions
 from kfoundry.experts.base import Proposal
@@ -26,6 +27,7 @@ from kfoundry.problem import read_source
 from kfoundry.search import LocalQueue
 from kfoundry.search.individual import Individual
 from kfoundry.search.queue import Outcome
+from kfoundry.types import Evaluation
 
 if TYPE_CHECKING:
     from kfoundry.run_config import RunConfig
@@ -53,6 +55,7 @@ class Optimization:
         self.external_progress = progress  # a caller's line per phase (bench), beside the panel
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}, as stored
         self._incomplete: list[tuple[int, str, Any]] = []  # verdicts without every baseline yet
+        self._stopping = False  # the search was interrupted: evaluations cut short stay unfinished, for --resume
         self.individuals: dict[str, Individual] = {}
         self.notes: list[str] = []
         self.composed: list[Any] = []  # the composer's kernels for this problem (a new run only)
@@ -161,7 +164,12 @@ class Optimization:
         path = self.run_dir / "candidates" / f"{cid}.py"
         path.parent.mkdir(exist_ok=True)
         path.write_text(ind.source, encoding="utf-8")
-        evaluation = self.evaluator.evaluate(path)
+        try:
+            evaluation = self.evaluator.evaluate(path)
+        except Exception as exc:
+            if self._stopping:
+                raise
+            evaluation = self._failed(exc, ind.source)
         self.store.finish_evaluation(eval_id, evaluation)
         self._save_elapsed()  # at every verdict, the first population's too (the loop records those all at once)
         if evaluation.timing.baselines_pending:
@@ -169,6 +177,14 @@ class Optimization:
         data = evaluation.to_dict()
         self.evaluations[ind.id] = {"evaluation": data, "diagnosis": data.get("diagnosis")}
         return outcome(evaluation, ind.source, ind.id)
+
+    def _failed(self, exc: Exception, source: str) -> Evaluation:
+        """The verdict when the evaluator itself failed on a candidate (a worker that never started, a judge
+        that went away): a crash, stored like any verdict, so the run's record has no row left open."""
+        evaluation = Evaluation(status="crash", message=f"the evaluator failed: {type(exc).__name__}: {exc}",
+                                phase="evaluate", error={"type": type(exc).__name__, "text": str(exc)})
+        evaluation.diagnosis = diagnose(evaluation, source)
+        return evaluation
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -247,7 +263,11 @@ class Optimization:
                     self.loop = session.loop(archipelago, queue, self.experts, workers, on_event=self._on_event,
                                              cost_fn=self._cost, identify=self._identify, dropped=self._dropped,
                                              near_duplicates=near)
-                    reason = asyncio.run(self._search())
+                    try:
+                        reason = asyncio.run(self._search())
+                    except BaseException:
+                        self._stopping = True  # before the queue waits for the evaluations in flight
+                        raise
                 # before the evaluator closes, which ends the baseline process: a fast search is often done
                 # before torch.compile's baseline is, and its verdicts would never get it
                 if self._incomplete:
@@ -340,7 +360,7 @@ class Optimization:
         except Exception as exc:  # noqa: BLE001 -- the report is a view; the run's records stand without it
             self.store.event("report_error", error=f"{type(exc).__name__}: {exc}")
         self.store.event("finished", reason=reason)
-        if self.settings.cluster:
+        if self.session.joined_cluster:  # a caller's own connection stays
             from kfoundry.distributed import disconnect
 
             disconnect()

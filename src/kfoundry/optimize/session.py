@@ -57,6 +57,7 @@ class Session:
     llm: Any = None
     budget: Any = None
     resumed: bool = False
+    joined_cluster: bool = False  # this run connected to Ray (and so leaves it at the end), not its caller
 
     @property
     def settings(self) -> OptimizeSettings:
@@ -72,8 +73,9 @@ class Session:
         """One worker (the default), one per local device (--devices), or Ray actors (--cluster)."""
         s = self.settings
         if s.cluster:
-            from kfoundry.distributed import RayEvaluator, connect
+            from kfoundry.distributed import RayEvaluator, connect, require_ray
 
+            self.joined_cluster = not require_ray().is_initialized()
             connect(s.cluster)
             evaluator = RayEvaluator(self.problem, self.options)
             return evaluator, evaluator.workers
