@@ -8,7 +8,10 @@ the float64 truth the way the evaluator does (error ratio within max(1, 2 x the 
 (median of its repetitions). The evaluator's own timing is what a bench reports; this is for comparing templates.
 
     python benchmarks/composer_variants.py --problems 5,16-22 [--max-variants 8] [--compile] [--json PATH]
-        [--tolerance 1e-4] [--timeout 600] [--conv-grid] [--suite benchmarks/conv_suite]
+        [--tolerance 1e-4] [--timeout 600] [--conv-grid] [--suite benchmarks/conv_suite] [--graph]
+
+--graph adds, for eager, torch.compile and every variant, the kernels one forward launches and its time replayed
+as one CUDA graph: the difference from the plain time is the host's launch path.
 
 Prints one table (problem, variant, ms, x eager, x compile, error ratio, ok) and writes JSON.
 """
@@ -46,7 +49,7 @@ def _flat(outputs) -> list:
     return [t for o in outputs for t in _flat(o)] if isinstance(outputs, (tuple, list)) else [outputs]
 
 
-def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: float) -> dict:
+def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: float, graph: bool = False) -> dict:
     import torch
     from triton.testing import do_bench
 
@@ -85,6 +88,40 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
         with torch.no_grad():
             return float(do_bench(lambda: fn(*inputs), warmup=50, rep=300, return_mode="median"))
 
+    def launches(fn) -> int:
+        """Kernels one forward launches (torch.profiler)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn(*inputs)
+            torch.cuda.synchronize()
+        return sum(e.count for e in prof.key_averages()
+                   if (getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0))
+                   and not e.key.startswith("cuda"))
+
+    def graphed(fn) -> float:
+        """The forward captured once as a CUDA graph and replayed: its time without the host's launch path."""
+        with torch.no_grad():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):  # Triton compiles and autotunes outside the capture
+                    fn(*inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn(*inputs)
+            return float(do_bench(g.replay, warmup=50, rep=300, return_mode="median"))
+
+    def host_view(fn, row: dict) -> None:
+        if not graph:
+            return
+        row["launches"] = launches(fn)
+        try:
+            row["graph_ms"] = graphed(fn)
+        except Exception as exc:  # noqa: BLE001 -- a forward that cannot be captured still has its other figures
+            row["graph_failure"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+
     model = build_model(module.Model, init, 0, torch.float32, device, False)
     with torch.no_grad():
         reference = model(*inputs)
@@ -106,11 +143,17 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
     ref_error = worst_error(reference)
     out = {"problem": problem.stem, "eager_ms": bench(model), "compile_ms": None, "reference_error": ref_error,
            "variants": [], "eager_kernels": kernels(model)}
+    eager_view: dict = {}
+    host_view(model, eager_view)
+    out.update({f"eager_{k}": v for k, v in eager_view.items()})
     if do_compile:
         try:
             compiled = torch.compile(model)
             out["compile_ms"] = bench(compiled)
             out["compile_kernels"] = kernels(compiled)
+            compile_view: dict = {}
+            host_view(compiled, compile_view)
+            out.update({f"compile_{k}": v for k, v in compile_view.items()})
             del compiled
         except Exception as exc:  # noqa: BLE001 -- the variants are still worth timing
             out["compile_failure"] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -126,6 +169,7 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
             row["ok"] = row["error"] <= max(1.0, 2 * ref_error)
             row["ms"] = bench(new)
             row["kernels"] = kernels(new)
+            host_view(new, row)
         except Exception as exc:  # noqa: BLE001 -- one failing variant must not hide the others
             row["failure"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         out["variants"].append(row)
@@ -139,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", type=Path, default=SUITE, help="the folder of numbered problems (benchmarks/suite)")
     parser.add_argument("--max-variants", type=int, default=8)
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--graph", action="store_true",
+                        help="also count each forward's kernels and time it replayed as one CUDA graph (graph_ms):"
+                             " how much of its time is the host's launch path")
     parser.add_argument("--tolerance", type=float, default=1e-4)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--json", type=Path)
@@ -148,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         problem, *candidates = (Path(p) for p in args.worker)
-        print(json.dumps(worker(problem, candidates, args.compile, args.tolerance)))
+        print(json.dumps(worker(problem, candidates, args.compile, args.tolerance, args.graph)))
         return 0
 
     from kfoundry.experts.composer import compose
@@ -178,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 path.write_text(c.source)
                 paths.append(path)
             cmd = [sys.executable, __file__, "--tolerance", str(args.tolerance), "--worker", str(problem),
-                   *map(str, paths)] + (["--compile"] if args.compile else [])
+                   *map(str, paths)] + (["--compile"] if args.compile else []) + (["--graph"] if args.graph else [])
             try:
                 done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=args.timeout)
             except subprocess.TimeoutExpired:
@@ -258,6 +305,10 @@ def print_problem(result: dict) -> None:
         print("  compile kernels: " + ", ".join(f"{k} {v:.3f}" for k, v in result["compile_kernels"].items()))
     if result.get("compile_failure"):
         print(f"  torch.compile failed: {result['compile_failure']}")
+    for who in ("eager", "compile"):
+        if f"{who}_launches" in result:
+            print(f"  {who}: {result[f'{who}_launches']} launches, as a CUDA graph "
+                  f"{result.get(f'{who}_graph_ms', float('nan')):.4f} ms {result.get(f'{who}_graph_failure', '')}")
     print(f"  {'variant':58} {'ms':>9} {'x eager':>8} {'x compile':>9} {'error':>8}  ok")
     for row in result["variants"]:
         if "failure" in row:
@@ -267,6 +318,9 @@ def print_problem(result: dict) -> None:
         print(f"  {row['variant']:58} {row['ms']:9.4f} {eager / row['ms']:8.3f} {vs_compile:>9} "
               f"{row['error']:8.3g}  {'yes' if row['ok'] else 'NO'}")
         print("      " + ", ".join(f"{k} {v:.3f}" for k, v in row.get("kernels", {}).items()))
+        if "launches" in row:
+            print(f"      {row['launches']} launches, as a CUDA graph "
+                  f"{row.get('graph_ms', float('nan')):.4f} ms {row.get('graph_failure', '')}")
     sys.stdout.flush()
 
 
