@@ -71,6 +71,18 @@ def test_help_lists_eval():
     assert "eval" in result.stdout
 
 
+def test_version_names_kfoundry_torch_and_triton():
+    result = in_process("--version")
+    assert result.returncode == 0
+    assert re.match(r"kfoundry \d+\.\d+\.\d+ \(torch \S+, triton \S+, Python 3\.\d+", result.stdout), result.stdout
+
+
+def test_report_on_a_folder_that_is_no_run_says_so(tmp_path):
+    result = in_process("report", tmp_path)
+    assert_clean_error(result, "is not a run folder")
+    assert "resume" not in result.stderr
+
+
 def test_the_command_line_and_its_help_do_not_import_torch():
     """`kfoundry --help` (and every command's start) loads no torch: the commands import it when they run."""
     code = "import sys, kfoundry.cli; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
@@ -137,6 +149,7 @@ def test_eval_with_set_and_eval_mode(problems_dir, candidates_dir):
     "name, expected",
     [
         ("does_not_exist.py", "problem file not found"),
+        (".", "is a folder: give the problem's .py file"),
         ("syntax_error.py", "line 9: expected ':'"),
         ("no_model.py", "missing Model"),
         ("no_get_init_inputs.py", "missing get_init_inputs"),

@@ -36,7 +36,7 @@ def test_missing_problem_file(tmp_path):
 
 
 def test_a_directory_is_not_a_problem_file(tmp_path):
-    with pytest.raises(ProblemError, match="problem file not found"):
+    with pytest.raises(ProblemError, match=r"the problem is a file, and .* is a folder: give the problem's .py file"):
         read_problem(tmp_path)
 
 

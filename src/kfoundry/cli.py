@@ -25,8 +25,28 @@ err = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        import kfoundry
+
+        def installed(name: str) -> str:
+            try:
+                return version(name)
+            except PackageNotFoundError:
+                return "not installed"
+
+        typer.echo(f"kfoundry {kfoundry.__version__} (torch {installed('torch')}, triton {installed('triton')}, "
+                   f"Python {sys.version.split()[0]})")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print kfoundry's version and those of torch and triton, and exit."),
+) -> None:
     """Kernel Foundry."""
 
 

@@ -102,6 +102,8 @@ def apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> 
 
 def read_source(path: Path, error: type[Exception], what: str) -> str:
     """The text of a user's file, or `error` saying plainly why not."""
+    if path.is_dir():
+        raise error(f"the {what} is a file, and {path} is a folder: give the {what}'s .py file")
     if not path.is_file():
         raise error(f"{what} file not found: {path}")
     try:

@@ -131,6 +131,9 @@ def test_llm_calls_keep_only_reply_fields_and_no_keys(store):
 def test_open_missing_store(tmp_path):
     with pytest.raises(RunStoreError, match="nothing to resume"):
         RunStore.open(tmp_path / "nowhere")
+    with pytest.raises(RunStoreError, match="is not a run folder") as read_only:  # read, as `report` does
+        RunStore.open(tmp_path / "nowhere", resume=False)
+    assert "resume" not in str(read_only.value)
 
 
 def test_open_corrupt_store(tmp_path):

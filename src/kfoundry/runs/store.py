@@ -101,8 +101,11 @@ class RunStore:
         run_dir = Path(run_dir)
         path = run_dir / DB_NAME
         if not path.is_file():
-            raise RunStoreError(f"no run store at {path}: nothing to resume "
-                                "(start a new run without --resume)")
+            if resume:
+                raise RunStoreError(f"no run store at {path}: nothing to resume "
+                                    "(start a new run without --resume)")
+            raise RunStoreError(f"no run store at {path}: {run_dir} is not a run folder "
+                                "(kfoundry optimize writes one, with -o DIR)")
         conn = connect(path, configure=False)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
