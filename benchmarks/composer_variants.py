@@ -68,20 +68,25 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
     device = "cuda"
     inputs = make_inputs(module, 0, torch.float32, device)
 
-    def kernels(fn) -> dict[str, float]:
-        """Device ms per call of each kernel the forward launches (torch.profiler, 5 calls)."""
+    def device_events(fn, calls: int):
+        """The device events (kernels, copies) of `calls` forwards, from torch.profiler."""
         from torch.profiler import ProfilerActivity, profile
 
         with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(5):
+            for _ in range(calls):
                 fn(*inputs)
             torch.cuda.synchronize()
+        return [e for e in prof.key_averages()
+                if (getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0))
+                and not e.key.startswith("cuda")]
+
+    def kernels(fn) -> dict[str, float]:
+        """Device ms per call of each kernel the forward launches (5 calls)."""
         out = {}
-        for event in prof.key_averages():
+        for event in device_events(fn, 5):
             total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
-            if total and not event.key.startswith("cuda"):
-                name = event.key[:60]  # kernels sharing these characters are summed, not overwritten
-                out[name] = round(out.get(name, 0.0) + total / 5 / 1000, 4)
+            name = event.key[:60]  # kernels sharing these characters are summed, not overwritten
+            out[name] = round(out.get(name, 0.0) + total / 5 / 1000, 4)
         return dict(sorted(out.items(), key=lambda kv: -kv[1])[:6])
 
     def bench(fn) -> float:
@@ -89,15 +94,8 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
             return float(do_bench(lambda: fn(*inputs), warmup=50, rep=300, return_mode="median"))
 
     def launches(fn) -> int:
-        """Kernels one forward launches (torch.profiler)."""
-        from torch.profiler import ProfilerActivity, profile
-
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn(*inputs)
-            torch.cuda.synchronize()
-        return sum(e.count for e in prof.key_averages()
-                   if (getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0))
-                   and not e.key.startswith("cuda"))
+        """Kernels one forward launches."""
+        return sum(e.count for e in device_events(fn, 1))
 
     def graphed(fn) -> float:
         """The forward captured once as a CUDA graph and replayed: its time without the host's launch path."""

@@ -111,9 +111,25 @@ Requests = Callable[[dict[str, Any]], dict[str, Any]]
 Phases = Callable[[str], None]
 
 
-PRIVATE = ("HOME", "XDG_CACHE_HOME", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
-           "TORCHINDUCTOR_CACHE_DIR", "TMPDIR", "KFOUNDRY_WORKER_DEVICE", "KFOUNDRY_WORKER_LABEL",
-           "KFOUNDRY_PARENT_CWD", "KFOUNDRY_SANDBOX", CHANNEL_FD_ENV)  # a worker's own variables
+def _own_environment(workdir: Path, device: str, label: str, sandbox: str, channel: int) -> dict[str, str]:
+    """A worker's own variables: a fork server never starts with these, each child is given them."""
+    return {
+        "HOME": str(workdir),  # whatever writes under ~ (caches) writes in the worker's folder
+        "XDG_CACHE_HOME": str(workdir / "cache"),
+        "CUDA_CACHE_PATH": str(workdir / "cuda-cache"),
+        "TRITON_CACHE_DIR": str(workdir / "triton-cache"),
+        "TORCH_EXTENSIONS_DIR": str(workdir / "torch-extensions"),
+        "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor-cache"),
+        "TMPDIR": str(workdir / "tmp"),
+        "KFOUNDRY_WORKER_DEVICE": device,
+        "KFOUNDRY_WORKER_LABEL": label,
+        "KFOUNDRY_PARENT_CWD": os.getcwd(),  # the sandbox grants nothing under it
+        "KFOUNDRY_SANDBOX": sandbox,
+        CHANNEL_FD_ENV: str(channel),
+    }
+
+
+PRIVATE = frozenset(_own_environment(Path("/"), "cpu", "", "on", 0))  # their names
 
 
 def _device_environment(device: str) -> dict[str, str]:
@@ -164,23 +180,7 @@ class Worker:
         self.guard = MemoryGuard.create(memory_limit_bytes, self.workdir, label) if memory_limit_bytes else None
         read_end, write_end = os.pipe()
         env = _device_environment(device)
-        # this worker's own (PRIVATE): a fork server never starts with these, each child is given them
-        private = {
-            "HOME": str(self.workdir),  # whatever writes under ~ (caches) writes in the worker's folder
-            "XDG_CACHE_HOME": str(self.workdir / "cache"),
-            "CUDA_CACHE_PATH": str(self.workdir / "cuda-cache"),
-            "TRITON_CACHE_DIR": str(self.workdir / "triton-cache"),
-            "TORCH_EXTENSIONS_DIR": str(self.workdir / "torch-extensions"),
-            "TORCHINDUCTOR_CACHE_DIR": str(self.workdir / "inductor-cache"),
-            "TMPDIR": str(self.workdir / "tmp"),
-            "KFOUNDRY_WORKER_DEVICE": device,
-            "KFOUNDRY_WORKER_LABEL": label,
-            "KFOUNDRY_PARENT_CWD": os.getcwd(),  # the sandbox grants nothing under it
-            "KFOUNDRY_SANDBOX": sandbox,
-            CHANNEL_FD_ENV: str(write_end),
-        }
-        assert set(private) == set(PRIVATE)
-        env.update(private)
+        env.update(_own_environment(self.workdir, device, label, sandbox, write_end))
         if any("ncu" in os.path.basename(part) for part in wrapper or []):
             env["KFOUNDRY_SANDBOX_INET"] = "1"  # Nsight Compute's injected library reports over localhost TCP
         (self.workdir / "tmp").mkdir()
@@ -188,7 +188,7 @@ class Worker:
         self._stderr = open(self.workdir / STDERR, "wb")
         self.started = time.monotonic()
         try:
-            self.process = self._fork(env, private, write_end) if not wrapper else None
+            self.process = self._fork(env, write_end) if not wrapper else None
             if self.process is None:
                 prefix = self.guard.command_prefix() if self.guard else []
                 command = [*prefix, *(wrapper or []), sys.executable, "-m", "kfoundry.sandbox.start"]
@@ -207,8 +207,7 @@ class Worker:
         self._reader.start()
         self._closed = False
 
-    def _fork(self, env: dict[str, str], private: dict[str, str],
-              channel: int) -> forkserver.ForkedProcess | None:
+    def _fork(self, env: dict[str, str], channel: int) -> forkserver.ForkedProcess | None:
         """The worker forked from a server that imported torch already, or None where there is none."""
         server = forkserver.server_for(self.device, self.label, _shared(env))
         if server is None:
