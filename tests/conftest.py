@@ -43,6 +43,23 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Under `-n N --dist loadgroup` (scripts/test.sh): each test file runs whole in one worker, so its module
+    fixtures (evaluators, composed candidates) are built once; tests marked `xdist_group(NAME)` run in one
+    worker together whatever their file (the Ray tests: one local Ray instance at a time)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileOrGroup(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if "@" in nodeid.rsplit("::", 1)[-1]:
+                return nodeid.rsplit("@", 1)[-1]
+            return nodeid.split("::", 1)[0]
+
+    return FileOrGroup(config, log)
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 

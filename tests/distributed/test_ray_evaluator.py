@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kfoundry[ray]')")
+pytestmark = pytest.mark.xdist_group("ray")  # one local Ray instance at a time (tests/conftest.py)
 
 from kfoundry.distributed import RayEvaluator, connect, disconnect
 from kfoundry.evaluate import EvalOptions

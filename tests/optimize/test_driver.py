@@ -183,6 +183,7 @@ def test_devices_and_cluster_exclude_each_other(tmp_path):
         optimize(AFFINE, out=tmp_path / "run", options=eval_options(), devices="cpu:2", cluster="ray")
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time (tests/conftest.py)
 def test_with_a_local_ray_cluster_the_evaluations_run_on_actors(tmp_path):
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'kfoundry[ray]')")
     result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL],
