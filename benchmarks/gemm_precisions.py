@@ -6,7 +6,9 @@ For each shape it prints and writes (JSON) the do_bench median of:
 - `eager`: torch.matmul in fp32 (cuBLAS, TF32 off: PyTorch's default);
 - `cublas_tf32`: the same with TF32 on (one TF32 product: context only, it fails an fp32 tolerance of 1e-4);
 - `tf32x3 BMxBNxBK/wW/sS`: one Triton kernel, `input_precision="tf32x3"`, on fp32 operands;
-- `fp16x3 ...`: the split (one Triton kernel per operand, timed with the GEMM) and the three-product kernel;
+- `fp16x3 ...`: the composer's split helper (a Triton kernel per operand, timed with the GEMM) and a
+  three-product kernel (`chunk N`: the high products summed N k-steps at a time, then added to the running sum);
+- `split A/B alone [RxK]`: the split helper alone, in its own tiles or in R rows x K a program;
 and for each its TFLOP/s, the fraction of the 3xTF32 roof (3 x 2MNK at the datasheet's dense TF32 rate, and at
 the rate measured here with cuBLAS TF32), and its error against the float64 product as the evaluator's fp32
 check sees it: max |out - ref| / (atol + rtol |ref|) at 1e-4 (at most 1 passes).
@@ -19,9 +21,11 @@ B as K x N (torch.matmul of two inputs)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,41 +33,16 @@ import torch
 import triton
 import triton.language as tl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 DATASHEET_TF32_TFLOPS = {"H200": 495.0, "H100": 495.0}  # dense, no sparsity
 TOLERANCE = 1e-4
 DEFAULT_SHAPES = "1024x8192x8192,8192x4096x4096,2048x4096x8192,16384x4096x1024t"
 TF32X3_CONFIGS = [(128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (128, 128, 64, 8, 3)]
-FP16X3_CONFIGS = [(128, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3),
-                  (128, 128, 32, 4, 4), (64, 128, 64, 4, 4)]
+FP16X3_CONFIGS = [(128, 128, 64, 8, 3), (64, 128, 64, 4, 4), (128, 128, 32, 8, 4), (128, 64, 64, 4, 4),
+                  (128, 128, 64, 4, 3), (64, 256, 64, 8, 3)]
+SPLIT_TILES = [(1, 2048), (2, 1024), (4, 512), (16, 128), (32, 64), (64, 32)]  # (rows, K) a program
+CHUNKS = (8, 32)  # k-steps whose high products share an accumulator before it joins the running sum
 LOW_SCALE = 2048.0  # the low part is scaled up by 2^11, past the high part's 11 significant bits
-
-
-@triton.jit
-def split_rows_kernel(x_ptr, hi_ptr, lo_ptr, inv_ptr, R, K, stride_r, stride_k,
-                      BR: tl.constexpr, BK: tl.constexpr):
-    """Rows of x (R x K, any strides) as hi + lo / 2^11 = x * 2^e (e per row, so that the row's largest magnitude
-    lies in [2^13, 2^14)), hi and lo fp16, written R x K contiguous; inv = 2^-e."""
-    rows = tl.program_id(0) * BR + tl.arange(0, BR)
-    row_ok = rows < R
-    largest = tl.zeros([BR], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        ok = row_ok[:, None] & (cols[None, :] < K)
-        x = tl.load(x_ptr + rows[:, None] * stride_r + cols[None, :] * stride_k, mask=ok, other=0.0)
-        largest = tl.maximum(largest, tl.max(tl.abs(x), axis=1))
-    exponent = ((largest.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127  # largest < 2^(exponent + 1)
-    e = tl.minimum(tl.maximum(13 - exponent, -126), 127)
-    scale = ((e + 127) << 23).to(tl.float32, bitcast=True)
-    inverse = ((127 - e) << 23).to(tl.float32, bitcast=True)
-    tl.store(inv_ptr + rows, inverse, mask=row_ok)
-    for k0 in range(0, K, BK):
-        cols = k0 + tl.arange(0, BK)
-        ok = row_ok[:, None] & (cols[None, :] < K)
-        x = tl.load(x_ptr + rows[:, None] * stride_r + cols[None, :] * stride_k, mask=ok, other=0.0) * scale[:, None]
-        hi = x.to(tl.float16)
-        lo = ((x - hi.to(tl.float32)) * 2048.0).to(tl.float16)
-        tl.store(hi_ptr + rows[:, None] * K + cols[None, :], hi, mask=ok)
-        tl.store(lo_ptr + rows[:, None] * K + cols[None, :], lo, mask=ok)
 
 
 @triton.jit
@@ -103,6 +82,47 @@ def fp16x3_kernel(ahi_ptr, alo_ptr, ainv_ptr, bhi_ptr, blo_ptr, binv_ptr, c_ptr,
 
 
 @triton.jit
+def fp16x3_chunked_kernel(ahi_ptr, alo_ptr, ainv_ptr, bhi_ptr, blo_ptr, binv_ptr, c_ptr, M, N, K,
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                          CHUNK: tl.constexpr):
+    """fp16x3_kernel with the high products summed CHUNK steps at a time in an accumulator of their own, then
+    added to the running sum with the FMA units' rounding to nearest (the tensor cores' accumulation may not be)."""
+    pid = tl.program_id(0)
+    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    in_group = GROUP_M * num_n
+    first_m = (pid // in_group) * GROUP_M
+    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % rows_in_group
+    pid_n = (pid % in_group) // rows_in_group
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    m_ok, n_ok = rm < M, rn < N
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    low = tl.zeros([BM, BN], dtype=tl.float32)
+    for k1 in range(0, K, BK * CHUNK):
+        part = tl.zeros([BM, BN], dtype=tl.float32)
+        for k0 in range(k1, tl.minimum(k1 + BK * CHUNK, K), BK):
+            k_ok = (k0 + rk) < K
+            a_at = rm[:, None] * K + (k0 + rk)[None, :]
+            b_at = rn[None, :] * K + (k0 + rk)[:, None]
+            a_mask, b_mask = m_ok[:, None] & k_ok[None, :], n_ok[None, :] & k_ok[:, None]
+            a_hi = tl.load(ahi_ptr + a_at, mask=a_mask, other=0.0)
+            a_lo = tl.load(alo_ptr + a_at, mask=a_mask, other=0.0)
+            b_hi = tl.load(bhi_ptr + b_at, mask=b_mask, other=0.0)
+            b_lo = tl.load(blo_ptr + b_at, mask=b_mask, other=0.0)
+            part = tl.dot(a_hi, b_hi, part)
+            low = tl.dot(a_hi, b_lo, low)
+            low = tl.dot(a_lo, b_hi, low)
+        acc = acc + part
+    out = acc + low * (1.0 / 2048.0)
+    a_inv = tl.load(ainv_ptr + rm, mask=m_ok, other=0.0)
+    b_inv = tl.load(binv_ptr + rn, mask=n_ok, other=0.0)
+    out = out * a_inv[:, None] * b_inv[None, :]
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], out, mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
 def tf32x3_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_bn, stride_bk,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """C = A @ B^T with fp32 operands, three TF32 products per step (A: M x K contiguous, B: N x K by strides)."""
@@ -127,28 +147,53 @@ def tf32x3_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_bn, stride_bk,
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=m_ok[:, None] & n_ok[None, :])
 
 
-def split(x: torch.Tensor, rows_along: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """x's rows (dim `rows_along` indexes them, the other dim is K) split into fp16 hi, lo and 2^-e."""
-    rows, k = x.shape[rows_along], x.shape[1 - rows_along]
-    hi = torch.empty((rows, k), device=x.device, dtype=torch.float16)
-    lo = torch.empty_like(hi)
-    inv = torch.empty(rows, device=x.device, dtype=torch.float32)
-    stride_r, stride_k = x.stride(rows_along), x.stride(1 - rows_along)
-    split_rows_kernel[(triton.cdiv(rows, 32),)](x, hi, lo, inv, rows, k, stride_r, stride_k, BR=32, BK=128,
-                                                num_warps=4)
-    return hi, lo, inv
+def composer_helpers():
+    """The composer's own split helper (the code its candidates carry), loaded from a file as Triton needs."""
+    from kfoundry.experts.composer.emit.expr import HELPERS
+
+    path = Path(tempfile.mkdtemp(prefix="kf-gemm-")) / "split_helper.py"
+    path.write_text("import torch\nimport triton\nimport triton.language as tl\n\n" + HELPERS["_split_fp16x3"])
+    spec = importlib.util.spec_from_file_location("split_helper", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def fp16x3(a: torch.Tensor, b: torch.Tensor, b_rows_along: int, config) -> torch.Tensor:
+HELPER = None
+
+
+def split(x: torch.Tensor, rows_along: int, tiles: tuple[int, int] | None = None):
+    """x's rows (dim `rows_along` indexes them, the other dim is K) as the composer splits them: fp16 hi, lo
+    (K-contiguous) and 2^-e per row; `tiles` (rows, K) overrides the helper's choice."""
+    global HELPER
+    HELPER = HELPER or composer_helpers()
+    k_dim = -1 if rows_along == 0 else -2
+    if tiles is None:
+        return HELPER._split_fp16x3(x, k_dim)
+    saved = dict(HELPER._SPLIT_TILES)
+    HELPER._SPLIT_TILES.update({key: tiles for key in saved})
+    try:
+        return HELPER._split_fp16x3(x, k_dim)
+    finally:
+        HELPER._SPLIT_TILES.update(saved)
+
+
+def fp16x3(a: torch.Tensor, b: torch.Tensor, b_rows_along: int, config, chunk: int = 0) -> torch.Tensor:
     bm, bn, bk, warps, stages = config
     m, k = a.shape
     n = b.shape[b_rows_along]
     a_hi, a_lo, a_inv = split(a, 0)
     b_hi, b_lo, b_inv = split(b, b_rows_along)
+    if b_rows_along == 1:  # (K, N) parts as the helper returns them: (N, K) in memory
+        b_hi, b_lo = b_hi.t(), b_lo.t()
     c = torch.empty((m, n), device=a.device, dtype=torch.float32)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    fp16x3_kernel[grid](a_hi, a_lo, a_inv, b_hi, b_lo, b_inv, c, m, n, k, BM=bm, BN=bn, BK=bk, GROUP_M=8,
-                        num_warps=warps, num_stages=stages)
+    args = (a_hi, a_lo, a_inv, b_hi, b_lo, b_inv, c, m, n, k)
+    if chunk:
+        fp16x3_chunked_kernel[grid](*args, BM=bm, BN=bn, BK=bk, GROUP_M=8, CHUNK=chunk, num_warps=warps,
+                                    num_stages=stages)
+    else:
+        fp16x3_kernel[grid](*args, BM=bm, BN=bn, BK=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
     return c
 
 
@@ -209,24 +254,36 @@ def run_shape(text: str, datasheet: float | None, measured: float) -> dict:
         methods["tf32x3 %dx%dx%d/w%d/s%d" % config] = lambda c=config: tf32x3(a, b, rows_along, c)
     for config in FP16X3_CONFIGS:
         methods["fp16x3 %dx%dx%d/w%d/s%d" % config] = lambda c=config: fp16x3(a, b, rows_along, c)
+    for config in FP16X3_CONFIGS[:2]:
+        for chunk in CHUNKS:
+            methods[f"fp16x3 chunk {chunk} " + "%dx%dx%d/w%d/s%d" % config] = \
+                lambda c=config, ch=chunk: fp16x3(a, b, rows_along, c, ch)
+    methods["split A alone"] = lambda: split(a, 0)
+    methods["split B alone"] = lambda: split(b, rows_along)
+    for tiles in SPLIT_TILES:
+        methods["split A alone %dx%d" % tiles] = lambda t=tiles: split(a, 0, t)
+        methods["split B alone %dx%d" % tiles] = lambda t=tiles: split(b, rows_along, t)
     rows = []
     for name, fn in methods.items():
         row = {"method": name}
         try:
             out = fn()
             torch.cuda.synchronize()
-            row["error_ratio"] = round(error_ratio(out, truth), 4)
+            if isinstance(out, torch.Tensor):
+                row["error_ratio"] = round(error_ratio(out, truth), 4)
             del out
             ms = triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
             row["ms"] = round(ms, 4)
-            row["tflops"] = round(flop / (ms * 1e-3) / 1e12, 1)
-            row["roof_fraction_datasheet"] = round(roof_ms["datasheet"] / ms, 3) if roof_ms["datasheet"] else None
-            row["roof_fraction_measured"] = round(roof_ms["measured"] / ms, 3)
+            if not name.startswith("split"):  # a whole product: its rate and its share of the roof
+                row["tflops"] = round(flop / (ms * 1e-3) / 1e12, 1)
+                row["roof_fraction_datasheet"] = round(roof_ms["datasheet"] / ms, 3) if roof_ms["datasheet"] else None
+                row["roof_fraction_measured"] = round(roof_ms["measured"] / ms, 3)
         except Exception as exc:  # noqa: BLE001 -- a config that does not compile is a row, not the end
             row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         rows.append(row)
-        print(f"  {name:28s} " + (f"{row['ms']:8.3f} ms {row['tflops']:6.1f} TF/s roof {row['roof_fraction_datasheet']}"
-                                  f"/{row['roof_fraction_measured']} err {row['error_ratio']}"
+        print(f"  {name:36s} " + (f"{row['ms']:8.3f} ms {row.get('tflops', '-')} TF/s roof "
+                                  f"{row.get('roof_fraction_datasheet', '-')}/{row.get('roof_fraction_measured', '-')} "
+                                  f"err {row.get('error_ratio', '-')}"
                                   if "ms" in row else row.get("error", "")), flush=True)
     return {"shape": text, "m": m, "n": n, "k": k, "b_layout": "KxN" if transposed else "NxK",
             "roof_ms": roof_ms, "rows": rows}

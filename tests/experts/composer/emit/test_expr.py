@@ -196,3 +196,52 @@ def test_a_tensor_that_fits_fp16_at_scale_1_is_copied_in_one_pass(tmp_path, magn
     assert stats.tolist() == [float(x.abs().max()), 1.0]
     assert out[0, 0, 0, 0] == 7.0 and torch.equal(out.flatten()[1:], first.flatten()[1:])
     assert torch.equal(first, x.permute(0, 2, 3, 1).to(torch.float16))
+
+
+def _helper_module(tmp_path, name: str):
+    source = "import torch\nimport triton\nimport triton.language as tl\n\n" + HELPERS[name]
+    path = tmp_path / f"{name.strip('_')}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name.strip("_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("case", ["rows", "columns", "batched_columns", "broadcast_batch", "strided"])
+def test_the_fp16x3_split_holds_22_bits_of_every_row(tmp_path, case):
+    """hi + lo / 2**11 times a power of two per row gives each value back to 22 significant bits of its row's
+    largest magnitude (fp32 has 24), with no overflow: rows of magnitudes from 1e-30 to 1e30 and a row of zeros;
+    K along the last dim (A of a GEMM) or the one before (B), batched or not, through strided views."""
+    module = _helper_module(tmp_path, "_split_fp16x3")
+    tiles = {"rows": "other", "columns": "other", "batched_columns": "other", "broadcast_batch": "k", "strided": "other"}
+    launched = []
+    real = module._split_fp16x3_kernel
+    module._split_fp16x3_kernel = type("Spy", (), {"__getitem__": lambda self, grid: (
+        lambda *args, **kw: (launched.append((kw["BR"], kw["BK"])), real[grid](*args, **kw)))})()
+    torch.manual_seed(0)
+    magnitudes = torch.tensor([1e-30, 1e-7, 1.0, 3e4, 1e30, 0.0, 1.0])
+    if case == "rows":  # (R, K), a transposed view of a (K, R) tensor
+        t, k_dim = (torch.randn(300, 7) * magnitudes).t(), -1
+    elif case == "columns":  # (K, R), K-major already
+        t, k_dim = torch.randn(300, 7) * magnitudes, -2
+    elif case == "batched_columns":
+        t, k_dim = torch.randn(2, 300, 7) * magnitudes, -2
+    elif case == "broadcast_batch":  # a batch of one, expanded: the stride-0 batch of a bmm's broadcast operand
+        t, k_dim = ((torch.randn(7, 300) * magnitudes[:, None]).unsqueeze(0)).expand(3, 7, 300), -1
+    else:  # neither K nor the rows contiguous: every other column of a wider tensor
+        t, k_dim = (torch.randn(7, 600) * magnitudes[:, None])[:, ::2], -1
+    hi, lo, inv = module._split_fp16x3(t, k_dim)
+    assert hi.dtype == lo.dtype == torch.float16 and inv.dtype == torch.float32
+    assert hi.shape == lo.shape == t.shape and hi.stride(k_dim) == 1 and lo.stride(k_dim) == 1
+    rows = t.movedim(k_dim, -1)  # (..., R, K)
+    assert inv.shape == rows.shape[:-1]
+    assert bool(torch.isfinite(hi.float()).all()) and bool(torch.isfinite(lo.float()).all())
+    back = (hi.movedim(k_dim, -1).double() + lo.movedim(k_dim, -1).double() / 2048) * inv.double()[..., None]
+    largest = rows.double().abs().amax(-1, keepdim=True)
+    assert bool(((back - rows.double()).abs() <= largest * 2.0 ** -22).all())
+    nonzero = inv[inv != 0]
+    assert bool((torch.frexp(nonzero).mantissa == 0.5).all())  # powers of two: every scaling is exact
+    assert bool((hi.float().abs().amax(-1 if k_dim == -1 else -2) < 2.0 ** 14).all())
+    assert bool((rows.abs().amax(-1)[inv == 0] == 0).all())  # only a row of zeros gets a zero factor
+    assert launched == [module._SPLIT_TILES[tiles[case]]]  # the tiles for what is contiguous

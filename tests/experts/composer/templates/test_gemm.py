@@ -2,7 +2,9 @@
 
 import pytest
 
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.compose import capture
+from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.read.trace import load_sample
 from kfoundry.experts.composer.templates.gemm import configs, dot_precisions
 from tests.experts.composer.helpers import (
     EXAMPLE_SIZES,
@@ -33,10 +35,16 @@ def composed():
 
 def test_epilogues_are_fused(composed):
     linear = first(composed["linear_gelu_scale"][0])
-    assert linear.name == "gemm_epilogue_bm64_bn64_bk32_w4_tf32x3"
-    assert linear.source.count("@triton.jit") == 1  # bias, GELU, scale and clamp in the epilogue
-    assert "tl.erf(" in linear.source and "tl.minimum(" in linear.source
-    assert '"tf32x3" if x.dtype == torch.float32' in linear.source  # three TF32 products: near-fp32 accuracy
+    assert linear.name == "gemm_epilogue_bm128_bn128_bk64_w8_fp16x3"
+    gemm = [k for k in linear.source.split("@triton.jit") if "def _gemm_" in k]
+    assert len(gemm) == 1  # bias, GELU, scale and clamp in the epilogue
+    assert "tl.erf(" in gemm[0] and "tl.minimum(" in gemm[0]
+    # fp16x3: both operands split, three fp16 products, the low ones apart, then each row's and column's factor
+    assert "= _split_fp16x3(x_mat, -1)" in linear.source and "= _split_fp16x3(fc_weight_t, -2)" in linear.source
+    assert "low = tl.dot(a, b_lo, low)" in gemm[0] and "low = tl.dot(a_lo, b, low)" in gemm[0]
+    assert "acc = (acc + low * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]" in gemm[0]
+    tf32x3 = composed["linear_gelu_scale"][0].candidates[2]
+    assert '"tf32x3" if x.dtype == torch.float32' in tf32x3.source  # three TF32 products: near-fp32 accuracy
     both = first(composed["matmul_bmm"][0]).source
     # residual + bias + tanh; relu / 2; softmax and logsumexp over the Linear's features
     assert both.count("def _gemm_") == 3 and "def _pointwise" not in both and "def _row" not in both
@@ -58,10 +66,14 @@ def test_dot_precision_follows_the_reference_and_the_tolerance():
     assert dot_precisions("fp32", 1e-2) == ["tf32x3", "tf32", "ieee"]
     assert dot_precisions("fp32", None, tf32_fair=True) == ["tf32x3", "tf32", "ieee"]
     assert dot_precisions("fp16", None) == ["default"]
-    group = Group("gemm", 0, (64, 64))
-    # the first variants (the first population) are mostly TF32x3, with an IEEE one to fall back on
-    assert [c["precision"] for c in configs(group)][:4] == ["tf32x3", "tf32x3", "ieee", "tf32x3"]
-    loose = [c["precision"] for c in configs(group, "fp32", 0.05)]
+    linear, = plan(capture(load_sample(fixture("linear_gelu_scale"))).graph).groups
+    # the first variants (the first population): fp16x3 in two tiles, then TF32x3 to fall back on
+    assert [c["precision"] for c in configs(linear)][:4] == ["fp16x3", "fp16x3", "tf32x3", "tf32x3"]
+    assert [c["precision"] for c in configs(linear, "fp16")][:4] == ["default"] * 4  # fp16 operands: one product
+    reduced = plan(capture(load_sample(fixture("matmul_bmm"))).graph).groups[0]
+    assert reduced.reduced  # a softmax over the Linear's features: one tile spans them, no split
+    assert [c["precision"] for c in configs(reduced)][:4] == ["tf32x3", "tf32x3", "ieee", "tf32x3"]
+    loose = [c["precision"] for c in configs(reduced, "fp32", 0.05)]
     assert loose[0] == "tf32x3" and "tf32" in loose  # a loose tolerance needs no IEEE fallback
 
 
@@ -73,9 +85,13 @@ def test_fp16_candidates_use_the_default_dot(composed):
 def test_tf32_variants_copy_an_n_contiguous_b_k_major_first(composed):
     # the tensor cores' TF32 path takes B tiles contiguous along K: a (K, N) row-major B is copied first
     both = composed["matmul_bmm"][0]
-    forward = first(both).source.split("def forward(")[1]
+    tf32x3 = both.candidates[2]  # TF32x3 for the two GEMMs the split takes (fp16x3 in the first two)
+    forward = tf32x3.source.split("def forward(")[1]
     assert forward.count("= _k_major(") == 2  # the matmul's weight and the bmm's second input, not the Linear's
-    assert "def _k_major(" in first(both).source and "def _channels_last_kernel(" in first(both).source
-    ieee = [c for c in both.candidates if all(k.get("precision") == "ieee" for k in c.config.values())]
+    assert "def _k_major(" in tf32x3.source and "def _channels_last_kernel(" in tf32x3.source
+    assert "_k_major(" not in first(both).source  # the split writes K-major parts itself
+    variants = compose_ok(fixture("matmul_bmm"), max_variants=8).candidates
+    # IEEE dots for the matmul and the bmm (the Linear, whose weight needs no copy, in TF32x3): no copy
+    ieee = [c for c in variants if c.config["gemm_1"]["precision"] == c.config["gemm_2"]["precision"] == "ieee"]
     assert ieee and all("_k_major(" not in c.source for c in ieee)
     assert "_k_major" not in first(composed["linear_gelu_scale"][0]).source  # weight.T is K-contiguous already

@@ -124,6 +124,61 @@ def _channels_last_half(t):
     _channels_last_launch(t, out, stats, 4, True)
     return out, stats
 ''',
+    "_split_fp16x3": '''@triton.jit
+def _split_fp16x3_kernel(src, hi, lo, inv, R, K, stride_b, stride_r, stride_k, BR: tl.constexpr, BK: tl.constexpr):
+    # each row r of batch b: hi + lo / 2**11 = src[b, r, :] * 2**e, hi and lo fp16 (K contiguous), e per row so that
+    # the row's largest magnitude lies under 2**14 (no overflow, and 22 significant bits: TF32x3's accuracy);
+    # inv[b, r] = 2**-e. e comes from the exponent bits: a power of two, so every scaling is exact
+    b = tl.program_id(1).to(tl.int64)
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    row_ok = rows < R
+    base = src + b * stride_b + rows[:, None] * stride_r
+    largest = tl.zeros([BR], dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        ok = row_ok[:, None] & (cols[None, :] < K)
+        v = tl.load(base + cols[None, :] * stride_k, mask=ok, other=0.0).to(tl.float32)
+        largest = tl.maximum(largest, tl.max(tl.abs(v), axis=1))
+    exponent = ((largest.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127  # largest < 2**(exponent + 1)
+    e = tl.minimum(tl.maximum(13 - exponent, -126), 127)
+    scale = ((e + 127) << 23).to(tl.float32, bitcast=True)
+    tl.store(inv + b * R + rows, ((127 - e) << 23).to(tl.float32, bitcast=True), mask=row_ok)
+    out = b * R * K + rows[:, None] * K
+    for k0 in range(0, K, BK):
+        cols = k0 + tl.arange(0, BK)
+        ok = row_ok[:, None] & (cols[None, :] < K)
+        v = tl.load(base + cols[None, :] * stride_k, mask=ok, other=0.0).to(tl.float32) * scale[:, None]
+        high = v.to(tl.float16)
+        tl.store(hi + out + cols[None, :], high, mask=ok)
+        tl.store(lo + out + cols[None, :], ((v - high.to(tl.float32)) * 2048.0).to(tl.float16), mask=ok)
+
+
+_SPLIT_TILES = {"k": (2, 1024), "other": (16, 128)}  # (rows, K) a program: K contiguous, or not
+
+
+def _split_fp16x3(t, k_dim):
+    """t, (R, K) or (B, R, K) with K along dim k_dim (-1, or -2 for (K, R) and (B, K, R)), as fp16 parts hi and lo
+    of t's shape (K contiguous in memory) and fp32 row factors inv of t's shape without K, such that
+    t = (hi + lo / 2**11) * inv to 22 significant bits: three fp16 products (hi hi, hi lo, lo hi) then give an fp32
+    product at TF32x3's accuracy, at the tensor cores' fp16 rate."""
+    batched = t if t.dim() == 3 else t.unsqueeze(0)
+    k_axis = 2 if k_dim == -1 else 1
+    r_axis = 3 - k_axis
+    count, rows, depth = batched.shape[0], batched.shape[r_axis], batched.shape[k_axis]
+    hi = torch.empty((count, rows, depth), device=t.device, dtype=torch.float16)
+    lo = torch.empty_like(hi)
+    inv = torch.empty((count, rows), device=t.device, dtype=torch.float32)
+    # K contiguous: two rows a program (many programs, and a row read twice is in L2 the second time); else 16
+    # rows of 128 (H200, benchmarks/gemm_precisions.py: 0.030 ms against 0.117 for 1024 x 8192 with K contiguous;
+    # 0.021 against 0.050 for a 1024 x 4096 K x N operand with 64 rows of 32)
+    br, bk = _SPLIT_TILES["k" if batched.stride(k_axis) == 1 else "other"]
+    _split_fp16x3_kernel[(triton.cdiv(rows, br), count)](batched, hi, lo, inv, rows, depth, batched.stride(0),
+                                                          batched.stride(r_axis), batched.stride(k_axis), BR=br,
+                                                          BK=bk, num_warps=4)
+    if k_axis == 1:
+        hi, lo = hi.transpose(1, 2), lo.transpose(1, 2)
+    return (hi, lo, inv) if t.dim() == 3 else (hi[0], lo[0], inv[0])
+''',
     "_k_major": '''def _k_major(b):
     """b (K, N) or (B, K, N), or a view of a copy of it whose K dim is contiguous where it is not: the tensor
     cores' TF32 path takes B tiles that are contiguous along K only."""

@@ -3,8 +3,9 @@ pointwise ops after it (bias, activations, scaling, clamps, residual adds, casts
 
 Tiles are visited in groups of GROUP_M rows so that neighbouring programs share operand tiles in L2. For a
 Linear on a (..., K) input the leading dims are flattened into M, so one launch covers the whole batch.
-fp32 inputs use IEEE fp32 dot products by default: PyTorch does not use TF32 for fp32 matmuls, and the fp32
-tolerance rejects it.
+fp32 inputs never use a single TF32 product by default: PyTorch does not use TF32 for fp32 matmuls, and the fp32
+tolerance rejects it. They lead with fp16x3 (each operand split into two fp16 parts, three fp16 products: TF32x3's
+accuracy at the fp16 rate), then TF32x3, then IEEE.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ BASE_CONFIGS = [
 
 
 def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = False) -> list[str]:
-    """fp32 dot precisions to try, the first for the first variant. TF32x3 first: three TF32 products
-    on the tensor cores, close to fp32 accuracy, where IEEE dots run on the FMA units at about half of
-    cuBLAS's fp32 speed (0.44x eager seen on the H200 for an 8192x4096x4096 Linear). IEEE stays as a
-    variant; plain TF32 only where the reference itself runs TF32 (cuDNN convolutions) or the user's
-    tolerance admits its error."""
+    """fp32 dot precisions to try, the first for the first variant (after SPLIT_CONFIGS where a GEMM takes
+    them). TF32x3 first: three TF32 products on the tensor cores, close to fp32 accuracy, where IEEE dots run
+    on the FMA units at about half of cuBLAS's fp32 speed (0.44x eager seen on the H200 for an 8192x4096x4096
+    Linear). IEEE stays as a variant; plain TF32 only where the reference itself runs TF32 (cuDNN
+    convolutions) or the user's tolerance admits its error."""
     if precision != "fp32":
         return ["default"]
     out = ["tf32x3"]
@@ -50,6 +51,9 @@ def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = Fa
 
 
 TENSOR_CORE_FP32 = ("tf32", "tf32x3")
+# fp32 operands split into fp16 parts hi + lo / 2**11 per row (the `_split_fp16x3` helper), three fp16 products
+SPLIT = "fp16x3"
+SPLIT_CHUNK = 8  # k-steps whose high products share an accumulator (benchmarks/gemm_precisions.py: chunks of 8)
 # fp32 operands copied to fp16 after rounding to TF32 and scaling by a power of two (the convolution's copies): TF32's
 # arithmetic at the tensor cores' fp16 rate, with half the bytes; the dot runs at its default precision
 HALF = "fp16"
@@ -63,9 +67,27 @@ TILE_REDUCTION_CONFIGS = [
 ]
 
 
+# fp32 GEMMs the split helper takes lead with fp16x3 in the tiles that led on the H200, then TF32x3's best tile
+# there, then BASE_CONFIGS (benchmarks/gemm_precisions.py, a 1024x8192x8192 Linear: fp16x3 1.04 ms with chunks of
+# 8 at 0.01 of the fp32 tolerance, 1.10 ms in 128x128x32 without chunks; TF32x3 1.56 ms, and 1.88 ms in
+# BASE_CONFIGS' 128x128x32)
+SPLIT_CONFIGS = [
+    {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "precision": SPLIT},
+    {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 4, "precision": SPLIT},
+    {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "precision": "tf32x3"},
+]
+
+
+def splittable(group: Group) -> bool:
+    """Operands the split helper takes (2 or 3 dims as the kernel reads them), and no reduction over the output
+    features (its one tile spanning them all holds one accumulator, not two)."""
+    a, b = group.anchor.args
+    return not group.reduced and a.rank >= 2 and b.rank >= 2 and (b.rank == 2 or group.anchor.out.rank <= 3)
+
+
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
     precisions = dot_precisions(precision, tolerance)
-    out = []
+    out = [dict(c) for c in SPLIT_CONFIGS] if precision == "fp32" and splittable(group) else []
     for i, base in enumerate(TILE_REDUCTION_CONFIGS if group.reduced else BASE_CONFIGS):
         # two of every three tile shapes take the first (fastest accurate) precision, the third the others in turn
         pick = precisions[(i // 3) % (len(precisions) - 1) + 1] if i % 3 == 2 and len(precisions) > 1 else precisions[0]
@@ -108,7 +130,7 @@ def tile_constexprs(kw: KernelWriter, config: dict, tensor: str, n_host: str) ->
         if key == "BN" and config[key] == "full":  # one tile spans every column (an epilogue reduction)
             value = f"max(16, triton.next_power_of_2({n_host}))"
         kw.constexpr(key, value)
-    if config.get("precision", "ieee") not in ("default", HALF):
+    if config.get("precision", "ieee") not in ("default", HALF, SPLIT):
         kw.constexpr("DOT_PRECISION", dot_precision_host(config, tensor))
 
 
@@ -187,6 +209,19 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         b_strides = [f"{b_arg}.stride({b_rank - 2})", f"{b_arg}.stride({b_rank - 1})"]
         if not flatten_m:
             b_batch = [f"{b_arg}.stride({d})" for d in batch_dims]
+    split = config.get("precision") == SPLIT
+    if split:  # hi and lo parts of A (..., M, K) and B (..., K, N), each K-contiguous, and their row factors
+        kw.helpers.add("_split_fp16x3")
+        a_rank = 2 if flatten_m else rank
+        a_hi, a_lo, a_inv = host.fresh(f"{an}_hi"), host.fresh(f"{an}_lo"), host.fresh(f"{an}_inv")
+        b_hi, b_lo, b_inv = host.fresh(f"{bn}_hi"), host.fresh(f"{bn}_lo"), host.fresh(f"{bn}_inv")
+        lines.append(f"        {a_hi}, {a_lo}, {a_inv} = _split_fp16x3({a_arg}, -1)")
+        lines.append(f"        {b_hi}, {b_lo}, {b_inv} = _split_fp16x3({b_arg}, -2)")
+        a_arg, b_arg = a_hi, b_hi
+        a_strides = [f"{a_arg}.stride({a_rank - 2})", f"{a_arg}.stride({a_rank - 1})"]
+        b_strides = [f"{b_arg}.stride({b_rank - 2})", f"{b_arg}.stride({b_rank - 1})"]
+        a_batch = [f"{a_arg}.stride({d})" for d in batch_dims]
+        b_batch = [f"{b_arg}.stride({d})" for d in batch_dims]
     m_total = product([sizes[d] for d in m_dims])
     k_total = a_shape[-1]
     a_ptr = kw.arg("a_ptr", a_arg)
@@ -199,28 +234,58 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     tile_constexprs(kw, config, an, sizes[rank - 1])
     grouped_tiles(kw, m, n)
     batch_entries = [[d] for d in batch_dims if group.space[d] != 1]
-    a_base, b_base = a_ptr, b_ptr
+    a_terms, b_terms, inv_terms = [], [], ["", ""]  # batch offsets of A, B (and, split, of their row factors)
     if batch_entries:
         kw.line("pid_b = tl.program_id(1)")
         batch_coords = unravel(kw, "pid_b", batch_entries, sizes, "bt")
-        a_terms, b_terms = [], []
         for entry, coord in zip(batch_entries, batch_coords):
             d = entry[0]
             a_terms.append(f"{coord} * {kw.arg(f'stride_a{d}', a_batch[d])}")
             b_terms.append(f"{coord} * {kw.arg(f'stride_b{d}', b_batch[d])}")
-        a_base, b_base = f"{a_ptr} + {' + '.join(a_terms)}", f"{b_ptr} + {' + '.join(b_terms)}"
+        if split:  # one batch dim at most (splittable)
+            inv_terms = [f"{batch_coords[0]} * {kw.arg('stride_ainv', f'{a_inv}.stride(0)')} + ",
+                         f"{batch_coords[0]} * {kw.arg('stride_binv', f'{b_inv}.stride(0)')} + "]
     else:
         batch_coords = []
+
+    def based(ptr: str, terms: list[str]) -> str:
+        return f"{ptr} + {' + '.join(terms)}" if terms else ptr
+
+    a_at = f"rm[:, None] * {sam} + kk[None, :] * {sak}"
+    b_at = f"kk[:, None] * {sbk} + rn[None, :] * {sbn}"
+    a_mask, b_mask = f"(rm[:, None] < {m}) & (kk[None, :] < {k})", f"(kk[:, None] < {k}) & (rn[None, :] < {n})"
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
-    kw.line(f"for k0 in range(0, {k}, BK):")
+    if split:
+        kw.line("low = tl.zeros((BM, BN), dtype=tl.float32)  # the products with a low part, 2**11 times too large")
+        # the tensor cores' own accumulation loses bits a sum of thousands of products shows (0.15 of the fp32
+        # tolerance on the H200 for K = 8192): the high products go to `acc` SPLIT_CHUNK steps at a time (0.01)
+        kw.line(f"for k1 in range(0, {k}, BK * {SPLIT_CHUNK}):")
+        kw.indent += 1
+        kw.line("high = tl.zeros((BM, BN), dtype=tl.float32)")
+        kw.line(f"for k0 in range(k1, tl.minimum(k1 + BK * {SPLIT_CHUNK}, {k}), BK):")
+    else:
+        kw.line(f"for k0 in range(0, {k}, BK):")
     kw.indent += 1
     kw.line("kk = k0 + rk")
-    kw.line(f"a = tl.load({a_base} + rm[:, None] * {sam} + kk[None, :] * {sak}, "
-            f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0.0)")
-    kw.line(f"b = tl.load({b_base} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
-            f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0.0)")
-    dot_step(kw, config, a, b)
+    kw.line(f"a = tl.load({based(a_ptr, a_terms)} + {a_at}, mask={a_mask}, other=0.0)")
+    kw.line(f"b = tl.load({based(b_ptr, b_terms)} + {b_at}, mask={b_mask}, other=0.0)")
+    if split:
+        a_lo_ptr, b_lo_ptr = kw.arg("a_lo_ptr", a_lo), kw.arg("b_lo_ptr", b_lo)
+        kw.line(f"a_lo = tl.load({based(a_lo_ptr, a_terms)} + {a_at}, mask={a_mask}, other=0.0)")
+        kw.line(f"b_lo = tl.load({based(b_lo_ptr, b_terms)} + {b_at}, mask={b_mask}, other=0.0)")
+        kw.line("high = tl.dot(a, b, high)")
+        kw.line("low = tl.dot(a, b_lo, low)")
+        kw.line("low = tl.dot(a_lo, b, low)")
+        kw.indent -= 1
+        kw.line("acc += high")
+    else:
+        dot_step(kw, config, a, b)
     kw.indent -= 1
+    if split:
+        a_inv_ptr, b_inv_ptr = kw.arg("a_inv_ptr", a_inv), kw.arg("b_inv_ptr", b_inv)
+        kw.line(f"row_inv = tl.load({a_inv_ptr} + {inv_terms[0]}rm, mask=rm < {m}, other=0.0)")
+        kw.line(f"col_inv = tl.load({b_inv_ptr} + {inv_terms[1]}rn, mask=rn < {n}, other=0.0)")
+        kw.line("acc = (acc + low * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]")
     kw.line("# epilogue: the ops after the product, on the accumulator tile")
     kw.line(f"m_ok = rm[:, None] < {m}")
     kw.line(f"n_ok = rn[None, :] < {n}")
