@@ -42,79 +42,57 @@ FP16X3_CONFIGS = [(128, 128, 64, 8, 3), (64, 128, 64, 4, 4), (128, 128, 32, 8, 4
                   (128, 128, 64, 4, 3), (64, 256, 64, 8, 3)]
 SPLIT_TILES = [(1, 2048), (2, 1024), (4, 512), (16, 128), (32, 64), (64, 32)]  # (rows, K) a program
 CHUNKS = (8, 32)  # k-steps whose high products share an accumulator before it joins the running sum
-LOW_SCALE = 2048.0  # the low part is scaled up by 2^11, past the high part's 11 significant bits
+
+
+@triton.jit
+def tile_of(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's output rows and columns, tiles visited GROUP_M rows of tiles at a time (L2 reuse)."""
+    pid = tl.program_id(0)
+    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    in_group = GROUP_M * num_n
+    first_m = (pid // in_group) * GROUP_M
+    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % in_group) % rows_in_group
+    pid_n = (pid % in_group) // rows_in_group
+    return pid_m * BM + tl.arange(0, BM), pid_n * BN + tl.arange(0, BN)
+
+
+@triton.jit
+def fp16x3_step(ahi_ptr, alo_ptr, bhi_ptr, blo_ptr, rm, rn, k0, K, high, low, BK: tl.constexpr):
+    """One k-step of the three fp16 products from the split parts (A: M x K, B: N x K, both K-contiguous)."""
+    rk = k0 + tl.arange(0, BK)
+    a_at, b_at = rm[:, None] * K + rk[None, :], rn[None, :] * K + rk[:, None]
+    a_mask, b_mask = (rk < K)[None, :], (rk < K)[:, None]  # rows past M or N are clamped by the caller
+    a_hi = tl.load(ahi_ptr + a_at, mask=a_mask, other=0.0)
+    a_lo = tl.load(alo_ptr + a_at, mask=a_mask, other=0.0)
+    b_hi = tl.load(bhi_ptr + b_at, mask=b_mask, other=0.0)
+    b_lo = tl.load(blo_ptr + b_at, mask=b_mask, other=0.0)
+    high = tl.dot(a_hi, b_hi, high)
+    low = tl.dot(a_hi, b_lo, low)
+    low = tl.dot(a_lo, b_hi, low)
+    return high, low
 
 
 @triton.jit
 def fp16x3_kernel(ahi_ptr, alo_ptr, ainv_ptr, bhi_ptr, blo_ptr, binv_ptr, c_ptr, M, N, K,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
-    """C = A @ B^T from the split parts (A: M x K, B: N x K, both K-contiguous)."""
-    pid = tl.program_id(0)
-    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    in_group = GROUP_M * num_n
-    first_m = (pid // in_group) * GROUP_M
-    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % rows_in_group
-    pid_n = (pid % in_group) // rows_in_group
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                  CHUNK: tl.constexpr):
+    """C = A @ B^T from the split parts; CHUNK > 0: the high products summed CHUNK k-steps at a time in an
+    accumulator of their own, then added to the running sum by the FMA units (rounded to nearest)."""
+    rm, rn = tile_of(M, N, BM, BN, GROUP_M)
     m_ok, n_ok = rm < M, rn < N
+    rm_in, rn_in = tl.where(m_ok, rm, 0), tl.where(n_ok, rn, 0)
     acc = tl.zeros([BM, BN], dtype=tl.float32)
     low = tl.zeros([BM, BN], dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        k_ok = (k0 + rk) < K
-        a_at = rm[:, None] * K + (k0 + rk)[None, :]
-        b_at = rn[None, :] * K + (k0 + rk)[:, None]
-        a_mask, b_mask = m_ok[:, None] & k_ok[None, :], n_ok[None, :] & k_ok[:, None]
-        a_hi = tl.load(ahi_ptr + a_at, mask=a_mask, other=0.0)
-        a_lo = tl.load(alo_ptr + a_at, mask=a_mask, other=0.0)
-        b_hi = tl.load(bhi_ptr + b_at, mask=b_mask, other=0.0)
-        b_lo = tl.load(blo_ptr + b_at, mask=b_mask, other=0.0)
-        acc = tl.dot(a_hi, b_hi, acc)
-        low = tl.dot(a_hi, b_lo, low)
-        low = tl.dot(a_lo, b_hi, low)
-    out = acc + low * (1.0 / 2048.0)
-    a_inv = tl.load(ainv_ptr + rm, mask=m_ok, other=0.0)
-    b_inv = tl.load(binv_ptr + rn, mask=n_ok, other=0.0)
-    out = out * a_inv[:, None] * b_inv[None, :]
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], out, mask=m_ok[:, None] & n_ok[None, :])
-
-
-@triton.jit
-def fp16x3_chunked_kernel(ahi_ptr, alo_ptr, ainv_ptr, bhi_ptr, blo_ptr, binv_ptr, c_ptr, M, N, K,
-                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-                          CHUNK: tl.constexpr):
-    """fp16x3_kernel with the high products summed CHUNK steps at a time in an accumulator of their own, then
-    added to the running sum with the FMA units' rounding to nearest (the tensor cores' accumulation may not be)."""
-    pid = tl.program_id(0)
-    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    in_group = GROUP_M * num_n
-    first_m = (pid // in_group) * GROUP_M
-    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % rows_in_group
-    pid_n = (pid % in_group) // rows_in_group
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    m_ok, n_ok = rm < M, rn < N
-    acc = tl.zeros([BM, BN], dtype=tl.float32)
-    low = tl.zeros([BM, BN], dtype=tl.float32)
-    for k1 in range(0, K, BK * CHUNK):
-        part = tl.zeros([BM, BN], dtype=tl.float32)
-        for k0 in range(k1, tl.minimum(k1 + BK * CHUNK, K), BK):
-            k_ok = (k0 + rk) < K
-            a_at = rm[:, None] * K + (k0 + rk)[None, :]
-            b_at = rn[None, :] * K + (k0 + rk)[:, None]
-            a_mask, b_mask = m_ok[:, None] & k_ok[None, :], n_ok[None, :] & k_ok[:, None]
-            a_hi = tl.load(ahi_ptr + a_at, mask=a_mask, other=0.0)
-            a_lo = tl.load(alo_ptr + a_at, mask=a_mask, other=0.0)
-            b_hi = tl.load(bhi_ptr + b_at, mask=b_mask, other=0.0)
-            b_lo = tl.load(blo_ptr + b_at, mask=b_mask, other=0.0)
-            part = tl.dot(a_hi, b_hi, part)
-            low = tl.dot(a_hi, b_lo, low)
-            low = tl.dot(a_lo, b_hi, low)
-        acc = acc + part
+    if CHUNK == 0:
+        for k0 in range(0, K, BK):
+            acc, low = fp16x3_step(ahi_ptr, alo_ptr, bhi_ptr, blo_ptr, rm_in, rn_in, k0, K, acc, low, BK)
+    else:
+        for k1 in range(0, K, BK * CHUNK):
+            part = tl.zeros([BM, BN], dtype=tl.float32)
+            for k0 in range(k1, tl.minimum(k1 + BK * CHUNK, K), BK):
+                part, low = fp16x3_step(ahi_ptr, alo_ptr, bhi_ptr, blo_ptr, rm_in, rn_in, k0, K, part, low, BK)
+            acc = acc + part
     out = acc + low * (1.0 / 2048.0)
     a_inv = tl.load(ainv_ptr + rm, mask=m_ok, other=0.0)
     b_inv = tl.load(binv_ptr + rn, mask=n_ok, other=0.0)
@@ -126,15 +104,7 @@ def fp16x3_chunked_kernel(ahi_ptr, alo_ptr, ainv_ptr, bhi_ptr, blo_ptr, binv_ptr
 def tf32x3_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_bn, stride_bk,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
     """C = A @ B^T with fp32 operands, three TF32 products per step (A: M x K contiguous, B: N x K by strides)."""
-    pid = tl.program_id(0)
-    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    in_group = GROUP_M * num_n
-    first_m = (pid // in_group) * GROUP_M
-    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % rows_in_group
-    pid_n = (pid % in_group) // rows_in_group
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
+    rm, rn = tile_of(M, N, BM, BN, GROUP_M)
     rk = tl.arange(0, BK)
     m_ok, n_ok = rm < M, rn < N
     acc = tl.zeros([BM, BN], dtype=tl.float32)
@@ -188,12 +158,8 @@ def fp16x3(a: torch.Tensor, b: torch.Tensor, b_rows_along: int, config, chunk: i
         b_hi, b_lo = b_hi.t(), b_lo.t()
     c = torch.empty((m, n), device=a.device, dtype=torch.float32)
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    args = (a_hi, a_lo, a_inv, b_hi, b_lo, b_inv, c, m, n, k)
-    if chunk:
-        fp16x3_chunked_kernel[grid](*args, BM=bm, BN=bn, BK=bk, GROUP_M=8, CHUNK=chunk, num_warps=warps,
-                                    num_stages=stages)
-    else:
-        fp16x3_kernel[grid](*args, BM=bm, BN=bn, BK=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    fp16x3_kernel[grid](a_hi, a_lo, a_inv, b_hi, b_lo, b_inv, c, m, n, k, BM=bm, BN=bn, BK=bk, GROUP_M=8,
+                        CHUNK=chunk, num_warps=warps, num_stages=stages)
     return c
 
 
