@@ -13,15 +13,17 @@ import pytest
 from kfoundry.experts.tunables import BLOCK_1D, BLOCK_2D, STAGES, WARPS, find_tunables
 from kfoundry.experts.tuner import (
     DEFAULT_SHARED_BYTES,
+    DIRECTIONS,
     DOT_PRECISIONS,
     HOPPER_SHARED_BYTES,
+    guidance,
     precision_variants,
     preferred_settings,
     shared_memory_limit,
     tune,
     tuning_record,
 )
-from kfoundry.types import DeviceFacts
+from kfoundry.types import DeviceFacts, Diagnosis
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POINTWISE = (EXAMPLES / "pointwise_chain" / "kernel.py").read_text()
@@ -255,3 +257,64 @@ def test_precision_variants_of_a_kernel_literal_and_of_a_tf32_parent():
     # plain TF32 is never reached from a parent that does not use it (the fp32 tolerance rejects it)
     assert all("->tf32" not in v.summary.replace("->tf32x3", "") for v in precision_variants(COMPOSED_HOST))
     assert precision_variants(POINTWISE) == [] and precision_variants("def (:") == []
+
+
+# -- the diagnosis's direction --------------------------------------------------------------------------------
+def _diagnosed(source: str, kernel: str, runtime_ms: float, spills: int = 0, regs: int = 32):
+    """The real diagnosis engine's verdict on a timed H200 run of `source` whose kernel `kernel` had these
+    registers and spills (the evaluation built by hand, as tests/diagnose/test_performance.py does)."""
+    from kfoundry.diagnose.engine import diagnose
+    from tests.diagnose.test_performance import make, meta
+
+    rows = 8192
+    evaluation = make(runtime_ms, input_bytes=rows * 4096 * 4, output_bytes=rows * 4096 * 4,
+                      kernels=[(kernel, runtime_ms * 1000)], own=[kernel],
+                      triton=[meta(kernel, warps=4, stages=3, regs=regs, spills=spills)])
+    return diagnose(evaluation, source)
+
+
+def _moves(variant, tunables) -> dict[str, int]:
+    by_name = {t.name: t for t in tunables}
+    return {name: (1 if new > old else -1) for name, (old, new) in variant.changes.items()
+            if by_name[name].kind != "group"}
+
+
+def test_spills_move_the_spilling_kernels_tiles_down_and_warps_up():
+    diagnosis = _diagnosed(LINEAR, "_linear_silu_scale_kernel", 0.3, spills=64, regs=255)
+    guide = guidance(diagnosis)
+    assert guide.rule == "register-spills" and guide.kernels == {"_linear_silu_scale_kernel"}
+    tunables = find_tunables(LINEAR)
+    kinds = {t.name: t.kind for t in tunables}
+    variants = tune(LINEAR, random.Random(0), device=device(None, "NVIDIA H200"), n=8, guide=guide)
+    guided = [v for v in variants if v.origin == "guided"]
+    assert len(guided) >= 4  # most proposals follow the diagnosis
+    for variant in guided:
+        for name, way in _moves(variant, tunables).items():
+            assert way == DIRECTIONS["register-spills"][kinds[name]], (variant.summary, kinds[name])
+
+
+def test_a_memory_bound_parent_gets_wider_blocks_and_a_cpu_run_no_direction():
+    diagnosis = _diagnosed(POINTWISE, "_affine_gelu_clamp_kernel", 0.2)  # 537 MB in 0.2 ms: 56% of 4.8 TB/s
+    guide = guidance(diagnosis)
+    assert guide.rule == "memory-below-bandwidth" and not guide.kernels
+    tunables = find_tunables(POINTWISE)
+    kinds = {t.name: t.kind for t in tunables}
+    guided = [v for v in tune(POINTWISE, random.Random(1), n=6, guide=guide) if v.origin == "guided"]
+    assert guided
+    assert all(way == 1 and kinds[name] in ("block", "warps")
+               for v in guided for name, way in _moves(v, tunables).items())
+    cpu = Diagnosis(status="ok", summary="ok: speed not measured on CPU")  # no bound finding
+    assert guidance(cpu) is None and guidance(None) is None
+
+
+def test_spills_in_one_kernel_leave_the_other_launches_alone():
+    from kfoundry.experts.composer.compose import compose
+
+    source = compose(Path(__file__).resolve().parents[2] / "benchmarks" / "gemm_suite" /
+                     "4_linear_groupnorm_hardtanh.py").candidates[0].source  # split, GEMM and row kernels
+    guide = guidance(_diagnosed(source, "_gemm_0_kernel", 0.3, spills=16, regs=255))
+    assert guide.kernels == {"_gemm_0_kernel"}
+    variants = [v for v in tune(source, random.Random(2), n=10, guide=guide) if v.origin == "guided"]
+    changed = {name for v in variants for name in v.changes}
+    assert changed and all("@_row_0_kernel" not in n and "@_split_fp16x3_kernel" not in n for n in changed), changed
+    assert "num_warps@_gemm_0_kernel" in changed or "num_stages" in changed

@@ -46,3 +46,16 @@ def test_its_random_state_comes_back():
     restore_in([again], saved)
     assert asyncio.run(again.propose(Step(parent))).source == asyncio.run(first.propose(Step(parent))).source
     assert state_of([object()]) is None
+
+
+def test_a_diagnosed_parent_gets_a_step_its_way_and_the_record_says_so(monkeypatch):
+    from tests.experts.test_tuner import _diagnosed
+
+    monkeypatch.setattr(tuner_expert, "PRECISION_SHARE", 0.0)
+    diagnosis = _diagnosed(GEMM, "_linear_silu_scale_kernel", 0.3, spills=64, regs=255)
+    parent = Individual(id="1", source=GEMM, status="ok", fitness=1.2, diagnosis=diagnosis)
+    records = [asyncio.run(TunerExpert(is_known=lambda s: False, seed=seed).propose(Step(parent))).record
+               for seed in range(6)]
+    guided = [r for r in records if r["origin"] == "guided"]
+    assert guided and all(r["guided_by"] == "register-spills" for r in guided)
+    assert all("guided_by" not in r for r in records if r["origin"] != "guided")

@@ -1,6 +1,8 @@
 """The tuner expert: no LLM. It mutates the tunable constants of a parent (Triton block sizes, num_warps,
 num_stages, group and split sizes; CUDA block sizes and constants, see `tunables`) within valid ranges and the
-device's limits, and remembers through the experience library which settings helped on similar problems.
+device's limits, mostly in the direction the parent's diagnosis points (registers spilled: smaller tiles, fewer
+stages, more warps; memory-bound: wider blocks and more warps; see DIRECTIONS), and remembers through the
+experience library which settings helped on problems of the same class.
 
 Limits are estimates. For a tl.dot kernel with M/N/K tiles: shared memory
 (BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) * element bytes * num_stages within the device's shared memory per block, and
@@ -20,10 +22,10 @@ from typing import Any
 
 from kfoundry.experts.tunables import (Discovery, Tunable, apply_values, discover, find_tunables, line_starts,
                                        node_span)
-from kfoundry.types import DeviceFacts
+from kfoundry.types import DeviceFacts, Diagnosis
 
-__all__ = ["DOT_PRECISIONS", "Tunable", "TunedVariant", "find_tunables", "limits", "precision_variants",
-           "preferred_settings", "shared_memory_limit", "tune", "tuning_record"]
+__all__ = ["DIRECTIONS", "DOT_PRECISIONS", "Guidance", "Tunable", "TunedVariant", "find_tunables", "guidance",
+           "limits", "precision_variants", "preferred_settings", "shared_memory_limit", "tune", "tuning_record"]
 
 REGISTERS_PER_THREAD = 256  # fp32 accumulator registers per thread we allow a tile to need
 MAX_THREADS_PER_BLOCK = 1024
@@ -32,6 +34,66 @@ HOPPER_SHARED_BYTES = 227 * 1024
 DEFAULT_SHARED_BYTES = 100 * 1024  # when the device is not known
 NEIGHBOUR_PROBABILITY = 0.8  # the rest: any valid value
 ATTEMPTS_PER_VARIANT = 25
+GUIDED_SHARE = 0.75  # of the proposals on a parent whose diagnosis points a way: a step that way, the rest random
+
+# The way each kind of tunable moves for the rule a diagnosis chose (kfoundry.diagnose.performance.RULES): +1 a
+# step up (x2 for powers of two), -1 a step down. Rules with no entry (near the roofline, fuse kernels) give none.
+DIRECTIONS: dict[str, dict[str, int]] = {
+    "register-spills": {"block": -1, "stages": -1, "warps": 1},
+    "low-occupancy-registers": {"block": -1, "stages": -1, "warps": 1},
+    "memory-below-bandwidth": {"block": 1, "warps": 1, "cuda_threads": 1},  # wider vectors, more bytes in flight
+    "launch-bound": {"block": 1},  # fewer, bigger programs
+    "latency-bound": {"block": -1, "split": 1},  # more programs in flight
+    "fp32-matmul-below-peak": {"block": 1, "stages": 1},  # more reuse per tile, deeper pipelining
+    "compute-below-peak": {"block": 1, "stages": 1},
+}
+REGISTER_RULES = ("register-spills", "low-occupancy-registers")
+
+
+@dataclass(frozen=True)
+class Guidance:
+    """Where a parent's diagnosis points the tuner: its rule, the moves (kind -> +1 / -1), and the kernels it
+    names (for the register rules: the kernels that spill or are register-limited; empty: every kernel)."""
+
+    rule: str
+    moves: dict[str, int]
+    kernels: frozenset[str] = frozenset()
+
+
+def guidance(diagnosis: Diagnosis | None) -> Guidance | None:
+    """The tuner's direction from a diagnosis (its `bound` finding's rule), or None where it points no way
+    (no timing: the CPU; a failing parent; a rule with no tunable answer)."""
+    if diagnosis is None:
+        return None
+    bound = next((f for f in diagnosis.findings if f.category == "bound"), None)
+    rule = bound.data.get("rule") if bound is not None else None
+    if rule not in DIRECTIONS:
+        return None
+    kernels: frozenset[str] = frozenset()
+    if rule in REGISTER_RULES:
+        kernels = frozenset(str(f.data.get("name")) for f in diagnosis.findings
+                            if f.category == "triton-metadata" and f.severity != "info" and f.data.get("name"))
+    return Guidance(rule, DIRECTIONS[rule], kernels)
+
+
+def _step(tunable: Tunable, direction: int) -> int | None:
+    """The neighbouring choice of `tunable` in `direction`, or None at the end of its range."""
+    index = tunable.choices.index(tunable.value) + direction
+    return tunable.choices[index] if 0 <= index < len(tunable.choices) else None
+
+
+def _guided_change(tunables: list[Tunable], rng: random.Random, guide: Guidance, max_changes: int
+                   ) -> dict[str, int] | None:
+    """1..max_changes tunables the guidance moves, a step each: where it names kernels, theirs (a launch's
+    settings) and the host's (a BLOCK = 128 in forward may feed any launch there), not other launches'."""
+    launches = {t.site for t in tunables if "launch of" in t.where}
+    movable = [(t, value) for t in tunables
+               if t.kind in guide.moves and (not guide.kernels or t.site in guide.kernels or t.site not in launches)
+               and (value := _step(t, guide.moves[t.kind])) is not None]
+    if not movable:
+        return None
+    picked = rng.sample(movable, rng.randint(1, min(max_changes, len(movable))))
+    return {t.name: value for t, value in picked}
 
 
 @dataclass
@@ -39,6 +101,7 @@ class TunedVariant:
     source: str
     changes: dict[str, tuple[int, int]]  # name -> (old, new)
     summary: str  # e.g. "BLOCK_M 64->128, num_warps 4->8"
+    origin: str = "random"  # remembered (the library's preference), guided (the diagnosis's way), random, precision
 
 
 def shared_memory_limit(device: DeviceFacts | None) -> int:
@@ -98,20 +161,24 @@ def _preferred_changes(tunables: list[Tunable], preferred: dict[str, int] | None
 
 
 def _proposals(tunables: list[Tunable], rng: random.Random, preferred: dict[str, int] | None, max_changes: int,
-               attempts: int) -> Iterator[dict[str, int]]:
+               attempts: int, guide: Guidance | None) -> Iterator[tuple[dict[str, int], str]]:
+    """(changes, origin) in the order they are tried."""
     remembered = _preferred_changes(tunables, preferred)
     if remembered:
-        yield dict(list(remembered.items())[:max_changes])
+        yield dict(list(remembered.items())[:max_changes]), "remembered"
         if len(remembered) > 1:
-            yield from ({name: value} for name, value in remembered.items())
+            yield from (({name: value}, "remembered") for name, value in remembered.items())
     for _ in range(attempts):
-        yield _random_change(tunables, rng, max_changes)
+        guided = _guided_change(tunables, rng, guide, max_changes) if guide and rng.random() < GUIDED_SHARE else None
+        yield (guided, "guided") if guided else (_random_change(tunables, rng, max_changes), "random")
 
 
 def tune(source: str, rng: random.Random, *, device: DeviceFacts | None = None, n: int = 1,
-         preferred: dict[str, int] | None = None, max_changes: int = 2) -> list[TunedVariant]:
+         preferred: dict[str, int] | None = None, max_changes: int = 2,
+         guide: Guidance | None = None) -> list[TunedVariant]:
     """Up to `n` distinct valid variants of `source`, each changing 1..max_changes tunables (mostly to a
-    neighbouring value, x2 or /2); remembered `preferred` values come first. [] when nothing is tunable."""
+    neighbouring value, x2 or /2); remembered `preferred` values come first, then mostly steps the way `guide`
+    (the parent's diagnosis) points. [] when nothing is tunable."""
     found = discover(source)
     tunables = [t for t in found.tunables if len(t.choices) > 1] if found else []
     if not tunables or n < 1 or max_changes < 1:
@@ -121,12 +188,12 @@ def tune(source: str, rng: random.Random, *, device: DeviceFacts | None = None, 
     by_name = {t.name: t for t in tunables}
     seen: set[frozenset] = set()
     variants: list[TunedVariant] = []
-    for proposal in _proposals(tunables, rng, preferred, max_changes, ATTEMPTS_PER_VARIANT * n):
+    for proposal, origin in _proposals(tunables, rng, preferred, max_changes, ATTEMPTS_PER_VARIANT * n, guide):
         key = frozenset(proposal.items())
         if key in seen:
             continue
         seen.add(key)
-        variant = _variant(source, found.tunables, by_name, proposal, parent_limits, shared_bytes)
+        variant = _variant(source, found.tunables, by_name, proposal, parent_limits, shared_bytes, origin)
         if variant is not None:
             variants.append(variant)
             if len(variants) == n:
@@ -135,7 +202,7 @@ def tune(source: str, rng: random.Random, *, device: DeviceFacts | None = None, 
 
 
 def _variant(source: str, tunables: list[Tunable], by_name: dict[str, Tunable], values: dict[str, int],
-             parent_limits: dict[str, tuple[int, int]], shared_bytes: int) -> TunedVariant | None:
+             parent_limits: dict[str, tuple[int, int]], shared_bytes: int, origin: str) -> TunedVariant | None:
     text = apply_values(source, tunables, values)
     child = discover(text) if text is not None and text != source else None
     if child is None or not _within(parent_limits, limits(child, shared_bytes)):
@@ -143,7 +210,7 @@ def _variant(source: str, tunables: list[Tunable], by_name: dict[str, Tunable], 
     changes = {name: (by_name[name].value, value) for name, value in values.items()}
     ordered = {t.name: changes[t.name] for t in tunables if t.name in changes}
     summary = ", ".join(f"{name} {old}->{new}" for name, (old, new) in ordered.items())
-    return TunedVariant(text, ordered, summary)
+    return TunedVariant(text, ordered, summary, origin)
 
 
 # fp32 dot-product precisions, by index (the experience library records ints): IEEE on the FMA units,
@@ -201,7 +268,7 @@ def precision_variants(source: str) -> list[TunedVariant]:
             quote = text[start:start + 1]
             text = text[:start] + quote + new.encode() + quote + text[end:]
         changes = {PRECISION_NAME: (DOT_PRECISIONS.index(old), DOT_PRECISIONS.index(new))}
-        variants.append(TunedVariant(text.decode(), changes, f"dot precision {old}->{new}"))
+        variants.append(TunedVariant(text.decode(), changes, f"dot precision {old}->{new}", "precision"))
     return variants
 
 

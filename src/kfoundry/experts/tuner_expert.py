@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.experts.base import RETRIES, Proposal, Step, Traits
-from kfoundry.experts.tuner import PRECISION_NAME, precision_variants, tune, tuning_record
+from kfoundry.experts.tuner import PRECISION_NAME, guidance, precision_variants, tune, tuning_record
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.types import DeviceFacts
 
@@ -42,12 +42,18 @@ class TunerExpert:
         else:
             switched = []
 
+        guide = guidance(getattr(parent, "diagnosis", None))
+
         def retuned():  # a generator: the tunables are read only when no precision switch is new
-            yield from tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred)
+            yield from tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred,
+                            guide=guide)
 
         for variant in itertools.chain(switched, retuned()):
             if not self.is_known(variant.source):
-                record = {"changes": tuning_record(variant.changes), "summary": variant.summary}
+                record = {"changes": tuning_record(variant.changes), "summary": variant.summary,
+                          "origin": variant.origin}
+                if variant.origin == "guided":
+                    record["guided_by"] = guide.rule
                 return Proposal(variant.source, [parent.id], record, why=step.reason)
         return Proposal(None, why=step.reason)
 
