@@ -17,13 +17,18 @@ had not run that problem measures it anew, in the same session).
 
     python benchmarks/programmatic_suite.py [--max-evals 16] [--time-per-problem S] [--problems 1-9,12]
         [--out DIR] [--resume] [--device D | --devices cuda:0,cuda:1|all] [--set NAME=VALUE ...]
-        [--trials N] [--timing-trials N] [--timeout S] [--no-cache] [--library PATH|user|off]
+        [--trials N] [--timing-trials N] [--timeout S] [--baselines eager,compile,...] [--no-cache] [--library PATH|user|off]
         [--fill-baselines auto|on|off] [--json PATH] [--report-only [--also DIR ...]] [--verbose]
 
 With --report-only, --problems picks the rows from every result bench.json holds, also those an earlier
 call with another selection finished.
 
-Prints the table and the summary (labelled with device, versions, trials, statistic) and writes JSON to
+A second table follows the search's course per problem (generation 0's best, the final best, the experts whose
+candidates raised it), the best's fraction of the roofline and of the 3xTF32 roof (three TF32 products per FLOP: what
+an fp32 GEMM exact to fp32 can reach on tensor cores) at the run's measured ceilings and at the datasheet's, and,
+with --baselines ...,compile-max-autotune-no-cudagraphs, that mode's time where it compiled in under 60 s.
+
+Prints the tables and the summary (labelled with device, versions, trials, statistic) and writes JSON to
 benchmarks/results/programmatic_suite-<UTC stamp>.json. On CPU nothing is timed (Triton's interpreter): every
 time and speedup reads n/a, and only correctness means anything. Exit code 0 when the bench ran (whatever the
 verdicts), 2 for bad usage, 130 when interrupted (run again with --resume).
@@ -35,6 +40,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import statistics
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -51,7 +57,9 @@ FORMAT = "kfoundry-programmatic-suite/1"
 BASELINES_DIR = "baselines"  # OUT/baselines/: the reference pass
 CORRECT_TARGET = 0.9  # the issue's bar: a correct kernel for at least 90% of the suite
 MIN_REFERENCE_MS = 0.5  # the issue's realistic sizes: each reference at least this long on the H200
-UNJUDGED = ("problem_error",)  # the reference itself failed: nothing to judge a method by
+UNJUDGED = ("problem_error",)
+AUTOTUNE = "compile-max-autotune-no-cudagraphs"  # the third baseline, with --baselines
+AUTOTUNE_COMPILE_LIMIT_S = 60.0  # the issue's bar: its time counts only where it compiled in under this  # the reference itself failed: nothing to judge a method by
 NA = "n/a"
 NONE = "-"
 
@@ -94,6 +102,10 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
         speedup_eager = _number(p.get("speedup_eager")) if correct else None
         speedup_compile = _number(p.get("speedup_compile")) if correct else None
         extra = extras.get(name, {})
+        ours_ms = _number(p.get("runtime_ms")) if correct else None
+        autotune_ms, autotune_s = extra.get("autotune_ms"), extra.get("autotune_compile_s")
+        autotune_counts = autotune_ms is not None and (autotune_s is None or autotune_s < AUTOTUNE_COMPILE_LIMIT_S)
+        gen0, final = extra.get("gen0_speedup"), extra.get("final_speedup")
         rows.append({
             "number": p.get("number"),
             "name": name,
@@ -102,7 +114,7 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
             "judged": p.get("status") not in UNJUDGED,
             "eager_ms": eager_ms,
             "compile_ms": compile_ms,
-            "ours_ms": _number(p.get("runtime_ms")) if correct else None,
+            "ours_ms": ours_ms,
             "speedup_eager": speedup_eager,
             "speedup_compile": speedup_compile,
             "compile_vs_eager": eager_ms / compile_ms if eager_ms is not None and compile_ms is not None else None,
@@ -110,6 +122,18 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
             "baseline_source": source,
             "llm_calls": extra.get("llm_calls"),
             "stop_reason": extra.get("stop_reason"),
+            "gen0_speedup": gen0,
+            "final_speedup": final,
+            "search_gain": final / gen0 if gen0 and final else None,
+            "improvements": extra.get("improvements", []),
+            "roofline": extra.get("roofline"),
+            "roof_key": extra.get("roof_key"),
+            "roof_3xtf32": extra.get("roof_3xtf32"),
+            "roof_3xtf32_datasheet": extra.get("roof_3xtf32_datasheet"),
+            "ceilings": extra.get("ceilings"),
+            "autotune_ms": autotune_ms,
+            "autotune_compile_s": autotune_s,
+            "speedup_autotune": autotune_ms / ours_ms if autotune_counts and ours_ms else None,
             "message": p.get("message", ""),
             "run_dir": p.get("run_dir"),
         })
@@ -146,6 +170,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     with_eager = [r for r in judged if r["eager_ms"] is not None]
     compile_all = geomean(_compile_factor(r) for r in with_eager)
     fraction = len(correct) / len(judged) if judged else None
+    gains = sorted(r["search_gain"] for r in correct if r.get("search_gain") is not None)
     return {
         "problems": len(rows),
         # eager under the issue's 0.5 ms: the suite's size requirement does not hold for these
@@ -171,6 +196,17 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "compile_over": len(with_eager),
             "compile_not_timed": sum(r["compile_vs_eager"] is None for r in with_eager),
             "without_eager_time": len(judged) - len(with_eager),
+        },
+        "search": {
+            "median_gain_over_gen0": statistics.median(gains) if gains else None,
+            "over": len(gains),
+            "improved": sum(g > 1.0 for g in gains),
+        },
+        "autotune": {
+            "ours_vs": geomean(r["speedup_autotune"] for r in solved if r.get("speedup_autotune") is not None),
+            "over": sum(r.get("speedup_autotune") is not None for r in solved),
+            "slow_compile": [r["name"] for r in rows if r.get("autotune_compile_s") is not None
+                             and r["autotune_compile_s"] >= AUTOTUNE_COMPILE_LIMIT_S],
         },
         "criteria": {
             "correct_fraction_at_least_0.9": None if fraction is None else fraction >= CORRECT_TARGET,
@@ -234,6 +270,44 @@ def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+COURSE_COLUMNS = ("#", "problem", "gen 0", "final", "improved by (speedup after)", "roof", "3xTF32 roof",
+                  "3xTF32 sheet", "autotune ms", "vs autotune")
+COURSE_LEFT = {"problem", "improved by (speedup after)"}
+
+
+def _improved_by(improvements: Sequence[dict[str, Any]]) -> str:
+    return ", ".join(f"{i['expert']} {i['to']:.3f}x" for i in improvements) or NONE
+
+
+def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The second table: the search's course (speedups vs eager of generation 0's best and the final best, and the
+    experts whose candidates raised it), the best against the roofs, and torch.compile max-autotune-no-cudagraphs
+    (its time where it compiled within AUTOTUNE_COMPILE_LIMIT_S; '>60 s' where it did not)."""
+    body = []
+    for r in rows:
+        autotune = _ms(r.get("autotune_ms"))
+        if r.get("autotune_compile_s") is not None and r["autotune_compile_s"] >= AUTOTUNE_COMPILE_LIMIT_S:
+            autotune = f">{AUTOTUNE_COMPILE_LIMIT_S:g} s"
+        body.append([
+            "" if r["number"] is None else str(r["number"]), r["name"], _x(r.get("gen0_speedup")),
+            _x(r.get("final_speedup")), _improved_by(r.get("improvements") or []),
+            NA if r.get("roofline") is None else f"{_share(r['roofline'])} {r.get('roof_key') or ''}".rstrip(),
+            _share(r.get("roof_3xtf32")), _share(r.get("roof_3xtf32_datasheet")), autotune,
+            _x(r.get("speedup_autotune")),
+        ])
+    widths = [max([len(c)] + [len(line[i]) for line in body]) for i, c in enumerate(COURSE_COLUMNS)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(w) if col in COURSE_LEFT else cell.rjust(w)
+                         for cell, w, col in zip(cells, widths, COURSE_COLUMNS, strict=True)).rstrip()
+
+    out = [line(COURSE_COLUMNS), line(["-" * w for w in widths]), *(line(cells) for cells in body)]
+    ceilings = sorted({r["ceilings"] for r in rows if r.get("ceilings")})
+    out.append("roof: the diagnosis's roofline (the key names the compute roof); 3xTF32 roof: three TF32 products "
+               "per FLOP at the ceilings of the run (" + ("; ".join(ceilings) or "-") + "), and at the datasheet's")
+    return out
+
+
 def label_line(labels: dict[str, Any]) -> str:
     def get(key: str) -> str:
         value = labels.get(key)
@@ -271,6 +345,13 @@ def summary_lines(summary: dict[str, Any], labels: dict[str, Any], settings: dic
                  f"one counts 1.0x), torch.compile vs eager {_x(a['compile_vs_eager'])} (over the "
                  f"{a['compile_over']} with an eager time); ours >= torch.compile: "
                  f"{_verdict(c['ours_at_least_compile_all'])}")
+    search, autotune = summary["search"], summary["autotune"]
+    lines.append(f"the search over generation 0's best: median gain {_x(search['median_gain_over_gen0'])} over "
+                 f"{search['over']} problem(s), {search['improved']} improved")
+    if autotune["over"] or autotune["slow_compile"]:
+        lines.append(f"ours vs torch.compile max-autotune-no-cudagraphs {_x(autotune['ours_vs'])} (geomean over "
+                     f"{autotune['over']})" + (f"; compiled in {AUTOTUNE_COMPILE_LIMIT_S:g} s or more, left out: "
+                                               + ", ".join(autotune["slow_compile"]) if autotune["slow_compile"] else ""))
     if s["untimed_correct"] and summary["timed"]:
         lines.append(f"{s['untimed_correct']} correct problem(s) without a time are left out of the figures")
     if a["without_eager_time"] and summary["timed"]:
@@ -283,7 +364,7 @@ def summary_lines(summary: dict[str, Any], labels: dict[str, Any], settings: dic
 
 
 def render(document: dict[str, Any]) -> str:
-    lines = [*table_lines(document["problems"]), ""]
+    lines = [*table_lines(document["problems"]), "", *course_lines(document["problems"]), ""]
     lines += summary_lines(document["summary"], document["labels"], document["settings"])
     lines += [f"note: {note}" for note in document.get("notes", [])]
     return "\n".join(lines)
@@ -380,17 +461,79 @@ def merge_benches(bench: dict[str, Any], others: Sequence[Path]) -> dict[str, An
     return out
 
 
+def _three_tf32_fraction(point: dict[str, Any], tf32_tflops: float | None, bandwidth_gbs: float | None) -> float | None:
+    """The 3xTF32 roof (three TF32 products per FLOP, or the bytes at the bandwidth if longer) over our time."""
+    flops, moved, runtime_ms = _number(point.get("flops")), _number(point.get("bytes")), _number(point.get("runtime_ms"))
+    if flops is None or runtime_ms is None or not tf32_tflops:
+        return None
+    roof_s = max(3 * flops / (tf32_tflops * 1e12), moved / (bandwidth_gbs * 1e9) if moved and bandwidth_gbs else 0.0)
+    return roof_s * 1e3 / runtime_ms
+
+
+def search_course(evaluations: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The best of generation 0 and each later evaluation that beat the best so far (speedups vs eager), with the
+    expert that proposed it: what the search added to its first population."""
+    best, gen0, improvements = None, None, []
+    for item in evaluations:
+        value = _number(item.get("speedup_eager")) if item.get("status") == "ok" else None
+        if value is None:
+            continue
+        if item.get("generation") == 0:
+            gen0 = value if gen0 is None else max(gen0, value)
+        if best is None or value > best:
+            if best is not None and item.get("generation") != 0:
+                improvements.append({"expert": item.get("expert"), "generation": item.get("generation"),
+                                     "candidate": item.get("candidate_id"), "from": best, "to": value})
+            best = value
+    return {"gen0_speedup": gen0, "final_speedup": best, "improvements": improvements}
+
+
+def _result_figures(result: dict[str, Any] | None) -> dict[str, Any]:
+    """From a search's result.json: LLM calls made, why it stopped."""
+    result = result or {}
+    return {"llm_calls": (result.get("llm") or {}).get("llm_calls"), "stop_reason": result.get("stop_reason")}
+
+
+def run_figures(gathered: dict[str, Any]) -> dict[str, Any]:
+    """From one problem's run (kfoundry.runs.report_data.gather): LLM calls, why it stopped, the search's course,
+    its best against the roofs, and the max-autotune baseline."""
+    from kfoundry.evaluate.device_facts import datasheet_for
+
+    figures = {**_result_figures(gathered.get("result")), **search_course(gathered["evaluations"])}
+    point = gathered.get("roofline") or {}
+    evaluation = (gathered.get("best") or {}).get("evaluation") or {}
+    facts = evaluation.get("device_facts") or {}
+    figures["roofline"] = _number(point.get("fraction_of_roofline"))
+    figures["roof_key"] = point.get("peak_key")
+    if (evaluation.get("correctness") or {}).get("precision") == "fp32":
+        sheet = datasheet_for(facts.get("name") or "")
+        figures["roof_3xtf32"] = _three_tf32_fraction(point, (facts.get("peak_tflops") or {}).get("tf32"),
+                                                      facts.get("peak_bandwidth_gbs"))
+        figures["roof_3xtf32_datasheet"] = (_three_tf32_fraction(point, sheet[1].get("tf32"), sheet[0])
+                                            if sheet else None)
+        figures["ceilings"] = facts.get("source")
+    autotune = ((evaluation.get("timing") or {}).get("baselines") or {}).get(AUTOTUNE) or {}
+    figures["autotune_ms"] = _number(autotune.get("median_ms"))
+    figures["autotune_compile_s"] = _number(autotune.get("setup_s"))
+    return figures
+
+
 def read_extras(out: Path, problems: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """From each problem's run dir (result.json of its search): LLM calls made, why the search stopped."""
+    """Per problem, the figures of its run dir (run_figures); result.json's alone where the run left no store."""
+    from kfoundry.errors import KFoundryError
+    from kfoundry.runs.report_data import gather
+
     extras = {}
     for p in problems:
-        path = out / (p.get("run_dir") or f"runs/{p['name']}") / "result.json"
+        run_dir = out / (p.get("run_dir") or f"runs/{p['name']}")
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        extras[p["name"]] = {"llm_calls": (record.get("llm") or {}).get("llm_calls"),
-                             "stop_reason": record.get("stop_reason")}
+            extras[p["name"]] = run_figures(gather(run_dir))
+        except (KFoundryError, OSError):
+            try:
+                result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            extras[p["name"]] = _result_figures(result)
     return extras
 
 
@@ -442,6 +585,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     from kfoundry.run_config import RunConfig
 
     options = EvalOptions(device=args.device, trials=args.trials, timing_trials=args.timing_trials,
+                          baselines=tuple(b.strip() for b in args.baselines.split(",") if b.strip()),
                           timeout_s=args.timeout, set_values=parse_set_values(args.set), no_cache=args.no_cache)
     config = RunConfig(search=OptimizeSettings(max_evals=args.max_evals), eval=options,
                        bench=BenchSettings(method="optimize", time_per_problem=args.time_per_problem,
@@ -491,6 +635,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trials", type=int, default=5, help="correctness trials per evaluation (default 5)")
     parser.add_argument("--timing-trials", type=int, default=100, help="timed trials on a GPU (default 100)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for one candidate's evaluation")
+    parser.add_argument("--baselines", default="eager,compile",
+                        help=f"baselines to time (default eager,compile); add {AUTOTUNE} for the report's third")
     parser.add_argument("--no-cache", action="store_true", help="re-measure the eager / torch.compile baselines")
     parser.add_argument("--library", default="fresh",
                         help="experience library: fresh (OUT/library.sqlite, the default), user (the shared one), "

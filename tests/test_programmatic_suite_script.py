@@ -200,3 +200,44 @@ def test_report_only_also_joins_another_bench_of_the_same_settings(ps, tmp_path,
     assert ps.main(["--report-only", "--out", str(later), "--also", str(earlier),
                     "--json", str(tmp_path / "no.json")]) == 2
     assert "max_evals" in capsys.readouterr().err and not (tmp_path / "no.json").exists()
+
+
+def test_a_run_gives_the_search_course_the_roofs_and_max_autotune(ps, tmp_path):
+    """The made-up run of tests/runs/test_report_fixture.py (FIXTURE numbers: an 8192x4096x4096 fp32 GEMM, eager
+    9.0 ms, the first candidate 14.0 ms, then compute 7.9 ms, tuner 6.1 and 5.2 ms) with a max-autotune baseline."""
+    from kfoundry.runs.report_data import gather
+    from tests.runs.test_report_fixture import EAGER_MS, build_run
+
+    run_dir = tmp_path / "runs" / "10_fake_gemm"
+    build_run(run_dir)
+    gathered = gather(run_dir)
+    timing = gathered["best"]["evaluation"]["timing"]
+    timing["baselines"][ps.AUTOTUNE] = {"median_ms": 6.5, "setup_s": 41.0}
+    figures = ps.run_figures(gathered)
+    assert figures["gen0_speedup"] == pytest.approx(EAGER_MS / 14.0)
+    assert figures["final_speedup"] == pytest.approx(EAGER_MS / 5.2)
+    assert [(i["expert"], round(i["to"], 3)) for i in figures["improvements"]] == [
+        ("compute", round(EAGER_MS / 7.9, 3)), ("tuner", round(EAGER_MS / 6.1, 3)), ("tuner", round(EAGER_MS / 5.2, 3))]
+    flops = 2 * 8192 * 4096 * 4096
+    assert figures["roof_key"] == "fp32" and figures["roofline"] == pytest.approx(flops / 67e12 * 1e3 / 5.2)
+    assert figures["roof_3xtf32"] == pytest.approx(3 * flops / 495e12 * 1e3 / 5.2)  # the fixture's ceilings
+    assert figures["roof_3xtf32_datasheet"] == pytest.approx(figures["roof_3xtf32"])  # are the datasheet's
+    assert (figures["autotune_ms"], figures["autotune_compile_s"]) == (6.5, 41.0)
+
+    record = _problem(10, "10_fake_gemm", "ok", eager_ms=EAGER_MS, compile_ms=8.6, runtime_ms=5.2,
+                      speedup_eager=EAGER_MS / 5.2, speedup_compile=8.6 / 5.2)
+    assert ps.read_extras(tmp_path, [record])["10_fake_gemm"]["final_speedup"] == pytest.approx(EAGER_MS / 5.2)
+    slow = dict(figures, autotune_ms=4.0, autotune_compile_s=75.0)
+    rows = ps.build_rows([record, dict(record, name="11_fake_gemm", number=11)],
+                         extras={"10_fake_gemm": figures, "11_fake_gemm": slow})
+    assert rows[0]["speedup_autotune"] == pytest.approx(6.5 / 5.2) and rows[0]["search_gain"] == pytest.approx(14 / 5.2)
+    assert rows[1]["speedup_autotune"] is None  # compiled in 75 s: over the 60 s bar
+    summary = ps.summarize(rows)
+    assert summary["search"] == {"median_gain_over_gen0": pytest.approx(14 / 5.2), "over": 2, "improved": 2}
+    assert summary["autotune"]["over"] == 1 and summary["autotune"]["slow_compile"] == ["11_fake_gemm"]
+    text = ps.render(ps.build_document(_bench([record], FAKE_GPU_LABELS), rows, {"max_evals": 12}, [], "x"))
+    course = [line for line in text.splitlines() if "10_fake_gemm" in line][1]
+    assert "compute 1.139x, tuner 1.475x, tuner 1.731x" in course and "78.9% fp32" in course and "32.0%" in course
+    assert ">60 s" in [line for line in text.splitlines() if "11_fake_gemm" in line][1]
+    assert "median gain 2.692x over 2 problem(s), 2 improved" in text
+    assert "max-autotune-no-cudagraphs 1.250x (geomean over 1); compiled in 60 s or more, left out: 11_fake_gemm" in text

@@ -188,7 +188,7 @@ def eval_command(
     eval_mode: bool = EVAL_MODE_OPT,
     set_: Optional[list[str]] = SET_OPT,
     timing_trials: Optional[int] = typer.Option(None, help="Timed trials on a GPU (default 100; fewer if one run is very long)."),
-    baselines: Optional[str] = typer.Option(None, help="Baselines to time (default eager,compile): eager, compile, compile-max-autotune, compile-reduce-overhead."),
+    baselines: Optional[str] = typer.Option(None, help="Baselines to time (default eager,compile): eager, compile, compile-max-autotune, compile-max-autotune-no-cudagraphs, compile-reduce-overhead."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-measure the baselines instead of using the cache."),
     policy: Optional[str] = typer.Option(None, help="strict (default): all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),

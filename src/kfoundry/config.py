@@ -123,7 +123,7 @@ OPTIONS: dict[str, Option] = {
     "eval_mode": Option("eval", "eval_mode", _bool, "run both models in .eval() (default: training mode)"),
     "timing_trials": Option("eval", "timing_trials", int, "timed trials on a GPU"),
     "baselines": Option("eval", "baselines", _names, "baselines to time: eager, compile, compile-max-autotune, "
-                                                     "compile-reduce-overhead"),
+                                                     "compile-max-autotune-no-cudagraphs, compile-reduce-overhead"),
     "no_cache": Option("eval", "no_cache", _bool, "re-measure the baselines instead of using the cache"),
     "memory_limit": Option("eval", "memory_limit_bytes", _optional(_gigabytes), "GB of host memory an evaluation "
                                                                                 "may plan for (default: what is free)"),

@@ -103,6 +103,7 @@ class TimingStats:
     host_median_ms: float | None = None  # host clock alone, less the empty-region overhead
     warmup_runs: int | None = None
     warmup_s: float | None = None
+    setup_s: float | None = None  # a baseline's first call before its timing: torch.compile's compilation
     sm_clock_mhz: list[int | None] | None = None  # SM clock (NVML) before and after the timed trials
 
     @classmethod

@@ -13,3 +13,13 @@ def test_the_verdict_settings_are_json_and_leave_out_where_the_work_runs():
     assert json.loads(json.dumps(data)) == data
     again = EvalOptions(**{**data, "baselines": tuple(data["baselines"])})
     assert again.verdict_settings() == data
+
+
+def test_baselines_are_checked_by_name():
+    import pytest
+
+    from kfoundry.errors import UsageError
+
+    EvalOptions(device="cpu", baselines=("eager", "compile-max-autotune-no-cudagraphs")).validate()
+    with pytest.raises(UsageError, match="max-autotune-nocudagraphs"):
+        EvalOptions(device="cpu", baselines=("compile-max-autotune-nocudagraphs",)).validate()

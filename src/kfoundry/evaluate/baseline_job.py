@@ -10,6 +10,7 @@ lock's exclusive side, like a candidate's timing).
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,11 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
                 with torch.no_grad():
                     return m(*args)
 
+            started = time.perf_counter()
             with lock.shared(f"{name} compile"):
                 call()  # compiles (torch.compile) and warms up: GPU work, but not timed
                 torch.cuda.synchronize(device)
+            setup_s = time.perf_counter() - started
             flush_page_cache()  # before the exclusive phase, as for a candidate
             with lock.exclusive(f"{name} timing"):
                 if timer is None:
@@ -86,6 +89,7 @@ def run_baseline_job(job: dict[str, Any], channel) -> dict[str, Any]:
                 result, _ = timer.time(call, trials=timing["trials"], budget_s=timing["budget_s"], flush_files=False)
                 if name == "eager":
                     peak = peak_memory(device, call)
+            result.setup_s = round(setup_s, 3)
             stats[name] = to_jsonable(result)
             # candidates' verdicts may be waiting for this one, not for the others
             channel.request("baseline", name=name, stats=stats[name], peak_memory_bytes=peak)

@@ -9,7 +9,9 @@ from typing import Any
 from kfoundry.errors import UsageError
 from kfoundry.problem import DEFAULT_TOLERANCE, PRECISIONS
 
-BASELINE_NAMES = ("eager", "compile", "compile-max-autotune", "compile-reduce-overhead")
+# compile-MODE is torch.compile(mode=MODE)
+BASELINE_NAMES = ("eager", "compile", "compile-max-autotune", "compile-max-autotune-no-cudagraphs",
+                  "compile-reduce-overhead")
 SANDBOX_MODES = ("on", "strict", "off")
 
 
