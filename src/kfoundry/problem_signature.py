@@ -20,30 +20,50 @@ LAYOUT_OPS = frozenset({
     "_reshape_alias", "resize_", "index_select", "narrow", "repeat", "_local_scalar_dense", "item",
 })
 
-# Op name -> category; checked in this order, the first category present names the problem.
+# Op name -> category. A problem's class is the first category of PRIMARY_ORDER among its ops.
 CATEGORIES: dict[str, frozenset[str]] = {
     "conv": frozenset({"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
                        "conv_transpose2d", "conv_transpose3d", "mkldnn_convolution", "cudnn_convolution",
                        "convolution_overrideable", "_slow_conv2d_forward", "slow_conv3d_forward",
                        "slow_conv_transpose2d", "slow_conv_transpose3d", "_convolution_mode"}),
+    # fused attention ops; a hand-written one (gemm, softmax, gemm) is found from the sequence: op_categories
+    "attention": frozenset({"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+                            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                            "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math",
+                            "_scaled_dot_product_fused_attention_overrideable", "_flash_attention_forward",
+                            "_efficient_attention_forward", "_native_multi_head_attention"}),
     "gemm": frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot", "einsum",
-                       "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-                       "_scaled_dot_product_flash_attention_for_cpu", "scaled_dot_product_attention",
                        "tensordot", "addbmm"}),
     "norm": frozenset({"native_layer_norm", "layer_norm", "native_batch_norm", "batch_norm",
                        "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
                        "_native_batch_norm_legit_functional", "native_group_norm", "group_norm",
                        "instance_norm", "rms_norm", "_fused_rms_norm", "_batch_norm_impl_index"}),
-    "softmax": frozenset({"_softmax", "softmax", "_log_softmax", "log_softmax"}),
+    "softmax": frozenset({"_softmax", "softmax", "_log_softmax", "log_softmax", "_safe_softmax"}),
+    "scan": frozenset({"cumsum", "cumsum_", "cumprod", "cumprod_", "cummax", "cummin", "_cummax_helper",
+                       "_cummin_helper", "logcumsumexp", "_logcumsumexp"}),
+    # adaptive_avg_pool to 1x1 is recorded as aten.mean: a global average pool is a reduction
+    "pooling": frozenset({"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+                          "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+                          "mkldnn_max_pool2d", "mkldnn_max_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+                          "adaptive_avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
+                          "mkldnn_adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+                          "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d", "lp_pool1d",
+                          "lp_pool2d", "lp_pool3d"}),
     "reduction": frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "var",
-                            "std", "var_mean", "std_mean", "norm", "linalg_vector_norm", "cumsum", "cumprod",
-                            "logsumexp", "all", "any", "mse_loss", "cross_entropy", "nll_loss_forward",
-                            "nll_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
-                            "avg_pool2d", "max_pool2d_with_indices", "avg_pool1d", "avg_pool3d",
-                            "max_pool3d_with_indices", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
-                            "adaptive_max_pool2d", "_adaptive_avg_pool3d", "max_pool2d", "max_pool1d"}),
+                            "std", "var_mean", "std_mean", "norm", "linalg_vector_norm", "logsumexp", "all",
+                            "any", "mse_loss", "cross_entropy", "nll_loss_forward", "nll_loss",
+                            "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy"}),
 }
-PRIMARY_ORDER = ("conv", "gemm", "norm", "softmax", "reduction")
+# The class a kernel writer would name a problem by: the op that sets the kernel's structure and most of its
+# cost comes first. A conv anywhere makes a conv problem (conv + pooling is a conv with a pooling epilogue).
+# Attention comes before gemm, as it is made of gemms. A gemm beats the row-wise classes: with a scan, a norm
+# or a softmax after it, the matmul still holds the FLOPs and sets the tiling, and the row op is its epilogue
+# or a second pass over a smaller output. Scan and pooling come before norm, softmax and reduction: a scan's
+# carry across blocks and a pooling window's stencil decide how the kernel walks the data, while a norm, a
+# softmax or a reduction next to them is row statistics that fits inside that walk; plain reductions last.
+# kind_of's label names the second class present as well, so nothing is hidden by the order.
+PRIMARY_ORDER = ("conv", "attention", "gemm", "scan", "pooling", "norm", "softmax", "reduction")
+CLASSES = PRIMARY_ORDER + ("pointwise", "other")
 
 
 def short_name(op: str) -> str:
@@ -52,7 +72,8 @@ def short_name(op: str) -> str:
 
 
 def op_category(op: str) -> str:
-    """conv, gemm, norm, softmax, reduction, layout or pointwise."""
+    """The category of one op: one of CATEGORIES, layout or pointwise (a hand-written attention's gemms
+    and softmax are gemm and softmax here: op_categories sees the sequence)."""
     name = short_name(op)
     if name in LAYOUT_OPS:
         return "layout"
@@ -60,6 +81,39 @@ def op_category(op: str) -> str:
         if name in names:
             return category
     return "pointwise"
+
+
+def op_categories(ops: list[str]) -> list[str]:
+    """The category of each op, where each hand-written attention is marked "attention": a gemm, later a
+    softmax, later another gemm. The span from the last gemm before the softmax to the first after it, with
+    the pointwise ops just before it (q and k scaled), becomes attention; its gemm, softmax and pointwise
+    ops, that is (norms and reductions in it keep theirs). A gemm, softmax, gemm of linear layers (an MLP
+    with a softmax) counts too: it has attention's structure, and attention's fused kernel fits it."""
+    cats = [op_category(op) for op in ops]
+    start = 0
+    while True:
+        span = _attention_span(cats, start)
+        if span is None:
+            return cats
+        first, last = span
+        while first > start and cats[first - 1] in ("pointwise", "layout"):
+            first -= 1
+        for i in range(first, last + 1):
+            if cats[i] in ("gemm", "softmax", "pointwise"):
+                cats[i] = "attention"
+        start = last + 1
+
+
+def _attention_span(cats: list[str], start: int) -> tuple[int, int] | None:
+    """(the last gemm before a softmax, the first gemm after it), for the first such softmax from `start`."""
+    last_gemm = None
+    for i in range(start, len(cats)):
+        if cats[i] == "gemm":
+            last_gemm = i
+        elif cats[i] == "softmax" and last_gemm is not None:
+            after = next((j for j in range(i + 1, len(cats)) if cats[j] == "gemm"), None)
+            return None if after is None else (last_gemm, after)
+    return None
 
 
 def compute_ops(ops: list[str]) -> list[str]:
@@ -72,9 +126,10 @@ def compute_ops(ops: list[str]) -> list[str]:
 
 
 def kind_of(ops: list[str]) -> str:
-    """A short label: the first primary category present, '+pointwise' when pointwise ops follow or precede.
-    A problem of pointwise ops alone is 'pointwise'; one with no computing op is 'other'."""
-    categories = {op_category(op) for op in ops} - {"layout"}
+    """A short label: the first class of PRIMARY_ORDER present, then the second ("gemm+reduction"), else
+    '+pointwise' when pointwise ops are there too. A problem of pointwise ops alone is 'pointwise'; one with
+    no computing op is 'other'."""
+    categories = set(op_categories(ops)) - {"layout"}
     primaries = [c for c in PRIMARY_ORDER if c in categories]
     if not primaries:
         return "pointwise" if "pointwise" in categories else "other"
@@ -85,6 +140,20 @@ def kind_of(ops: list[str]) -> str:
     elif "pointwise" in categories:
         label += "+pointwise"
     return label
+
+
+def problem_class(sig_or_ops: dict[str, Any] | list[str] | tuple[str, ...]) -> str:
+    """The problem's class (one of CLASSES) from a signature's ops or from an op list. It is computed from the
+    ops, so a signature stored by an older version (whose kind called a pooling problem a reduction) gets
+    today's class; a signature without ops falls back to the class its stored kind names."""
+    if isinstance(sig_or_ops, dict):
+        ops = sig_or_ops.get("ops")
+        if not ops:
+            stored = (sig_or_ops.get("kind") or "").split("+")[0]
+            return stored if stored in CLASSES else "other"
+    else:
+        ops = sig_or_ops
+    return kind_of(list(ops)).split("+")[0]
 
 
 def _tensor_facts(value: Any) -> list[dict[str, Any]]:
@@ -152,7 +221,7 @@ def signature(problem_path: str | Path, set_values: dict[str, Any] | None = None
         "ops": ops,
         "compute_ops": compute_ops(ops),
         "kind": kind_of(ops),
-        "categories": sorted({op_category(op) for op in ops} - {"layout"}),
+        "categories": sorted(set(op_categories(ops)) - {"layout"}),
         "modules": modules,
         "doc": doc[0] if doc else "",
         "inputs": _tensor_facts(inputs),
