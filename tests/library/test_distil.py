@@ -35,3 +35,14 @@ def test_distilled_insight_is_retrieved_for_the_same_kind(lib):
     insight = lib.distil()[0]
     results = lib.retrieve(GEMM_SIG, query_text="fusion memory-bound", k=5)
     assert insight["id"] in {r["id"] for r in results}
+
+
+def test_steps_stored_under_an_older_kind_join_their_class(lib):
+    ops = ["aten.max_pool2d_with_indices", "aten.relu"]
+    old = {"kind": "reduction+pointwise", "ops": ops, "text": "maxpool relu"}  # as an earlier version labelled it
+    new = {"kind": "pooling+pointwise", "ops": ops, "text": "maxpool relu"}
+    for sig, after in ((old, 1.2), (new, 1.3)):
+        lib.record_step(sig, "memory", "p = 0\n", f"c = {after}\n", ["memory-bound"], "ok", 1.0, after, "H200")
+    insights = lib.distil(min_support=2)
+    assert len(insights) == 1 and insights[0]["text"].startswith("On pooling+pointwise problems the memory expert "
+                                                                  "improved memory-bound candidates 2 of 2 times")

@@ -27,7 +27,13 @@ def test_steps_are_recorded_with_the_parents_diagnosis_and_the_best_kernel_is_ke
     experience.record(child, parent, {"changes": {"BLOCK": {"from": 64, "to": 128}}})
     steps = library.steps()
     assert len(steps) == 1 and steps[0]["diagnosis"] == ["bound"] and steps[0]["run_id"] == "run-a"
-    assert library.tuning_records("pointwise")[0]["changes"] == {"BLOCK": {"from": 64, "to": 128}}
+    assert library.tuning_records(SIG)[0]["changes"] == {"BLOCK": {"from": 64, "to": 128}}
+    first = Individual(id="3", source="a = 3\n", expert="initializer", status="ok", fitness=1.3,
+                       parent_info=ParentInfo(source="a = 3\n", speedup_eager=1.3))
+    experience.record(first, None, {"strategy": "row per program"})  # a first kernel written to a strategy
+    written = [s for s in library.steps() if s["expert"] == "initializer"]
+    assert len(written) == 1 and written[0]["parent_source"] is None and written[0]["speedup_after"] == 1.3
+    assert "with the strategy 'row per program'" in library.get(written[0]["id"])["title"]
     assert experience.tuning_preferences() == {"BLOCK": 128}
     experience.finish({"source": "class ModelNew: pass\n", "speedup_eager": 1.5}, "affine")
     kernels = experience.kernels_for_this_problem()
@@ -74,3 +80,22 @@ def test_a_step_that_was_not_timed_records_no_speedup(tmp_path):
     step = library.steps()[0]
     assert step["speedup_before"] is None and step["speedup_after"] is None
     assert library.list(type="step")[0]["title"].endswith("ok, speed not measured")
+
+
+def test_retrieval_is_cut_to_its_token_budget_and_says_what_it_left_out(tmp_path):
+    library = Library(tmp_path / "lib.sqlite")
+    experience = Experience(library, SIG, "run-a", "cpu")
+    whole = experience.retrieve(5)
+    assert whole and all(item["type"] != "note" for item in whole)
+    assert all(item["score"] is not None and item["why"] for item in whole)
+    assert len(whole) >= 2  # the pointwise seed kernel and the pointwise seed note
+    cut = experience.retrieve(5, tokens=whole[0]["tokens"])
+    assert [item["id"] for item in cut[:-1]] == [whole[0]["id"]] and "code" in cut[0]
+    assert cut[-1]["type"] == "note" and "within" in cut[-1]["text"]
+    assert cut[-1]["left_out"] == [item["id"] for item in whole[1:]]
+
+
+def test_without_a_signature_the_note_says_the_library_was_not_searched(tmp_path):
+    experience = Experience(Library(tmp_path / "lib.sqlite"), None, "run-a", "cpu")
+    [note] = experience.retrieve(5)
+    assert note["type"] == "note" and note["id"] is None and "not searched" in note["text"]

@@ -7,6 +7,8 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
+from kfoundry.library.similarity import kind_label
+
 
 def improved(step: dict[str, Any]) -> bool:
     after, before = step.get("speedup_after"), step.get("speedup_before")
@@ -26,7 +28,9 @@ def rule_insights(steps: list[dict[str, Any]], min_support: int = 2) -> list[dic
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for step in steps:
         for category in step.get("diagnosis") or ["none"]:
-            groups[(step.get("kind") or "other", step["expert"], category)].append(step)
+            # the kind as this version labels it: steps stored under an older label join their class's group
+            kind = kind_label(step.get("signature") or {}) or step.get("kind") or "other"
+            groups[(kind, step["expert"], category)].append(step)
     insights = []
     for (kind, expert, category), members in sorted(groups.items()):
         if len(members) < min_support:

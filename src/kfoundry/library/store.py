@@ -21,8 +21,11 @@ from kfoundry.library import embeddings
 from kfoundry.library import seed as seed_data
 from kfoundry.library.distil import rule_insights
 from kfoundry.library.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
-from kfoundry.library.similarity import similarity
+from kfoundry.library.similarity import op_set, same_class, similarity
 from kfoundry.library.text_index import bm25_scores
+from kfoundry.problem_signature import problem_class as class_of
+from kfoundry.problem_signature import short_name
+from kfoundry.problem_signature import tokens as word_tokens
 from kfoundry.sqlite_files import connect
 
 ITEM_TYPES = ("kernel", "insight", "step")
@@ -32,6 +35,15 @@ SIGNATURE_WEIGHT = 0.6  # the rest is BM25
 # compared with the others'. The signature keeps the larger share; the two text scores split the rest.
 SEMANTIC_WEIGHTS = {"signature": 0.5, "bm25": 0.25, "embedding": 0.25}
 EMBED_CODE_CHARS = 1000  # of an item's code (comments stripped) its document holds; the model reads ~256 tokens
+# An item whose signature is less like the problem's than this is not retrieved, whatever its text score.
+# Shapes alone give up to 0.20 (similarity.WEIGHTS["shape"]), so passing takes ops or a kind in common too.
+# On the seed: a cumsum scores 0.01 against the conv kernel, 0.12 against the GEMM one, 0.15 at most (the row
+# reduction); across classes the highest is 0.20 (a Linear+GELU against the pointwise chain, through gelu);
+# within a class the lowest is 0.25 (a plain 64x64 matmul against the GEMM-epilogue kernel), the rest 0.37..0.92.
+SIMILARITY_FLOOR = 0.22
+# An item of another class must be closer still: a masked cumsum shares only a `mul` with the GEMM-epilogue kernel
+# and scores 0.23 against it, which teaches a scan nothing; the pointwise chain scores 0.30 against a Linear+GELU.
+OTHER_CLASS_FLOOR = 0.35
 STEP_FIELDS = ("run_id", "expert", "outcome", "diagnosis", "speedup_before", "speedup_after",
                "parent_source", "child_source")
 
@@ -52,6 +64,54 @@ def semantic_by_default() -> bool:
     if value in ("1", "true", "yes", "on"):
         return True
     return embeddings.available()
+
+
+class Retrieval(list):
+    """retrieve()'s items, best first, and what a prompt says when none was close enough: the floor and the
+    highest similarity any item had (retrieved or not), and whether the problem had a signature to compare."""
+
+    def __init__(self, items=(), *, floor: float = SIMILARITY_FLOOR, best_similarity: float | None = None,
+                 best_title: str | None = None, by_signature: bool = True):
+        super().__init__(items)
+        self.floor, self.best_similarity, self.best_title = floor, best_similarity, best_title
+        self.by_signature = by_signature
+
+
+_ORIGIN_NOTE = {"seed": "seed note", "rule": "rule distilled from earlier runs", "llm": "LLM's note from earlier runs",
+                "run": "note from an earlier run"}
+
+
+def _mentions(text: str, problem: dict[str, Any], cls: str) -> str | None:
+    """The word by which `text` names the problem's class or one of its ops, if it does."""
+    ops = [short_name(op) for op in op_set(problem)]
+    for word in word_tokens(text):
+        if word in ops or (cls != "other" and word.startswith(cls)):
+            return word
+    return None
+
+
+def relevance(problem: dict[str, Any], item_sig: dict[str, Any], sig_score: float, text_score: float,
+              text: str, origin: str) -> tuple[bool, bool, str]:
+    """(retrieved, of the problem's class, why) for one item. Items with ops in their signature pass on
+    similarity (SIMILARITY_FLOOR). Those without (seed insights carry a kind alone) cannot be compared by ops
+    or shapes: one with a kind passes when it is of the problem's class, one with no signature at all when its
+    text names the problem's class or one of its ops. A problem without a signature is matched on text alone."""
+    if not (problem.get("kind") or op_set(problem)):
+        return text_score > 0, False, "text match only (the problem has no signature)"
+    cls = class_of(item_sig) if item_sig else "other"
+    item_ops = op_set(item_sig) if item_sig else set()
+    if item_ops:
+        same = same_class(problem, item_sig)
+        common = [short_name(op) for op in op_set(problem) if op in item_ops]
+        label = f"same class ({cls})" if same else f"class {cls}, not {class_of(problem)}"
+        ops = f"ops in common: {', '.join(sorted(common))}" if common else "no ops in common"
+        floor = SIMILARITY_FLOOR if same else OTHER_CLASS_FLOOR
+        return sig_score >= floor, same, f"{label}; {ops}; similarity {sig_score:.2f}"
+    if item_sig.get("kind"):
+        same = same_class(problem, item_sig)
+        return same, same, f"{_ORIGIN_NOTE.get(origin, 'note')} on {cls} problems"
+    word = _mentions(text, problem, class_of(problem))
+    return word is not None, word is not None, f"general note that mentions {word}"
 
 
 def default_path() -> Path:
@@ -168,7 +228,8 @@ class Library:
         categories = builtins.list(diagnosis_categories or [])
         speed = f"{_fmt(speedup_before)} -> {_fmt(speedup_after)}" if speedup_after is not None else \
             "speed not measured" if outcome == "ok" else "no speed"
-        title = f"{expert} on {kind} ({', '.join(categories) or 'no diagnosis'}): {outcome}, {speed}"
+        strategy = f" with the strategy {data['strategy']!r}" if (data or {}).get("strategy") else ""
+        title = f"{expert}{strategy} on {kind} ({', '.join(categories) or 'no diagnosis'}): {outcome}, {speed}"
         text = f"{title}. problem {problem_signature.get('problem', '')} {problem_signature.get('text', '')}"
         now = time.time()
         with self.db:
@@ -260,15 +321,15 @@ class Library:
         return [{"id": r["id"], "kind": r["kind"], "signature": json.loads(r["signature"]), "device": r["device"],
                  **{k: r[k] for k in STEP_FIELDS}, "diagnosis": json.loads(r["diagnosis"])} for r in rows]
 
-    def tuning_records(self, kind: str | None = None) -> builtins.list[dict]:
-        """The tuner's recorded steps ({changes, speedup_before, speedup_after}), of one problem kind or all."""
-        sql = ("SELECT items.data, steps.speedup_before, steps.speedup_after FROM steps JOIN items"
+    def tuning_records(self, signature: dict | None = None) -> builtins.list[dict]:
+        """The tuner's recorded steps ({changes, speedup_before, speedup_after}) on problems of this signature's
+        class (problem_signature.problem_class, from the ops: entries stored under an older kind count), or all."""
+        sql = ("SELECT items.data, items.signature, steps.speedup_before, steps.speedup_after FROM steps JOIN items"
                " ON items.id = steps.item_id WHERE steps.expert = 'tuner' AND steps.outcome = 'ok'")
-        args: builtins.list = []
-        if kind:
-            sql, args = sql + " AND items.kind = ?", [kind]
         out = []
-        for row in self.db.execute(sql, args).fetchall():
+        for row in self.db.execute(sql).fetchall():
+            if signature and not same_class(signature, json.loads(row["signature"])):
+                continue
             changes = json.loads(row["data"] or "{}").get("changes")
             if changes:
                 out.append({"changes": changes, "speedup_before": row["speedup_before"],
@@ -289,27 +350,42 @@ class Library:
         return " ".join([row["title"], row["text"], sig.get("text", ""), row["kind"] or ""])
 
     def retrieve(self, signature: dict, query_text: str = "", k: int = 5,
-                 semantic: bool | None = None) -> builtins.list[dict]:
+                 semantic: bool | None = None) -> Retrieval:
         """The k items most useful for a problem with this signature, shaped for PromptContext.experience:
-        {title, text, source, code?, score, id, type}. `semantic`: add the similarity of sentence embeddings
-        (SEMANTIC_WEIGHTS); None uses it when the embedding model is installed, True insists on it."""
+        {title, text, source, code?, score, why, similarity, id, type}. Only items that pass
+        relevance() (the similarity floor) are retrieved; those of the problem's class come first, each tier by
+        score (signature similarity plus BM25, plus the similarity of sentence embeddings with `semantic`: None
+        uses them when the embedding model is installed, True insists on it). Empty when nothing is close
+        enough: the Retrieval then says the floor and the best similarity seen."""
         rows = self._retrievable()
         query = " ".join([query_text, signature.get("text", ""), signature.get("kind", "")])
         text_scores = bm25_scores([self._document(r) for r in rows], query)
         if semantic is None:
             semantic = semantic_by_default()
         meaning_scores = self._embedding_scores(rows, query) if semantic and rows else None
-        scored = []
+        passed, best = [], None
         for index, (row, text_score) in enumerate(zip(rows, text_scores)):
-            sig_score = similarity(signature, json.loads(row["signature"]))
+            item_sig = json.loads(row["signature"])
+            sig_score = similarity(signature, item_sig)
             if meaning_scores is None:
                 score = SIGNATURE_WEIGHT * sig_score + (1 - SIGNATURE_WEIGHT) * text_score
+                text_match = text_score
             else:
                 score = (SEMANTIC_WEIGHTS["signature"] * sig_score + SEMANTIC_WEIGHTS["bm25"] * text_score
                          + SEMANTIC_WEIGHTS["embedding"] * meaning_scores[index])
-            scored.append((score, row))
-        scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
-        return [self._experience(row, score) for score, row in scored[:k]]
+                text_match = text_score + meaning_scores[index]
+            if best is None or sig_score > best[0]:
+                best = (sig_score, row["title"])
+            keep, same, why = relevance(signature, item_sig, sig_score, text_match, row["text"], row["origin"])
+            if keep:
+                passed.append((not same, -score, row["id"], score, sig_score, why, row))
+        passed.sort(key=lambda entry: entry[:3])
+        by_signature = bool(signature.get("kind") or op_set(signature))
+        return Retrieval(
+            [self._experience(row, score, why=why, sig_score=sig_score if by_signature else None)
+             for _, _, _, score, sig_score, why, row in passed[:k]],
+            best_similarity=round(best[0], 4) if best else None, best_title=best[1] if best else None,
+            by_signature=by_signature)
 
     # --- embeddings ------------------------------------------------------------------------------
     @property
@@ -358,14 +434,16 @@ class Library:
         rows = self.db.execute("SELECT * FROM items ORDER BY id").fetchall()
         scores = bm25_scores([self._document(r) for r in rows], text)
         ranked = sorted((pair for pair in zip(scores, rows) if pair[0] > 0), key=lambda p: (-p[0], p[1]["id"]))
-        return [self._experience(row, score) for score, row in ranked[:k]]
+        return [self._experience(row, score, why="text match") for score, row in ranked[:k]]
 
-    def _experience(self, row: sqlite3.Row, score: float) -> dict:
+    def _experience(self, row: sqlite3.Row, score: float, why: str = "", sig_score: float | None = None) -> dict:
         origin = {"seed": "seed library", "run": "an earlier run", "rule": "distilled from earlier runs",
                   "llm": "an LLM's summary of earlier runs"}.get(row["origin"], row["origin"])
         where = f"library #{row['id']} ({row['type']}, {origin}" + (f", {row['device']}" if row["device"] else "") + ")"
-        item = {"title": row["title"], "text": row["text"], "source": where, "score": round(score, 4),
+        item = {"title": row["title"], "text": row["text"], "source": where, "score": round(score, 4), "why": why,
                 "id": row["id"], "type": row["type"]}
+        if sig_score is not None:
+            item["similarity"] = round(sig_score, 4)
         if row["code"]:
             item["code"] = row["code"]
         return item

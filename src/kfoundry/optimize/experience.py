@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kfoundry.errors import brief
+from kfoundry.experts.prompt_budget import DEFAULT_RETRIEVE_TOKENS, fit_items, left_out_note, note, tokenizer
 from kfoundry.search.individual import Individual
 from kfoundry.sqlite_files import DamagedFile
 
@@ -24,6 +25,26 @@ def measured_speedup(ind: Individual) -> float | None:
     is no measurement) or failed."""
     info = ind.parent_info
     return getattr(info, "speedup_eager", None) if ind.ok else None
+
+
+def nothing_close_note(found: Any, signature: dict[str, Any]) -> dict[str, Any]:
+    """What the prompt says when no library item passed the similarity floor (a library.store.Retrieval)."""
+    floor = getattr(found, "floor", None)
+    if not getattr(found, "by_signature", True):
+        return note("The experience library was not searched for this problem: its signature could not be "
+                    "computed, so no library item is shown.", floor=floor)
+    best = getattr(found, "best_similarity", None)
+    if best is None:
+        return note("The experience library holds no items yet, so none is shown.", floor=floor)
+    from kfoundry.problem_signature import problem_class as class_of
+
+    title = getattr(found, "best_title", None) or "untitled"
+    from kfoundry.library.store import OTHER_CLASS_FLOOR
+
+    return note(f"The experience library holds nothing close enough to this problem ({class_of(signature)} "
+                f"class): no item reaches the similarity floor ({floor:.2f} for items of its class, "
+                f"{OTHER_CLASS_FLOOR:.2f} for others; the closest, \"{title}\", scores {best:.2f}), so none is "
+                "shown.", score=best, floor=floor, best_similarity=best, best_title=title)
 
 
 def library_note(exc: BaseException) -> str:
@@ -60,10 +81,19 @@ class Experience:
                 self.on_damaged(note)
             return default
 
-    def retrieve(self, k: int) -> list[dict[str, Any]]:
+    def retrieve(self, k: int, tokens: int = DEFAULT_RETRIEVE_TOKENS) -> list[dict[str, Any]]:
+        """The experts' experience: at most k library items close to this problem, cut to `tokens` tokens best
+        first (kfoundry.experts.prompt_budget.fit_items), then a note when some were left out for the budget;
+        only a note when none was close enough. [] without a library."""
         if k <= 0:
             return []
-        return self.use([], lambda library: library.retrieve(self.signature, k=k))
+        found = self.use(None, lambda library: library.retrieve(self.signature, k=k))
+        if found is None:
+            return []
+        if not found:
+            return [nothing_close_note(found, self.signature)]
+        kept, left_out = fit_items(list(found), tokens)
+        return kept + ([left_out_note(left_out, tokens, tokenizer().name)] if left_out else [])
 
     def kernels_for_this_problem(self) -> list[dict[str, Any]]:
         """Library kernels written for this very computation (an earlier run's best): seeds."""
@@ -84,16 +114,18 @@ class Experience:
     def tuning_preferences(self) -> dict[str, int]:
         from kfoundry.experts.tuner import preferred_settings
 
-        return self.use({}, lambda library: preferred_settings(library.tuning_records(self.signature.get("kind"))))
+        return self.use({}, lambda library: preferred_settings(library.tuning_records(self.signature)))
 
     def record(self, child: Individual, parent: Individual | None, data: dict[str, Any] | None) -> None:
-        """One parent -> child step (seeds, composed and library kernels have no parent: not steps)."""
-        if parent is None:
+        """One parent -> child step. A first kernel written to a strategy is a step from nothing (how that strategy
+        did); seeds, composed and library kernels have no parent and are not steps."""
+        if parent is None and not (data or {}).get("strategy"):
             return
-        categories = sorted({f.category for f in parent.diagnosis.findings}) if parent.diagnosis else []
+        categories = sorted({f.category for f in parent.diagnosis.findings}) if parent and parent.diagnosis else []
         self.use(None, lambda library: library.record_step(
-            self.signature, child.expert, parent.source, child.source, categories, child.status,
-            measured_speedup(parent), measured_speedup(child), device=self.device, run_id=self.run_id, data=data))
+            self.signature, child.expert, parent.source if parent else None, child.source, categories, child.status,
+            measured_speedup(parent) if parent else None, measured_speedup(child), device=self.device,
+            run_id=self.run_id, data=data))
 
     def finish(self, best: dict[str, Any] | None, problem_name: str) -> list[dict[str, Any]]:
         """Keep the best verified kernel (when it was timed) and re-distil the rule insights."""
