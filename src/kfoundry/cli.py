@@ -261,6 +261,7 @@ def generate_command(
     parent: Optional[list[Path]] = typer.Option(None, "--parent", help="A candidate to start from (repeat for crossover)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Where to write the candidate (default: PROBLEM_EXPERT.py here)."),
     backend: Optional[str] = typer.Option(None, help="What the expert writes: triton (default) or cuda."),
+    target_gpu: Optional[str] = typer.Option(None, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
     attempts: int = typer.Option(1, help="LLM calls allowed when a reply is unusable (its reason goes into the next prompt)."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
     reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry[embeddings]."),
@@ -296,12 +297,13 @@ def generate_command(
     try:
         if as_json:
             result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
-                              backend=backend, out=out, attempts=attempts, budget=budget)
+                              backend=backend, out=out, attempts=attempts, budget=budget,
+                              target_gpu=run.search.target_gpu)
         else:
             with err.status("generating") as status:
                 result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
                                   backend=backend, out=out, attempts=attempts, budget=budget,
-                                  progress=lambda m: status.update(m))
+                                  progress=lambda m: status.update(m), target_gpu=run.search.target_gpu)
     except KFoundryError as exc:
         if as_json:
             print(json.dumps({"status": "error", "message": str(exc)}))
@@ -361,6 +363,7 @@ def optimize_command(
     no_library: bool = typer.Option(False, "--no-library", help="Neither read nor write the experience library."),
     rng_seed: Optional[int] = typer.Option(None, help="The search's random seed (default 0)."),
     backend: Optional[str] = typer.Option(None, help="What the LLM experts write: triton (default) or cuda."),
+    target_gpu: Optional[str] = typer.Option(None, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
     config: Optional[Path] = CONFIG_OPT,
     device: Optional[str] = DEVICE_OPT,
     precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),

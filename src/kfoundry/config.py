@@ -63,6 +63,15 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(_list(value))
 
 
+def _gpu(value: Any) -> str:
+    from kfoundry.evaluate.gpu_table import known_names, lookup
+
+    name = str(value).strip()
+    if lookup(name) is None:
+        raise ValueError(f"not a GPU of the bundled table ({', '.join(known_names())})")
+    return name
+
+
 @dataclass(frozen=True)
 class Option:
     section: str  # of kfoundry.run_config.RunConfig: search, eval, llm or bench
@@ -110,6 +119,10 @@ OPTIONS: dict[str, Option] = {
     "cluster": Option("search", "cluster", _optional(str), "ray or ray://HOST:PORT: evaluation workers are Ray "
                                                            "actors"),
     "rng_seed": Option("search", "seed", int, "the search's random seed"),
+    "target_gpu": Option("search", "target_gpu", _optional(_gpu), "on a CPU run, the GPU whose datasheet figures "
+                                                                  "the prompts show (H100, H100 PCIe, H200, A100, "
+                                                                  "L40S, RTX 4090; default: a typical H100); a GPU "
+                                                                  "run shows its own and ignores this"),
     # the evaluation
     "device": Option("eval", "device", _optional(str), "cpu, cuda or cuda:N (default: CUDA when available)"),
     "precision": Option("eval", "precision", str, "fp32, fp16 or bf16"),

@@ -81,17 +81,35 @@ def _default_out(problem: Path, expert: str) -> Path:
     return base
 
 
+def _problem_view(problem: Path, options: EvalOptions) -> tuple[str, Any]:
+    """The problem's class and the facts of its inputs at the sizes under test, for the prompt; the general
+    class and no facts where the reference cannot be run here (the prompt then says less, nothing wrong)."""
+    from kfoundry.input_facts import problem_facts
+    from kfoundry.problem_signature import problem_class, signature
+
+    try:
+        sig = signature(problem, options.set_values)
+        return problem_class(sig), problem_facts(problem, options.set_values, options.precision,
+                                                 outputs=sig.get("outputs"))
+    except Exception:  # noqa: BLE001 -- a reference that runs in the evaluator but not here
+        return "other", None
+
+
 def generate(problem: str | Path, llm, *, expert: str | None = None, parents: list[str | Path] = (),
              options: EvalOptions | None = None, backend: str = "triton", out: str | Path | None = None,
              attempts: int = 1, budget=None, experience: list[dict] | None = None,
-             progress: Progress | None = None) -> GenerateResult:
+             progress: Progress | None = None, target_gpu: str | None = None) -> GenerateResult:
     """One expert step for `problem` with `llm` (a kfoundry.llm Provider). Parents are evaluated
-    first (their diagnoses steer the expert and fill its prompt)."""
+    first (their diagnoses steer the expert and fill its prompt). On a CPU the prompt shows
+    `target_gpu`'s datasheet figures (a typical GPU's when None); on a GPU, the GPU's own."""
+    from kfoundry.evaluate.device_facts import prompt_device, target_facts
     from kfoundry.experts import EXPERTS, ParentInfo, PromptContext, Router, render
     from kfoundry.experts.llm_step import ask
 
     if backend not in ("triton", "cuda"):
         raise UsageError(f"unknown backend {backend!r}: use triton or cuda")
+    if target_gpu:
+        target_facts(target_gpu)  # an unknown name stops here, saying which are known
     if attempts < 1:
         raise UsageError("--attempts must be at least 1")
     progress = progress or (lambda message: None)
@@ -118,10 +136,12 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
         if expert not in EXPERTS:
             raise UsageError(f"unknown expert {expert!r}: choose from {', '.join(EXPERTS)}")
         result = GenerateResult(expert=expert, reason=reason, parents=parent_records)
+        problem_class, facts = _problem_view(problem, options)
         context = PromptContext(
             problem_source=evaluator.source.text, problem_name=problem.stem, backend=backend, parents=infos,
-            device=prepared.device_facts, precision=options.precision, tolerance=options.atol,
-            policy=options.policy, experience=list(experience or []), feedback=[])
+            device=prompt_device(prepared.device_facts, target_gpu), precision=options.precision,
+            tolerance=options.atol, policy=options.policy, experience=list(experience or []), feedback=[],
+            problem_class=problem_class, facts=facts, timed=evaluator.device != "cpu", trials=options.trials)
         parent_source = infos[0].source if infos else None
         for number in range(attempts):
             system, user = render(expert, context)

@@ -50,7 +50,7 @@ class ProblemCost:
 
 @dataclass
 class DeviceFacts:
-    kind: str  # "cuda" or "cpu"
+    kind: str  # "cuda" or "cpu"; a prompt's stand-in for a CPU run: "target" or "typical target" (datasheet)
     name: str
     uuid: str | None = None
     sm_count: int | None = None
@@ -61,6 +61,9 @@ class DeviceFacts:
     peak_bandwidth_gbs: float | None = None
     peak_tflops: dict[str, float] = field(default_factory=dict)
     source: str = ""  # how the peaks were obtained: measured, datasheet, none
+    registers_per_sm: int | None = None  # 32-bit registers
+    max_registers_per_thread: int | None = None
+    compute_capability: str | None = None  # "9.0"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeviceFacts:

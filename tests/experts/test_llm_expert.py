@@ -55,3 +55,19 @@ def test_the_prompt_log_numbers_on_from_what_is_there(tmp_path):
     PromptLog(tmp_path).write("repair", "s", "u")
     assert sorted(p.name for p in tmp_path.glob("*.md")) == ["0001_memory.md", "0002_repair.md"]
     PromptLog(None).write("memory", "s", "u")  # no folder: nothing written
+
+
+def test_each_islands_first_kernel_is_asked_for_its_own_strategy_and_told_the_others(tmp_path):
+    log = tmp_path / "llm.log"
+    expert = _expert(tmp_path, "initializer", log)
+    expert.context.problem_class = "scan"
+    records = [asyncio.run(expert.propose(Step(None, [], "no parent yet", island=i, islands=3))).record
+               for i in range(3)]
+    sent = prompts(log)
+    assert [r["strategy"] for r in records] == ["block scan with a carry", "decoupled look-back", "three phases"]
+    strategies = [p.split("## Your strategy: ")[1].split("\n")[0] for p in sent]
+    assert strategies == [r["strategy"] for r in records]
+    assert "- decoupled look-back:" in sent[0] and "- three phases:" in sent[0]  # what the other islands were asked
+    assert "- block scan with a carry:" not in sent[0]
+    assert len(set(sent)) == 3
+    assert "For a scan problem:" in sent[0] and "tl.dot" not in sent[0].split("## What to do")[1]

@@ -1,7 +1,8 @@
 """Facts about the device: identity, sizes and ceilings (bandwidth, FLOP/s per precision).
 
 Ceilings are measured once per GPU (identified by UUID) and cached; datasheet values are the
-fallback where a measurement fails. Computed in the trusted reference process only.
+fallback where a measurement fails. Computed in the trusted reference process only. On a CPU run the
+prompts show a GPU's datasheet facts instead (`prompt_device`: the --target-gpu, or a typical one).
 """
 
 from __future__ import annotations
@@ -10,27 +11,51 @@ import os
 import platform
 from pathlib import Path
 
+from kfoundry.errors import UsageError
+from kfoundry.evaluate.gpu_table import TYPICAL, known_names, lookup
 from kfoundry.evaluate.signed_cache import read_signed, write_signed
 from kfoundry.types import DeviceFacts, to_jsonable
 
 FACTS_VERSION = 1
 
-# Dense datasheet peaks (no sparsity): name fragment -> (GB/s, {precision: TFLOP/s}).
-DATASHEET = {
-    "H200": (4800.0, {"fp32": 67.0, "tf32": 495.0, "fp16": 990.0, "bf16": 990.0}),
-    "H100 PCIe": (2000.0, {"fp32": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0}),
-    "H100": (3350.0, {"fp32": 67.0, "tf32": 495.0, "fp16": 990.0, "bf16": 990.0}),
-    "A100": (2039.0, {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}),
-    "L40S": (864.0, {"fp32": 91.6, "tf32": 183.0, "fp16": 362.0, "bf16": 362.0}),
-    "RTX 4090": (1008.0, {"fp32": 82.6, "tf32": 82.6, "fp16": 165.0, "bf16": 165.0}),
-}
+# The kinds of facts a prompt may be given besides a measured GPU's ("cuda") and a CPU's ("cpu"): a GPU
+# this run does not run on, by its datasheet; named (--target-gpu) or, none named, a typical one.
+TARGET, TYPICAL_TARGET = "target", "typical target"
+DATASHEET_SOURCE = "datasheet (bundled table): not measured on this machine"
 
 
 def datasheet_for(name: str) -> tuple[float, dict[str, float]] | None:
-    for fragment, values in DATASHEET.items():
-        if fragment in name:
-            return values
-    return None
+    """(GB/s, {precision: dense TFLOP/s}) of the bundled table's GPU that `name` names, if any."""
+    spec = lookup(name)
+    return (spec.bandwidth_gbs, dict(spec.peak_tflops)) if spec is not None else None
+
+
+def target_facts(name: str) -> DeviceFacts:
+    """The datasheet facts of the GPU `name` names ("H200", "h100 pcie", "NVIDIA L40S")."""
+    spec = lookup(name)
+    if spec is None:
+        raise UsageError(f"unknown target GPU {name!r}: the bundled table knows {', '.join(known_names())}")
+    return DeviceFacts(
+        kind=TARGET, name=spec.name, sm_count=spec.sm_count, l2_bytes=spec.l2_bytes,
+        shared_memory_per_block_bytes=spec.shared_memory_per_block_bytes,
+        shared_memory_per_sm_bytes=spec.shared_memory_per_sm_bytes, memory_bytes=spec.memory_bytes,
+        peak_bandwidth_gbs=spec.bandwidth_gbs, peak_tflops=dict(spec.peak_tflops), source=DATASHEET_SOURCE,
+        registers_per_sm=spec.registers_per_sm, max_registers_per_thread=spec.max_registers_per_thread,
+        compute_capability=spec.compute_capability)
+
+
+def prompt_device(measured: DeviceFacts | None, target: str | None = None) -> DeviceFacts:
+    """The device a prompt shows. A GPU run: its measured facts (`target` is ignored). A CPU run (or
+    no facts): the datasheet facts of `target`, or of a typical target when none is named, since a
+    CPU's figures say nothing about the GPU the kernel is written for."""
+    if measured is not None and measured.kind in ("cuda", TARGET, TYPICAL_TARGET):
+        return measured
+    facts = target_facts(target or TYPICAL)
+    if not target:
+        facts.kind = TYPICAL_TARGET
+    if measured is not None:
+        facts.source = f"{DATASHEET_SOURCE}; this run is on {measured.name}, a CPU"
+    return facts
 
 
 def cpu_facts() -> DeviceFacts:
@@ -89,6 +114,24 @@ def _measure_tflops(torch, device, dtype, tf32: bool) -> float:
     return 2 * n**3 / (times[len(times) // 2] / 1e3) / 1e12
 
 
+def _fill_from_table(facts: DeviceFacts, props) -> None:
+    """Compute capability and registers from the device's properties where torch has them (older
+    torch lacks regs_per_multiprocessor), else the bundled table; sizes torch lacks, from the table."""
+    major, minor = getattr(props, "major", None), getattr(props, "minor", None)
+    if facts.compute_capability is None and major is not None:
+        facts.compute_capability = f"{major}.{minor}"
+    if facts.registers_per_sm is None:
+        facts.registers_per_sm = getattr(props, "regs_per_multiprocessor", None)
+    spec = lookup(facts.name)
+    if spec is not None:
+        for name in ("registers_per_sm", "max_registers_per_thread", "l2_bytes", "shared_memory_per_block_bytes",
+                     "shared_memory_per_sm_bytes", "compute_capability"):
+            if getattr(facts, name) is None:
+                setattr(facts, name, getattr(spec, name))
+    if facts.max_registers_per_thread is None and major is not None and (major, minor) >= (3, 5):
+        facts.max_registers_per_thread = 255  # every compute capability from 3.5 on (CUDA Programming Guide)
+
+
 def cuda_facts(device, measure: bool = True) -> DeviceFacts:
     import torch
 
@@ -104,6 +147,7 @@ def cuda_facts(device, measure: bool = True) -> DeviceFacts:
         shared_memory_per_sm_bytes=getattr(props, "shared_memory_per_multiprocessor", None),
         memory_bytes=props.total_memory,
     )
+    _fill_from_table(facts, props)
     sheet = datasheet_for(props.name)
     sources = []
     if measure:
@@ -141,9 +185,12 @@ def device_facts(device: str, cache_dir: Path | None, measure: bool = True) -> D
     cached = read_signed(cache_dir, path) if path is not None else None
     if isinstance(cached, dict):
         try:
-            return DeviceFacts(**cached)
+            facts = DeviceFacts(**cached)
         except TypeError:
             pass
+        else:
+            _fill_from_table(facts, props)  # a record from before the registers were kept
+            return facts
     facts = cuda_facts(device, measure=measure)
     if path is not None and measure:
         write_signed(cache_dir, path, to_jsonable(facts))

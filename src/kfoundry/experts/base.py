@@ -39,6 +39,8 @@ class Step:
     parent: Any = None
     others: list[Any] = field(default_factory=list)
     reason: str = ""
+    island: int = 0  # the island the child is for, of `islands`: first kernels differ by island
+    islands: int = 1
 
 
 @dataclass

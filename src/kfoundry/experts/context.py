@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.diagnose.render import render_markdown
+from kfoundry.experts.strategies import Strategy
+from kfoundry.input_facts import ProblemFacts
 from kfoundry.problem import DEFAULT_TOLERANCE
 from kfoundry.types import DeviceFacts, Evaluation
 
@@ -53,6 +55,12 @@ class PromptContext:
     policy: str = "strict"
     experience: list[dict[str, Any]] = field(default_factory=list)
     feedback: list[str] = field(default_factory=list)
+    problem_class: str = "other"  # kfoundry.problem_signature.problem_class: picks advice and strategies
+    facts: ProblemFacts | None = None  # the shapes under test and what the inputs had in common
+    timed: bool = False  # this run measures speed (on a GPU), at the shapes under test
+    trials: int = 5  # correctness trials, each with its own draw of the inputs
+    strategy: Strategy | None = None  # a first kernel's: this island's own plan
+    other_strategies: list[Strategy] = field(default_factory=list)  # what the other islands were asked
 
     @property
     def effective_tolerance(self) -> float:

@@ -13,6 +13,7 @@ from kfoundry.experts.base import Proposal, Step, Traits, parents_of
 from kfoundry.experts.context import ParentInfo, PromptContext
 from kfoundry.experts.llm_experts import ExpertPrompt, render
 from kfoundry.experts.llm_step import ask
+from kfoundry.experts.strategies import assignment
 
 
 class PromptLog:
@@ -55,10 +56,15 @@ class LLMExpert:
         parents = parents_of(self.traits, step)
         shown = [p.parent_info if isinstance(p.parent_info, ParentInfo)
                  else ParentInfo(source=p.source, path=f"candidate {p.id}", status=p.status) for p in parents]
-        system, user = render(self.name, replace(self.context, parents=shown))
+        context = replace(self.context, parents=shown)
+        if self.traits.starts and not parents:  # a first kernel: this island's own strategy
+            context.strategy, context.other_strategies = assignment(context.problem_class, step.island, step.islands)
+        system, user = render(self.name, context)
         if self.log is not None:
             self.log.write(self.name, system, user)
         result = await asyncio.to_thread(ask, self.llm, self.budget, system, user,
                                          step.parent.source if step.parent is not None else None)
         record = {"llm_call": result.record(self.name)} if result.called else {}
+        if context.strategy is not None and result.called:
+            record["strategy"] = context.strategy.name
         return Proposal(result.source, [p.id for p in parents], record, why=step.reason)

@@ -11,13 +11,15 @@ from kfoundry.errors import UsageError
 from kfoundry.experts.base import FIXES, Traits
 from kfoundry.experts.context import ParentInfo, PromptContext
 from kfoundry.experts.device_text import device_lines
+from kfoundry.experts.problem_text import assumption_lines, shape_lines
+from kfoundry.experts.prompt_budget import (DEFAULT_RETRIEVE_TOKENS, fit_items, heading, is_note,
+                                            left_out_note, tokenizer)
 from kfoundry.experts.rules import allowed, rejected_rules, warned_rules
 from kfoundry.experts.templates import number, render_template
 from kfoundry.guard.findings import POLICIES
 from kfoundry.problem import PRECISIONS
 
 BACKENDS = {"triton": "Triton", "cuda": "CUDA C++ (torch.utils.cpp_extension.load_inline)"}
-MAX_EXPERIENCE_CHARS = 4000  # per item: the library decides how many, this keeps one from flooding a prompt
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,24 @@ def _parent_view(parent: ParentInfo, label: str) -> dict[str, Any]:
 
 
 def _experience_view(item: dict[str, Any]) -> dict[str, str]:
-    text = str(item.get("text", "")).strip()
-    if len(text) > MAX_EXPERIENCE_CHARS:
-        text = text[:MAX_EXPERIENCE_CHARS] + " ... (clipped)"
-    title, source = str(item.get("title") or "untitled"), str(item.get("source") or "")
-    return {"title": title, "heading": title + (f" (from {source})" if source else ""), "text": text,
-            "source": source, "code": str(item.get("code") or "")}
+    code_note = ""
+    if item.get("code_left_out"):
+        code_note = f"(its code, {item['code_left_out']} tokens, is left out to keep this section in budget)"
+    return {"title": str(item.get("title") or "untitled"), "heading": heading(item),
+            "text": str(item.get("text", "")).strip(), "source": str(item.get("source") or ""),
+            "code": str(item.get("code") or ""), "code_note": code_note}
+
+
+def _experience_section(experience: list[dict[str, Any]]) -> dict[str, list]:
+    """The template's `experience` (items) and `experience_notes` (what the retrieval says of itself). Items
+    that were not cut to a budget on retrieval (a list given by hand) are cut here, to the default budget."""
+    items = [item for item in experience if not is_note(item)]
+    notes = [str(item.get("text") or "") for item in experience if is_note(item)]
+    if any("tokens" not in item for item in items):
+        items, left_out = fit_items(items, DEFAULT_RETRIEVE_TOKENS)
+        if left_out:
+            notes.append(left_out_note(left_out, DEFAULT_RETRIEVE_TOKENS, tokenizer().name)["text"])
+    return {"experience": [_experience_view(item) for item in items], "experience_notes": notes}
 
 
 def _check(backend: str, policy: str, precision: str = "fp32") -> None:
@@ -125,5 +139,8 @@ def render(expert_name: str, context: PromptContext) -> tuple[str, str]:
         device_lines=device_lines(context.device),
         precision=context.precision, tolerance=f"{context.effective_tolerance:g}",
         loose_tolerance=context.effective_tolerance >= 1e-2, policy=context.policy,
-        experience=[_experience_view(item) for item in context.experience], feedback=list(context.feedback))
+        **_experience_section(context.experience), feedback=list(context.feedback),
+        problem_class=context.problem_class, shape_lines=shape_lines(context),
+        assumption_lines=assumption_lines(context), strategy=context.strategy,
+        other_strategies=list(context.other_strategies))
     return render_system(context.backend, context.policy, edits=expert.edits_allowed and expert.needs_parent), user

@@ -24,6 +24,7 @@ from kfoundry.optimize.restore import stored_individuals
 from kfoundry.optimize.session import Session, open_session, problem_name
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.problem import read_source
+from kfoundry.problem_signature import problem_class
 from kfoundry.search import LocalQueue
 from kfoundry.search.individual import Individual
 from kfoundry.search.queue import Outcome
@@ -70,6 +71,19 @@ class Optimization:
             return signature(self.problem, self.options.set_values)
         except Exception as exc:  # noqa: BLE001 -- retrieval is a help, not a requirement
             self.store.event("signature_error", error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    def _input_facts(self, signature: dict[str, Any] | None) -> Any:
+        """The shapes under test and what the inputs had in common, for the prompts (LLM experts only)."""
+        if self.llm is None:
+            return None
+        from kfoundry.input_facts import problem_facts
+
+        try:
+            return problem_facts(self.problem, self.options.set_values, self.options.precision,
+                                 outputs=(signature or {}).get("outputs"))
+        except Exception as exc:  # noqa: BLE001 -- the prompts say less without them; the run goes on
+            self.store.event("input_facts_error", error=f"{type(exc).__name__}: {exc}")
             return None
 
     def _library(self) -> Any:
@@ -147,6 +161,8 @@ class Optimization:
         cid = self.store.add_candidate(ind.source, [int(p) for p in ind.parent_ids], ind.expert, ind.island,
                                        ind.generation, self._origin(ind.expert), source_hash=ind.source_hash)
         self._store_call(cid, ind.record)
+        if "strategy" in ind.record:
+            self.store.event("strategy", candidate_id=cid, island=ind.island, strategy=ind.record["strategy"])
         return str(cid)
 
     def _dropped(self, expert: str, proposal: Proposal) -> None:
@@ -204,9 +220,10 @@ class Optimization:
     def _remember(self, ind: Individual) -> None:
         """The step into the experience library (on the event loop's thread, where the library lives)."""
         parent = self.individuals.get(ind.parent_ids[0]) if ind.parent_ids else None
-        tuned = ind.record if "changes" in ind.record else None  # the tuner's changes, for its preferences
+        # what the expert knows of its change (the tuner's settings, an initializer's strategy); not the LLM call
+        data = {key: value for key, value in ind.record.items() if key != "llm_call"} or None
         try:
-            self.experience.record(ind, parent, tuned)
+            self.experience.record(ind, parent, data)
         except Exception as exc:  # noqa: BLE001 -- the library learns from the run; it never stops it
             self.store.event("library_error", error=f"{type(exc).__name__}: {exc}")
 
@@ -255,7 +272,8 @@ class Optimization:
                     problem_source=self.evaluator.source.text, name=self.name, device=prepared.device_facts,
                     experience=retrieved, archipelago=archipelago,
                     left_over=[c.source for c in self.composed[s.compose_variants:]],
-                    preferred=self.experience.tuning_preferences())
+                    preferred=self.experience.tuning_preferences(), problem_class=problem_class(signature or {}),
+                    facts=self._input_facts(signature), timed=self.evaluator.device != "cpu")
                 near = session.near_duplicates(self.view.status)
                 # the evaluator runs one candidate per worker at once; two threads more check the next
                 # candidates' sources and diagnose finished ones meanwhile, so no worker waits for that

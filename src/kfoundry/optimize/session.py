@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
+from kfoundry.evaluate.device_facts import prompt_device
 from kfoundry.experts import PromptContext, Router, registry
 from kfoundry.llm.settings import LLMSettings
 from kfoundry.optimize.settings import OptimizeSettings
@@ -98,12 +99,15 @@ class Session:
                            selection=s.selection)
 
     def experts(self, *, problem_source: str, name: str, device: Any, experience: list[dict[str, Any]],
-                archipelago: Archipelago, left_over: list[str], preferred: dict[str, int]) -> list[Any]:
+                archipelago: Archipelago, left_over: list[str], preferred: dict[str, int],
+                problem_class: str = "other", facts: Any = None, timed: bool = False) -> list[Any]:
         """The tuner always; the composer while it has kernels the first population left (`left_over`);
         the LLM experts with an LLM."""
         s, o = self.settings, self.options
-        context = PromptContext(problem_source=problem_source, problem_name=name, backend=s.backend, device=device,
-                                precision=o.precision, tolerance=o.tolerance, policy=o.policy, experience=experience)
+        context = PromptContext(problem_source=problem_source, problem_name=name, backend=s.backend,
+                                device=prompt_device(device, s.target_gpu),
+                                precision=o.precision, tolerance=o.tolerance, policy=o.policy, experience=experience,
+                                problem_class=problem_class, facts=facts, timed=timed, trials=o.trials)
         return registry.build(registry.Setup(
             context=context, llm=self.llm, budget=self.budget, device=device, seed=s.seed,
             is_known=lambda source: source_hash(source) in archipelago.seen, composed=left_over,

@@ -36,6 +36,7 @@ class OptimizeSettings:
     reject_similar: float | None = None  # cosine similarity of code embeddings above which a proposal is dropped
     devices: str | None = None  # "cuda:0,cuda:1", "all", "cpu:2": one evaluation worker each
     cluster: str | None = None  # "ray" or "ray://HOST:PORT": evaluation workers are Ray actors
+    target_gpu: str | None = None  # a CPU run's prompts show this GPU's datasheet figures (a GPU run: its own)
 
     def validate(self) -> None:
         if self.islands < 1:
@@ -67,6 +68,10 @@ class OptimizeSettings:
             raise UsageError("--devices and --cluster exclude each other: a Ray cluster brings its own GPUs")
         if self.backend not in ("triton", "cuda"):
             raise UsageError(f"unknown backend {self.backend!r}: use triton or cuda")
+        if self.target_gpu:
+            from kfoundry.evaluate.device_facts import target_facts
+
+            target_facts(self.target_gpu)  # an unknown name says which are known
 
     def with_default_budget(self) -> OptimizeSettings:
         if all(v is None for v in (self.max_evals, self.max_cost, self.max_time_s, self.max_generations)):

@@ -156,7 +156,8 @@ class SearchLoop:
     async def _child(self, plan: Plan, claimed: set[str]) -> Individual | None:
         name = plan.expert.name
         try:
-            proposal = await plan.expert.propose(Step(plan.parent, plan.others, plan.reason))
+            proposal = await plan.expert.propose(Step(plan.parent, plan.others, plan.reason, island=plan.island.index,
+                                                            islands=len(self.archipelago.islands)))
         except Exception as exc:  # noqa: BLE001 -- one expert's fault never ends the run
             self._emit("propose_error", id=plan.id, expert=name, error=f"{type(exc).__name__}: {exc}")
             return None

@@ -1,0 +1,136 @@
+"""What each island's first kernel tries: a table of strategies per problem class.
+
+The initializer is asked once per island. Asked the same question, a model answers the same way, so each
+island's prompt names its own strategy and lists what the other islands were asked; the islands then start
+from different designs and the search has something to choose between."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str  # short, recorded with the candidate and in the library
+    plan: str  # what the prompt asks the model to build
+
+
+def _table(*rows: tuple[str, str]) -> tuple[Strategy, ...]:
+    return tuple(Strategy(name, plan) for name, plan in rows)
+
+
+STRATEGIES: dict[str, tuple[Strategy, ...]] = {
+    "gemm": _table(
+        ("square tiles", "a tiled product with 128x128 output tiles, BLOCK_K 32, grouped program order for L2 "
+                         "reuse and the epilogue fused before the store"),
+        ("split-K", "split the K dimension across programs (or a second grid axis) and reduce the partial "
+                    "tiles, for shapes where M x N alone gives too few tiles to fill the SMs"),
+        ("precision split", "fp32 products from lower-precision tensor-core products: each operand split into "
+                            "a high and a low part (3xTF32, or fp16 parts after a power-of-two scale), the "
+                            "small cross terms summed in a separate accumulator"),
+        ("wide tiles, deep pipeline", "rectangular 64x256 or 256x64 tiles shaped after the problem's M and N, "
+                                      "BLOCK_K 64 and 4 pipeline stages, 8 warps"),
+    ),
+    "conv": _table(
+        ("implicit GEMM, channels-last", "an implicit GEMM over a channels-last copy of the input: output "
+                                         "positions x output channels tiles, K = input channels x kernel taps, "
+                                         "the epilogue fused"),
+        ("implicit GEMM on NCHW", "an implicit GEMM that reads the NCHW input directly (index math per tap), "
+                                  "no layout copy, K ordered so that loads along the width are contiguous"),
+        ("direct convolution", "a direct convolution: each program computes a tile of output positions for a "
+                               "block of output channels, looping over input channels and kernel taps"),
+        ("output tile holds all channels", "tiles that hold every output channel of a set of positions, so "
+                                           "reductions or normalizations over channels finish in the same "
+                                           "program"),
+    ),
+    "attention": _table(
+        ("online softmax", "one program per block of queries streaming over key/value blocks with a running "
+                           "max and sum (flash-attention style); nothing of size L x L in memory"),
+        ("two passes", "a first pass for the row maxima and sums of the scores, a second for the normalized "
+                       "weights times V; simpler indexing, the scores recomputed"),
+        ("scores materialized", "the scores as a GEMM into a buffer, a row softmax kernel, then a second GEMM: "
+                                "three simple kernels, each easy to make correct"),
+        ("heads per program", "one program per (batch, head) pair looping over query blocks, for short "
+                              "sequences where blocks per head are few"),
+    ),
+    "norm": _table(
+        ("row per program", "one program per normalized row (or group) held in registers: statistics and "
+                            "normalization in one pass over memory"),
+        ("chunked two-pass", "rows too long for one block: a loop over chunks for the statistics (Welford or "
+                             "sum and sum of squares), then a second loop that normalizes"),
+        ("split statistics", "partial sums from many programs per row and a small finishing kernel, for few "
+                             "rows of very many elements"),
+        ("rows per program", "several short rows per program as a 2D tile, for many rows of few elements"),
+    ),
+    "softmax": _table(
+        ("row per program", "one program per row held in registers: max, exponentials and sum in one pass"),
+        ("online softmax", "a loop over chunks of a long row with a running max and rescaled sum, then a "
+                           "second loop that writes the normalized values"),
+        ("rows per program", "a 2D tile of several short rows per program"),
+        ("split row", "partial maxima and sums from several programs per row and a finishing step, for a few "
+                      "very long rows"),
+    ),
+    "scan": _table(
+        ("block scan with a carry", "one program per row (or per independent sequence) looping over blocks "
+                                    "in order: scan inside the block (tl.associative_scan / tl.cumsum), add "
+                                    "the carry from the blocks before it"),
+        ("decoupled look-back", "many programs per row: each scans its block, publishes its aggregate, and "
+                                "adds the prefix of the blocks before it by looking back at their published "
+                                "aggregates"),
+        ("three phases", "block sums in a first kernel, a scan of the block sums, then a kernel that scans "
+                         "each block again with its offset added"),
+        ("whole row in one block", "a row short enough for one block: a single associative scan per program, "
+                                   "several rows per program when rows are short"),
+    ),
+    "pooling": _table(
+        ("output tile per program", "each program computes a tile of output positions, reading each window "
+                                    "from the input with index math and masks at the borders"),
+        ("channels in the tile", "tiles of output positions x channels so that loads are contiguous along "
+                                 "the fastest-varying dimension of the input's layout"),
+        ("fused with its neighbours", "the pooling fused with the elementwise work before and after it, so "
+                                      "the input is read once and only the pooled output is written"),
+        ("separable windows", "for average pooling, sums along one axis then the other (separable windows), "
+                              "keeping the partial sums in registers"),
+    ),
+    "reduction": _table(
+        ("row per program", "one program per reduced row held in registers, the elementwise work fused"),
+        ("rows per program", "a 2D tile of several rows per program, for many short rows"),
+        ("split reduction", "partial results from many programs per row, then a small finishing kernel, for "
+                            "few long rows"),
+        ("reduce along the contiguous axis", "a layout where the reduced axis is the contiguous one (or "
+                                             "tiles that read it contiguously) when the reduction runs over a "
+                                             "strided dimension"),
+    ),
+    "pointwise": _table(
+        ("one flat pass", "one kernel over the flattened output, 1024 to 4096 elements per program, every "
+                          "operation fused"),
+        ("2D tiles", "2D tiles along the contiguous last dimension, broadcasting operands loaded once per "
+                     "tile"),
+        ("persistent grid", "a grid of about the SM count with each program looping over blocks"),
+        ("vectorized rows", "one program per row of the last dimension with wide contiguous loads"),
+    ),
+    "other": _table(
+        ("straightforward", "the most direct correct kernel: one program per output tile, every operation "
+                            "fused where it is simple"),
+        ("fewest passes", "as few passes over memory as possible, intermediates kept in registers"),
+        ("most parallel", "the decomposition with the most independent programs"),
+        ("library shape", "the structure of the closest retrieved kernel, adapted to this problem"),
+    ),
+}
+
+
+def table_for(problem_class: str) -> tuple[Strategy, ...]:
+    return STRATEGIES.get(problem_class, STRATEGIES["other"])
+
+
+def assignment(problem_class: str, island: int, islands: int) -> tuple[Strategy, list[Strategy]]:
+    """This island's strategy and those of the other islands (each island in turn takes the next row of the
+    class's table; with more islands than rows the table starts over)."""
+    table = table_for(problem_class)
+    mine = table[island % len(table)]
+    others = []
+    for other in range(max(islands, 1)):
+        strategy = table[other % len(table)]
+        if other != island and strategy != mine and strategy not in others:
+            others.append(strategy)
+    return mine, others
