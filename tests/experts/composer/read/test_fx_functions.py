@@ -112,7 +112,7 @@ def test_functional_conv_pool_norm():
             a = F.adaptive_avg_pool2d(x, (2, 3)) + F.adaptive_max_pool2d(x, (2, 3))
             g = F.adaptive_avg_pool2d(x, 1)
             n = F.layer_norm(x, (6, 5)) + F.group_norm(x, 2, self.g) + F.instance_norm(x)
-            b = F.batch_norm(x, torch.zeros(4), torch.ones(4), self.g, None, training=True)
+            b = F.batch_norm(x, None, None, self.g, None, training=True)
             r = F.rms_norm(x, (5,))
             return c, t, *p, a, g, n, b, r
 
@@ -128,3 +128,27 @@ def test_dropout_depends_on_the_mode():
     with pytest.raises(ReadFailed) as info:
         read_model(M().train(), [torch.randn(3, 4)])
     assert "dropout (training mode)" in info.value.unsupported
+
+
+class ConstantInForward(nn.Module):
+    """torch.tensor(...) of one number built in forward (the cause of `'Model' object has no attribute
+    '_tensor_constant0'`: the dispatch-level tracer lifts it onto its own graph module, not the model)."""
+
+    def forward(self, x):
+        low = torch.tensor(0.25, device=x.device)
+        return torch.clamp(torch.min(x, low), min=-0.5) * torch.tensor(2.0)
+
+
+@pytest.mark.parametrize("aten", [False, True], ids=["fx", "aten"])
+def test_a_one_number_tensor_built_in_forward_is_read_as_the_number(aten):
+    assert_ir_matches(ConstantInForward(), [torch.randn(4, 7)], aten=aten)
+
+
+def test_a_larger_tensor_built_in_forward_is_named_not_a_crash():
+    class Table(nn.Module):
+        def forward(self, x):
+            return x * torch.tensor([1.0, 2.0, 3.0])
+
+    with pytest.raises(ReadFailed) as failed:
+        read_model(Table(), [torch.randn(2, 3)])
+    assert "torch.tensor" in " ".join(failed.value.unsupported)

@@ -132,6 +132,15 @@ def _lerp(r: FxReader, *args, **kwargs):
     return r.op("add", [a["input"], r.op("mul", [diff, a["weight"]])])
 
 
+@handles("tensor", "as_tensor", "scalar_tensor")
+def _tensor_constant(r: FxReader, data, *rest, **kwargs):
+    """torch.tensor(0.0, device=x.device) in forward: a number, which every op takes as it takes a scalar."""
+    if isinstance(data, float) or isinstance(data, int) and torch.is_floating_point(torch.tensor(data, **{
+            k: v for k, v in kwargs.items() if k == "dtype"})):
+        return float(data)
+    raise Unsupported(r.origin or "torch.tensor", "a tensor created inside forward from data that is not one number")
+
+
 @handles("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 def _dropout(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, p=0.5, training=True, inplace=False")
@@ -202,10 +211,10 @@ def _max_min(r: FxReader, *args, **kwargs):
     x = r.tensor(args[0])
     rest = list(args[1:])
     other = kwargs.pop("other", None)
-    if rest and isinstance(rest[0], Value) and rest[0].is_tensor:
-        other = rest.pop(0)
+    if rest and (isinstance(rest[0], Value) and rest[0].is_tensor or isinstance(rest[0], float)):
+        other = rest.pop(0)  # a float is never a dim: a one-number tensor built in forward, read as its number
     if other is not None:
-        return r.op("maximum" if key == "max" else "minimum", [x, other])
+        return r.binary("maximum" if key == "max" else "minimum", (x, other), {})
     a = bind((x, *rest), kwargs, "input, dim=None, keepdim=False")
     if a["dim"] is None:
         return r.op("amax" if key == "max" else "amin", [x], dims=None, keepdim=False)

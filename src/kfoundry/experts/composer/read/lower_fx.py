@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,9 @@ from kfoundry.experts.composer.ir.graph import PARAM, Graph, Value, dead_code_el
 from kfoundry.experts.composer.read import fx_functions, fx_modules, fx_views
 from kfoundry.experts.composer.read.handling import Unsupported, bind, scalar_of
 from kfoundry.experts.composer.read.trace import TensorMeta, Trace
+
+_MISSING = object()
+LIFTED_CONSTANT = re.compile(r"_tensor_constant\d+")
 
 
 class ReadFailed(Exception):
@@ -153,7 +157,11 @@ class FxReader:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(node)
             elif node.op == "get_attr":
-                self.env[node] = self._get_attr(node.target)
+                try:
+                    self.env[node] = self._get_attr(node.target)
+                except Unsupported as exc:
+                    self.unsupported.setdefault(exc.name, exc.detail)
+                    self.env[node] = POISON
             elif node.op == "output":
                 self._output(node)
             elif node in live:
@@ -314,7 +322,16 @@ class FxReader:
 
     def _get_attr(self, path: str) -> Any:
         owner, _, attr = path.rpartition(".")
-        value = getattr(self.module(owner), attr)
+        value = getattr(self.module(owner), attr, _MISSING)
+        if value is _MISSING or LIFTED_CONSTANT.fullmatch(attr):
+            # a constant the tracer lifted out of forward (torch.tensor(0.5) becomes _tensor_constant0, on the
+            # graph module or, with torch.fx, set on the model itself); a candidate has no such attribute, so
+            # only a one-number one is taken, as the number it holds
+            value = getattr(self.trace.graph_module, path, None) if value is _MISSING else value
+            if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+                return float(value.item())
+            shape = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else "not a tensor"
+            raise Unsupported("torch.tensor", f"{path}: a tensor of more than one number created in forward ({shape})")
         if isinstance(value, torch.Tensor):
             return self.b.param(path, value)
         return value
@@ -343,6 +360,8 @@ class FxReader:
         kwargs.pop("inplace", None)
         a = bind(args, kwargs, "input")
         x = a["input"]
+        if name == "identity" and isinstance(x, (bool, int, float)):
+            return x  # a copy of a constant (aten's lift_fresh_copy of torch.tensor(0.0)) is the constant
         if not isinstance(x, Value):
             raise Unsupported(self.origin, "a unary op on a constant")
         if name == "identity":
@@ -364,6 +383,10 @@ class FxReader:
             return self.op("div", [x, y], rounding_mode=rounding)
         if name == "pow" and not isinstance(y, Value) and y == 1:
             return x
+        if name in ("minimum", "maximum") and len(tensors) == 1 and isinstance(x if y is tensors[0] else y, (int, float)):
+            bound = float(x if y is tensors[0] else y)  # against a number (a constant built in forward): a clamp
+            return self.op("clamp", [tensors[0]], min=bound if name == "maximum" else None,
+                           max=bound if name == "minimum" else None)
         return self.op(name, [x, y])
 
     def sym_binary(self, name: str, x: Any, y: Any) -> Any:
