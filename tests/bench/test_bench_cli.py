@@ -1,6 +1,7 @@
 """`kfoundry bench` end to end on CPU (Triton's interpreter: verdicts, no timings), through a local
 Typer app with the command registered: the reference method, the solutions method, resume, errors."""
 
+import csv
 import json
 import shutil
 
@@ -111,3 +112,68 @@ def test_bad_usage_exits_2_with_a_message(app, tmp_path, args, message):
 def test_report_of_a_directory_without_a_run(app, tmp_path):
     result = invoke(app, "report", tmp_path)
     assert result.exit_code == 2 and "no run store" in result.output
+
+
+def calling_pytorch(kernel: str) -> str:
+    """The example's kernel with a redundant torch.clamp after it: right, and PyTorch computes part of it."""
+    assert "        return y\n" in kernel
+    return kernel.replace("        return y\n", "        return torch.clamp(y, self.min_val, self.max_val)\n")
+
+
+def test_kernelbench_samples_policy_marks_and_outputs(app, tmp_path):
+    """A KernelBench run folder under --policy permissive, piped at 80 columns: every sample of a problem is
+    judged and the best reported with pass@k; a pass that called PyTorch compute is marked everywhere;
+    eval_results.json and the baseline file are written; the table cuts nothing."""
+    suite = copy_examples(tmp_path / "level1", {"1_pointwise_chain": "pointwise_chain",
+                                                "2_pointwise_again": "pointwise_chain", "3_layernorm": "layernorm"})
+    kernel = (EXAMPLES / "pointwise_chain" / "kernel.py").read_text()
+    run = tmp_path / "runs" / "my_run"
+    run.mkdir(parents=True)
+    (run / "level_1_problem_1_sample_0_kernel.py").write_text("def oops(:\n")
+    (run / "level_1_problem_1_sample_1_kernel.py").write_text(kernel)
+    (run / "level_1_problem_1_sample_2_kernel.py").write_text(calling_pytorch(kernel))
+    (run / "level_1_problem_2_sample_0_kernel.py").write_text(calling_pytorch(kernel))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["bench", str(suite), "--method", "solutions", str(run), "-o", str(out),
+                                      "--policy", "permissive", *SMALL], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+
+    document = json.loads((out / "bench.json").read_text())
+    assert document["level"] == 1
+    first, second, third = document["problems"]
+    assert [s["status"] for s in first["samples"]] == ["compile_error", "ok", "ok"]
+    assert [s["compiled"] for s in first["samples"]] == [False, True, True]
+    assert first["best_sample"] == 1 and first["policy_warnings"] == []  # untimed: the first correct one
+    assert first["pass_at_k"] == {"pass@1": pytest.approx(2 / 3), "pass@3": 1.0}
+    assert "torch-compute" in first["samples"][2]["policy_warnings"]
+    assert second["status"] == "ok" and "torch-compute" in second["policy_warnings"]
+    assert third["status"] == "no_solution" and third["compiled"] is False
+    metrics = document["metrics"]
+    assert metrics["compiled"] == 2 and metrics["passed_calling_pytorch"] == 1
+    assert set(metrics["eager"]["fast_p"]) == {"0", "0.5", "0.8", "1", "1.2", "1.5", "2"}
+    assert metrics["samples"]["pass_at_k"] == {"1": pytest.approx((2 / 3 + 1) / 3), "3": pytest.approx(2 / 3)}
+    for sample in (0, 1, 2):
+        assert (out / "runs" / "1_pointwise_chain" / f"sample_{sample}" / "run.sqlite").is_file()
+
+    rows = {r["name"]: r for r in csv.DictReader((out / "bench.csv").open())}
+    assert rows["2_pointwise_again"]["calls_pytorch"] == "True" and "torch-compute" in rows["2_pointwise_again"][
+        "policy_warnings"]
+    assert rows["1_pointwise_chain"]["calls_pytorch"] == "False" and rows["3_layernorm"]["compiled"] == "False"
+    evals = json.loads((out / "eval_results.json").read_text())
+    assert list(evals) == ["1", "2", "3"] and [e["sample_id"] for e in evals["1"]] == [0, 1, 2]
+    assert evals["2"][0]["correctness"] and evals["2"][0]["runtime"] == -1.0  # CPU: not timed
+    assert json.loads((out / "baseline_time_torch.json").read_text()) == {"level1": {}}
+    page = (out / "bench.html").read_text()
+    assert "To compare with published numbers, use --policy permissive --tolerance 1e-2" in page
+    assert "1 of 1 correct problem(s) passed calling PyTorch compute" not in page  # 2 are correct
+    assert "1 of 2 correct problem(s) passed calling PyTorch compute" in page and 'id="samples"' in page
+
+    lines = result.output.splitlines()
+    header = next(line for line in lines if line.startswith("#  problem"))
+    for column in ("status", "compiled", "samples ok", "vs eager", "vs compile", "compile ms", "calls PyTorch"):
+        assert column in header
+    table = lines[lines.index(header) + 2: lines.index(header) + 5]
+    assert [row.split()[0] for row in table] == ["1", "2", "3"]  # the '#' column filled
+    assert "2/3" in table[0] and table[1].rstrip().endswith("yes")
+    assert "1 of 2 passed" in result.output and "to compare with published numbers" in result.output
+    assert any(len(line) > 80 for line in lines)  # piped: nothing cut to the 80 columns

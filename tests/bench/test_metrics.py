@@ -24,6 +24,8 @@ def test_correctness_rate():
 
 @pytest.mark.parametrize("p, eager, compile_", [
     (0, 0.75, 0.75),  # A, B, D are correct and faster than 0x
+    (0.5, 0.5, 0.5),  # A, D (B is exactly 0.5x vs eager: not more); vs compile A, D
+    (0.8, 0.5, 0.5),
     (1, 0.5, 0.25),  # A, D vs eager; vs compile only A (D is exactly 1.0x: not more than 1)
     (1.2, 0.5, 0.25),
     (1.5, 0.25, 0.0),  # A vs eager; vs compile A is exactly 1.5x: not more
@@ -45,7 +47,8 @@ def test_summary_counts_problems_whose_reference_failed_as_failures():
     summary = m.summarize(OUTCOMES)
     assert summary["problems"] == 5 and summary["unjudged"] == 1 and summary["correct"] == 3
     assert summary["correctness_rate"] == 0.6  # 3 of 5: an unloadable problem does not raise the score
-    assert summary["eager"]["fast_p"] == {"0": 0.6, "1": 0.4, "1.2": 0.4, "1.5": 0.2, "2": 0.0}
+    assert summary["eager"]["fast_p"] == {"0": 0.6, "0.5": 0.4, "0.8": 0.4, "1": 0.4, "1.2": 0.4, "1.5": 0.2,
+                                          "2": 0.0}
     assert summary["eager"]["geomean_all"] == pytest.approx(1.3 ** 0.2)  # C and E counted as 1.0
     assert summary["eager"]["geomean_correct"] == pytest.approx(1.3 ** (1 / 3))
     assert summary["compile"]["timed_correct"] == 3 and summary["compile"]["untimed_correct"] == 0

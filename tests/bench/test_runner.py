@@ -286,3 +286,44 @@ def test_a_too_large_problem_is_reported_and_the_bench_goes_on(tmp_path):
     assert [p["status"] for p in saved["problems"]].count("too_large") == 1
     assert report.metrics()["problems"] == 3 or "too_large" in json.dumps(saved)
     assert any("2_huge: too_large" in line for line in lines)
+
+
+def test_the_table_uses_the_terminal_and_cuts_nothing_when_piped(tmp_path, suite):
+    report = run_bench(suite, settings(), tmp_path / "out", optimize_fn=FakeOptimize(), write_html=False)
+    piped = Console(record=True, width=60)  # not a terminal: plain text
+    print_report(report, piped)
+    lines = piped.export_text().splitlines()
+    header = lines[1]
+    assert header.split() == ["#", "problem", "status", "compiled", "vs", "eager", "vs", "compile", "ms", "eager",
+                              "ms", "compile", "ms"]
+    assert [line.split()[0] for line in lines[3:6]] == ["1", "2", "3"] and len(header) > 60
+    assert "  2_b: no correct candidate in 1 evaluations (wrong_output 1)" in lines
+    wide = Console(record=True, width=220, force_terminal=True)  # a wide terminal: the whole width
+    print_report(report, wide)
+    text = wide.export_text()
+    assert len(next(line for line in text.splitlines() if line.startswith("┏"))) == 220 and "┃ vs eager ┃" in text
+    narrow = Console(record=True, width=70, force_terminal=True)  # too narrow for the table: plain text
+    print_report(report, narrow)
+    assert narrow.export_text().splitlines()[1] == header
+
+
+def test_the_optimize_method_reports_its_best_candidates_policy_warnings(tmp_path, suite):
+    class CallsPyTorch(FakeOptimize):
+        def __call__(self, problem_path=None, **kw):
+            name = Path(problem_path).stem
+            with RunStore.create(kw["out"], problem_path, {"policy": "permissive"}, seed=1) as store:
+                cid = store.add_candidate("class ModelNew: pass\n", [], "initializer", 0, 0, "llm")
+                evaluation = fake_evaluation(FAKE_TIMINGS[name])
+                evaluation["guard"] = {"policy": "permissive", "warnings": [{"rule": "aten-compute"}]}
+                evaluation["timing"]["candidate"] = {"median_ms": 1.0, "q1_ms": 0.9, "q3_ms": 1.1, "min_ms": 0.8,
+                                                     "max_ms": 1.5, "trials": 100}
+                store.finish_evaluation(store.start_evaluation(cid), evaluation)
+                paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+            return json.loads(paths["result"].read_text())
+
+    report = run_bench(suite, settings(), tmp_path / "out", optimize_fn=CallsPyTorch(), write_html=False)
+    by_name = {r.name: r for r in report.results}
+    assert by_name["1_a"].calls_pytorch and by_name["1_a"].policy_warnings == ["aten-compute"]
+    assert by_name["1_a"].runtime_stats["max_ms"] == 1.5 and by_name["1_a"].compiled
+    assert not by_name["2_b"].calls_pytorch and by_name["2_b"].compiled  # wrong output: it compiled
+    assert report.metrics()["passed_calling_pytorch"] == 2

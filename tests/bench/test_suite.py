@@ -93,3 +93,24 @@ def test_module_constants(tmp_path):
     path = tmp_path / "p.py"
     path.write_text("a = 1\nb, c = 2, 3\nd: int = 4\ndef f():\n    e = 5\n")
     assert module_constants(path) == {"a", "b", "c", "d"}
+
+
+def test_every_kernelbench_sample_of_a_problem_is_found(tmp_path):
+    from kfoundry.bench.suite import SolutionFile, find_samples
+
+    write_suite(tmp_path / "level1", ["23_Softmax.py", "24_LogSoftmax.py", "25_Swish.py"])
+    suite = discover(tmp_path / "level1")  # KernelBench's levelN/ given as the suite: level N
+    assert suite.level == 1 and all(p.level == 1 for p in suite.problems)
+    sol = tmp_path / "sol"
+    sol.mkdir()
+    for name in ("level_1_problem_23_sample_0_kernel.py", "level_1_problem_23_sample_10_kernel.py",
+                 "level_1_problem_23_sample_1_kernel.py", "level_1_problem_23_sample_x_kernel.py",
+                 "level_2_problem_23_sample_2_kernel.py", "level_1_problem_24_sample_1_kernel.py", "25_Swish.py",
+                 "level_1_problem_25_sample_0_kernel.py"):
+        (sol / name).write_text("x")
+    problems = {p.number: p for p in suite.problems}
+    assert find_samples(problems[23], sol) == [SolutionFile(k, sol / f"level_1_problem_23_sample_{k}_kernel.py")
+                                               for k in (0, 1, 10)]
+    assert find_samples(problems[24], sol) == [SolutionFile(1, sol / "level_1_problem_24_sample_1_kernel.py")]
+    assert find_samples(problems[25], sol) == [SolutionFile(0, sol / "25_Swish.py")]  # named like the problem: first
+    assert find_solution(problems[24], sol) == sol / "level_1_problem_24_sample_1_kernel.py"

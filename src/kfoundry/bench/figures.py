@@ -3,11 +3,15 @@ says what it was computed over; a figure that needs GPU timing reads "n/a (no GP
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfoundry.bench.metrics import BASELINES, FAST_P
 
+if TYPE_CHECKING:
+    from kfoundry.bench.results import ProblemResult
+
 NO_TIMING = "n/a (no GPU timing)"
+RECIPE = "to compare with published numbers, use --policy permissive --tolerance 1e-2"
 BASELINE_NAMES = {"eager": "eager", "compile": "torch.compile"}
 
 
@@ -28,6 +32,12 @@ def metric_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     n, correct = metrics["problems"], metrics["correct"]
     rate = metrics["correctness_rate"]
     rows = [("correctness rate", "n/a (no problem)" if rate is None else f"{rate:.1%} ({correct} of {n} problems)")]
+    if metrics.get("compile_rate") is not None:
+        rows.append(("compile rate (the candidate compiled and loaded)",
+                     f"{metrics['compile_rate']:.1%} ({metrics['compiled']} of {n} problems)"))
+    if "passed_calling_pytorch" in metrics:
+        rows.append(("passed calling PyTorch compute (allowed only by --policy permissive, with a warning)",
+                     f"{metrics['passed_calling_pytorch']} of {correct} passed"))
     for baseline in BASELINES:
         part = metrics[baseline]
         name = BASELINE_NAMES[baseline]
@@ -43,9 +53,26 @@ def metric_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
         if part["untimed_correct"] and part["timed_correct"]:
             rows.append((f"correct problems without a {name} time (left out of the {name} figures)",
                          str(part["untimed_correct"])))
+    rows += _sample_rows(metrics.get("samples"), n)
     if metrics["unjudged"]:
         rows.append(("of them, problems whose reference failed or did not fit (counted as failures)",
                      str(metrics["unjudged"])))
+    return rows
+
+
+def _sample_rows(samples: dict[str, Any] | None, n: int) -> list[tuple[str, str]]:
+    if not samples:
+        return []
+    rows = [("samples judged (each problem's figures above are its best sample: best of k)",
+             f"{samples['samples']} ({samples['correct_samples']} correct), up to {samples['most_per_problem']} "
+             "per problem")]
+    for k, value in samples["pass_at_k"].items():
+        rows.append((f"pass@{k} (unbiased estimate, averaged over all {n} problems)", f"{value:.1%}"))
+    first = samples["sample_0"]
+    rows.append(("sample 0 alone (as KernelBench's analysis reads): correct", f"{first['correct']} of {n}"))
+    rows.append(("sample 0 alone: compiled", f"{first['compiled']} of {n}"))
+    timed = first["eager"]["timed_correct"] > 0 or first["correct"] == 0
+    rows.append(("sample 0 alone: fast_1 vs eager", _share(first["eager"]["fast_p"]["1"], timed)))
     return rows
 
 
@@ -53,6 +80,11 @@ def speedup_text(value: float | None, correct: bool) -> str:
     if value is None:
         return "-" if not correct else "n/a"
     return f"{value:.3g}x"
+
+
+def samples_ok(result: ProblemResult) -> str:
+    """How many of a problem's samples are correct: "2/3"."""
+    return f"{sum(s.correct for s in result.samples)}/{len(result.samples)}" if result.samples else "-"
 
 
 def ms_text(value: float | None) -> str:

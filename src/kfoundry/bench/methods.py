@@ -2,7 +2,9 @@
 
 - reference: the problem's Model evaluated as its own ModelNew (guard skipped: there is no custom
   kernel), a check of the harness: every problem correct, speedups near 1;
-- solutions: a ready-made candidate file per problem, judged with the guard and timed;
+- solutions: a problem's ready-made candidate files (KernelBench's samples: every
+  level_L_problem_N_sample_K_kernel.py), each judged with the guard and timed; the problem reports the
+  fastest correct one (best of k) with pass@k over them;
 - optimize: a whole search per problem (kfoundry.optimize.optimize), in the problem's run dir.
 
 The evaluation methods leave a run store in the problem's run dir too (one candidate, one
@@ -20,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kfoundry.bench import results as R
-from kfoundry.bench.results import ProblemResult, labels_from_evaluation, labels_from_run_result
+from kfoundry.bench.results import (FIGURES, CandidateResult, ProblemResult, SampleResult, labels_from_evaluation,
+                                   labels_from_run_result)
 from kfoundry.bench.settings import describe
-from kfoundry.bench.suite import SuiteProblem, find_solution, solution_candidates
+from kfoundry.bench.suite import SolutionFile, SuiteProblem, find_samples, solution_candidates
 from kfoundry.errors import CandidateFileError, ProblemError, UsageError
 from kfoundry.evaluate.options import EvalOptions
 from kfoundry.problem import read_problem
@@ -60,7 +63,7 @@ def _base(problem: SuiteProblem, config: RunConfig, fingerprint: str, set_values
           run_dir: str) -> ProblemResult:
     return ProblemResult(name=problem.name, path=str(problem.path), number=problem.number, status=R.ERROR,
                          message="", method=config.bench.method, fingerprint=fingerprint, set_values=set_values,
-                         run_dir=run_dir)
+                         run_dir=run_dir, compiled=False)
 
 
 def run_problem(problem: SuiteProblem, config: RunConfig, run_dir: Path, rel_run_dir: str,
@@ -79,11 +82,11 @@ def run_problem(problem: SuiteProblem, config: RunConfig, run_dir: Path, rel_run
         from kfoundry.evaluate.memory_plan import is_too_large
 
         result.status = R.TOO_LARGE if is_too_large(exc) else R.PROBLEM_ERROR
-        result.message = str(exc)
+        result.message, result.compiled = str(exc), False
     except UsageError:
         raise  # bad settings are the same for every problem: stop with the message
     except Exception as exc:  # noqa: BLE001 -- one problem's fault never ends the bench
-        result.status, result.message = R.ERROR, f"{type(exc).__name__}: {exc}"
+        result.status, result.message, result.compiled = R.ERROR, f"{type(exc).__name__}: {exc}", False
     result.duration_s = round(time.monotonic() - started, 3)
     result.finished_at = time.time()
     return result
@@ -93,45 +96,74 @@ def run_problem(problem: SuiteProblem, config: RunConfig, run_dir: Path, rel_run
 
 def _evaluate(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_values: dict[str, Any],
               result: ProblemResult, progress: Progress) -> None:
+    """The reference, or every solution file of the problem (each of KernelBench's samples), judged by one
+    evaluator; with several samples each gets run_dir/sample_K and the problem reports the best."""
     from kfoundry.evaluate import Evaluator
 
     options = problem_options(config, set_values)
+    solutions = config.bench.method == "solutions"
     with tempfile.TemporaryDirectory(prefix="kfoundry-bench-") as scratch:
-        if config.bench.method == "reference":
-            candidate = Path(scratch) / f"{problem.name}_reference.py"
-            candidate.write_text(reference_candidate(problem.path, set_values), encoding="utf-8")
-        else:
-            found = find_solution(problem, config.bench.solutions)
-            if found is None:
+        if solutions:
+            files = find_samples(problem, config.bench.solutions)
+            if not files:
                 looked = ", ".join(str(p) for p in solution_candidates(problem, config.bench.solutions))
                 result.status, result.message = R.NO_SOLUTION, f"no solution file (looked for {looked})"
+                result.compiled = False
                 return
-            candidate = found
-            result.candidate = str(found)
-        try:
-            source = candidate.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            result.status, result.message = R.NO_SOLUTION, f"cannot read the solution file {candidate}: {exc}"
-            return
-        try:
-            with Evaluator(problem.path, options, progress=progress, spare=False, wait_baselines=True) as evaluator:
-                evaluation = evaluator.evaluate(candidate)
-        except CandidateFileError as exc:
-            result.status, result.message = R.NO_SOLUTION, str(exc)
-            return
+        else:
+            candidate = Path(scratch) / f"{problem.name}_reference.py"
+            candidate.write_text(reference_candidate(problem.path, set_values), encoding="utf-8")
+            files = [SolutionFile(0, candidate)]
+        samples, records = [], {}
+        with Evaluator(problem.path, options, progress=progress, spare=False, wait_baselines=True) as evaluator:
+            for file in files:
+                where = run_dir if len(files) == 1 else run_dir / f"sample_{file.sample_id}"
+                sample = SampleResult(sample_id=file.sample_id, status=R.ERROR,
+                                      candidate=str(file.path) if solutions else None,
+                                      run_dir=str(Path(result.run_dir or "") / where.relative_to(run_dir)))
+                if len(files) > 1:
+                    progress(f"sample {file.sample_id} ({len(samples) + 1} of {len(files)}): {file.path.name}")
+                started = time.monotonic()
+                records[file.sample_id] = _judge(evaluator, problem, config, file.path, where, sample)
+                sample.duration_s = round(time.monotonic() - started, 3)
+                samples.append(sample)
+    result.evaluations = sum(record is not None for record in records.values())
+    if solutions:
+        result.samples = samples
+        result.choose_best_sample()
+    else:
+        result.take_figures(samples[0])
+    reported = records.get(result.best_sample if solutions else 0)
+    if reported is not None:
+        result.labels = labels_from_evaluation(reported)
+    else:  # no sample was judged: the labels of any that was
+        result.labels = next((labels_from_evaluation(r) for r in records.values() if r is not None), {})
+
+
+def _judge(evaluator: Any, problem: SuiteProblem, config: RunConfig, candidate: Path, run_dir: Path,
+           sample: SampleResult) -> dict[str, Any] | None:
+    """One candidate file: its verdict into `sample`, its run store into run_dir; the Evaluation's record,
+    or None when the file could not be read as a candidate."""
+    try:
+        source = candidate.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        sample.status, sample.message = R.NO_SOLUTION, f"cannot read the solution file {candidate}: {exc}"
+        sample.compiled = False
+        return None
+    try:
+        evaluation = evaluator.evaluate(candidate)
+    except CandidateFileError as exc:
+        sample.status, sample.message, sample.compiled = R.NO_SOLUTION, str(exc), False
+        return None
     record = evaluation.to_dict()
     if config.bench.method == "reference":  # the guard did not run: say so wherever the record goes
         record["settings"].update(guard=False, policy=REFERENCE_POLICY)
-    timing = record["timing"]
-    result.status, result.message = record["status"], record["message"]
-    for key in ("speedup_eager", "speedup_compile", "runtime_ms", "eager_ms", "compile_ms"):
-        setattr(result, key, timing.get(key))
-    result.evaluations = 1
-    result.labels = labels_from_evaluation(record)
+    sample.read_evaluation(record)
     try:
         _store_run(problem, config, run_dir, source, record, evaluation.settings.get("seed") or 0)
     except Exception as exc:  # noqa: BLE001 -- the verdict stands without its run dir
-        result.message += f" [run dir not written: {type(exc).__name__}: {exc}]"
+        sample.message += f" [run dir not written: {type(exc).__name__}: {exc}]"
+    return record
 
 
 def _store_run(problem: SuiteProblem, config: RunConfig, run_dir: Path, source: str,
@@ -184,8 +216,28 @@ def _optimize(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
         record = optimize(problem.path, out=run_dir, options=problem_options(config, set_values), llm=search.llm,
                           quiet=True, **budget, **extra)
     apply_run_result(result, record)
+    if result.correct:
+        _read_best_evaluation(result, run_dir)
     if not (run_dir / "report.html").exists():
         write_report_quietly(run_dir)
+
+
+def _read_best_evaluation(result: ProblemResult, run_dir: Path) -> None:
+    """What result.json leaves out of the run's best: the guard's warnings, the timed trials' spread."""
+    from kfoundry.errors import KFoundryError
+    from kfoundry.runs import RunStore
+
+    try:
+        with RunStore.open(run_dir, resume=False) as store:
+            best = store.final_best()
+    except KFoundryError:
+        return
+    if best is None or not best.get("evaluation"):
+        return
+    judged = CandidateResult(status="ok")
+    judged.read_evaluation(best["evaluation"])
+    result.policy_warnings = judged.policy_warnings
+    result.runtime_stats, result.eager_stats = judged.runtime_stats, judged.eager_stats
 
 
 def apply_run_result(result: ProblemResult, record: dict[str, Any]) -> None:
@@ -193,8 +245,10 @@ def apply_run_result(result: ProblemResult, record: dict[str, Any]) -> None:
     best = record.get("best") or {}
     evaluations, correct = record.get("evaluations") or 0, record.get("correct") or 0
     result.evaluations = evaluations
-    for key in ("speedup_eager", "speedup_compile", "runtime_ms", "eager_ms", "compile_ms"):
+    for key in FIGURES:
         setattr(result, key, best.get(key))
+    # did any candidate of the search compile (a count per status is all result.json keeps)
+    result.compiled = bool(best or correct or set(record.get("statuses") or {}) - {"compile_error"})
     result.labels = labels_from_run_result(record)
     # result.json's best needs a speedup: on CPU a correct candidate is correct but has no best
     if best or correct:

@@ -5,11 +5,17 @@ An outcome is a mapping with `status` ("ok" is correct) and the speedups `speedu
 loaded or run, or that did not fit the machine (UNJUDGED), is a failure like any other (a suite's
 score must not rise because its problems fail to load), and the summary says how many there were.
 
-- correctness rate: correct / problems.
+- correctness rate: correct / problems; compile rate: problems whose candidate compiled and loaded
+  (KernelBench's `compiled`) / problems.
 - fast_p: the share of problems that are correct *and* more than p times faster than the
   baseline; a failed problem is never fast.
 - geometric-mean speedup over the correct problems, and over all problems with each failed one
   counted as the reference (1.0x).
+- passed calling PyTorch compute: correct problems whose candidate passed only because the policy is
+  permissive (the guard's warnings).
+- samples (solutions with KernelBench's sample_K files): pass@k averaged over the problems (a problem
+  without a file counts 0), and sample 0's own figures (KernelBench's analysis reads sample 0 only),
+  while each problem's figures above are of its best sample (best of k).
 
 A figure that needs speedups is None when no correct problem has one (no GPU timing): never 0."""
 
@@ -19,15 +25,48 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-FAST_P = (0.0, 1.0, 1.2, 1.5, 2.0)
+FAST_P = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0)  # KernelBench's analysis: 0, 0.5, 0.8, 1, 1.5, 2
 BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
 UNJUDGED = ("problem_error", "too_large")  # the reference failed or did not fit: counted as failures, and apart
 
 Outcome = Mapping[str, Any]
 
+# statuses whose candidate did not compile and load: a compile error (in any phase), and the bench's own
+# statuses (kfoundry.bench.results) where no candidate loaded: missing file, reference failed, harness fault
+NOT_COMPILED = ("compile_error", "no_solution", "problem_error", "too_large", "error", "no_correct")
+
+
+def compiled_from(status: str, phase: str | None = None) -> bool:
+    """KernelBench's `compiled`: the candidate compiled and loaded. An evaluation's failure while loading
+    (phase "load", e.g. an error at import) did not; a candidate that loaded and then failed did."""
+    if status == "ok":
+        return True
+    return status not in NOT_COMPILED and phase != "load"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimator of pass@k (Chen et al. 2021): 1 - C(n-c, k) / C(n, k), for n samples of
+    which c are correct."""
+    if not 0 < k <= n:
+        raise ValueError(f"pass@{k} needs 1 <= k <= n = {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
 
 def is_correct(outcome: Outcome) -> bool:
     return outcome.get("status") == "ok"
+
+
+def is_compiled(outcome: Outcome) -> bool:
+    compiled = outcome.get("compiled")
+    if compiled is None:  # a record written before the flag
+        return compiled_from(str(outcome.get("status")))
+    return bool(compiled)
+
+
+def calls_pytorch(outcome: Outcome) -> bool:
+    return is_correct(outcome) and bool(outcome.get("policy_warnings"))
 
 
 def correctness_rate(outcomes: Sequence[Outcome]) -> float | None:
@@ -85,23 +124,55 @@ def geomean_all(outcomes: Sequence[Outcome], key: str = "speedup_eager") -> floa
     return geomean(values + [1.0] * failed)
 
 
+def _speed(outcomes: Sequence[Outcome], key: str) -> dict[str, Any]:
+    values, missing = _timed(outcomes, key)
+    return {
+        "timed_correct": len(values),
+        "untimed_correct": missing,
+        "fast_p": {f"{p:g}": fast_p(outcomes, p, key) for p in FAST_P},
+        "geomean_correct": geomean_correct(outcomes, key),
+        "geomean_all": geomean_all(outcomes, key),
+    }
+
+
+def sample_metrics(outcomes: Sequence[Outcome]) -> dict[str, Any] | None:
+    """pass@k over the problems' samples, and sample 0's figures; None when no problem has samples."""
+    if not any(o.get("samples") for o in outcomes):
+        return None
+    counts = [(len(o.get("samples") or []), sum(is_correct(s) for s in o.get("samples") or [])) for o in outcomes]
+    most = max(n for n, _ in counts)
+    # per problem k is capped at its own n, as KernelBench's scripts do; a problem with no file counts 0
+    averages = {f"{k}": sum(pass_at_k(n, c, min(k, n)) if n else 0.0 for n, c in counts) / len(counts)
+                for k in sorted({1, most})}
+    first = [next((s for s in o.get("samples") or [] if s.get("sample_id") == 0), o) if o.get("samples")
+             else o for o in outcomes]
+    return {
+        "samples": sum(n for n, _ in counts),
+        "correct_samples": sum(c for _, c in counts),
+        "most_per_problem": most,
+        "pass_at_k": averages,
+        "sample_0": {"correct": sum(is_correct(o) for o in first), "compiled": sum(is_compiled(o) for o in first),
+                     "eager": _speed(first, "speedup_eager")},
+    }
+
+
 def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """Every metric, with the counts that say what each was computed over."""
     outcomes = list(outcomes)
     correct = sum(is_correct(o) for o in outcomes)
+    compiled = sum(is_compiled(o) for o in outcomes)
     summary: dict[str, Any] = {
         "problems": len(outcomes),
         "unjudged": sum(o.get("status") in UNJUDGED for o in outcomes),
         "correct": correct,
         "correctness_rate": correctness_rate(outcomes),
+        "compiled": compiled,
+        "compile_rate": compiled / len(outcomes) if outcomes else None,
+        "passed_calling_pytorch": sum(calls_pytorch(o) for o in outcomes),
     }
     for baseline, key in BASELINES.items():
-        values, missing = _timed(outcomes, key)
-        summary[baseline] = {
-            "timed_correct": len(values),
-            "untimed_correct": missing,
-            "fast_p": {f"{p:g}": fast_p(outcomes, p, key) for p in FAST_P},
-            "geomean_correct": geomean_correct(outcomes, key),
-            "geomean_all": geomean_all(outcomes, key),
-        }
+        summary[baseline] = _speed(outcomes, key)
+    samples = sample_metrics(outcomes)
+    if samples is not None:
+        summary["samples"] = samples
     return summary

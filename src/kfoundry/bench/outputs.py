@@ -1,4 +1,5 @@
-"""A bench's files: bench.json (rewritten after every problem: what --resume reads), bench.csv."""
+"""A bench's files: bench.json (rewritten after every problem: what --resume reads), bench.csv (KernelBench's
+eval_results.json and baseline file: kfoundry.bench.kernelbench)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ BENCH_JSON = "bench.json"
 BENCH_CSV = "bench.csv"
 BENCH_HTML = "bench.html"
 FORMAT = "kfoundry-bench/1"
+# new columns go at the end: readers that take columns by position keep working
 CSV_COLUMNS = ("number", "name", "status", "speedup_eager", "speedup_compile", "runtime_ms", "eager_ms",
-               "compile_ms", "evaluations", "duration_s", "run_dir", "message")
+               "compile_ms", "evaluations", "duration_s", "run_dir", "message", "compiled", "calls_pytorch",
+               "policy_warnings", "samples", "correct_samples", "best_sample")
 
 
 def _finite(value: Any) -> Any:
@@ -71,6 +74,9 @@ def write_csv(out: Path, results: list[ProblemResult]) -> Path:
     writer.writerow(CSV_COLUMNS)
     for result in results:
         row = result.to_dict()
+        row.update(calls_pytorch=result.calls_pytorch, policy_warnings=";".join(result.policy_warnings),
+                   samples=len(result.samples) if result.samples else None,
+                   correct_samples=sum(s.correct for s in result.samples) if result.samples else None)
         writer.writerow(["" if row.get(k) is None else row[k] for k in CSV_COLUMNS])
     path = out / BENCH_CSV
     write_atomic(path, buffer.getvalue())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kfoundry.bench import outputs
+from kfoundry.bench import kernelbench, outputs
 from kfoundry.bench import settings as bench_settings
 from kfoundry.bench.methods import (OptimizeFn, clear_run_dir, default_optimize, fingerprint_file, resumable,
                                    run_problem)
@@ -74,6 +74,7 @@ class BenchReport:
     def save(self) -> None:
         outputs.write_json(self.out, self.to_dict())
         outputs.write_csv(self.out, self.results)
+        kernelbench.write(self.out, self.results + self.kept, self.suite.level)
 
 
 def problem_set_values(config: RunConfig, path: Path) -> dict[str, Any]:
@@ -91,17 +92,28 @@ def _check_set_values(suite: Suite, config: RunConfig) -> None:
         raise UsageError(f"--set {unused[0]}: no problem of the selection has a module-level constant {unused[0]!r}")
 
 
+def missing_set_values(config: RunConfig, path: Path) -> list[str]:
+    """The suite-wide --set names that this problem has no constant for: it runs without them."""
+    return sorted(set(config.eval.set_values) - module_constants(path))
+
+
 def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool = False,
               progress: Progress | None = None, optimize_fn: OptimizeFn | None = None,
-              write_html: bool = True) -> BenchReport:
+              write_html: bool = True, finished: Callable[[str], None] | None = None) -> BenchReport:
     """Run (or, with `resume`, finish) a bench; returns its report, also written to `out`.
-    A KeyboardInterrupt stops it after saving what is done (`report.interrupted`)."""
+    A KeyboardInterrupt stops it after saving what is done (`report.interrupted`). `finished` is
+    told each problem's name once it is done with (judged, kept from an earlier call, or stopped).
+
+    A --set NAME that a problem has no constant for is said before that problem runs, and the
+    problem runs without it (at its own value of what the --set would have changed); a NAME that no
+    problem of the selection has is bad usage."""
     bench_settings.validate(config)
     _check_set_values(suite, config)
     method = config.bench.method
     if method == "optimize" and optimize_fn is None:
         optimize_fn = default_optimize()
     say = progress or (lambda message: None)
+    done = finished or (lambda name: None)
     out = Path(out)
     previous = outputs.load_results(out)
     if previous and not resume:
@@ -127,7 +139,13 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
                 report.reused.append(problem.name)
                 report.pending.remove(problem.name)
             say(f"[{index}/{total}] {problem.name}: kept from an earlier call ({earlier.status})")
+            done(problem.name)
             return
+        missing = missing_set_values(config, problem.path)
+        if missing:
+            say(f"[{index}/{total}] {problem.name}: --set {', '.join(missing)} not applied: the problem has no "
+                f"module-level constant {' or '.join(repr(n) for n in missing)}; it runs without "
+                + ("it" if len(missing) == 1 else "them"))
         run_dir = out / RUNS_DIR / problem.name
         # a search an interrupted call started, with the same settings: it goes on, its evaluations kept
         going_on = resume and method == "optimize" and resumable(run_dir, fingerprint)
@@ -144,6 +162,7 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
                              optimize_fn=optimize_fn, resume=going_on)
         if stop_requested() and method == "optimize":  # a search cut short: it runs again with --resume
             say(f"[{index}/{total}] {problem.name}: stopped by the interrupt{where}")
+            done(problem.name)
             return
         figure = f", {result.speedup_eager:.3g}x vs eager" if result.speedup_eager is not None else ""
         say(f"[{index}/{total}] {problem.name}: {result.status}{figure} ({result.duration_s:.1f} s){where}")
@@ -151,6 +170,7 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
             report.results.append(result)
             report.pending.remove(problem.name)
             report.save()
+        done(problem.name)
 
     devices = config.bench.device_list()
     try:

@@ -2,7 +2,9 @@
 `levelN/` layout, or this repository's `examples/` layout (one directory per problem holding
 `problem.py`); picking some of them by the leading number of their file names.
 
-Solution files for `--method solutions DIR` are looked up here too (see `solution_candidates`)."""
+Solution files for `--method solutions DIR` are looked up here too (see `solution_candidates`): every
+KernelBench sample of a problem (level_L_problem_N_sample_K_kernel.py), which needs the problem's level:
+--level N, or a suite directory named levelN."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from kfoundry.errors import KFoundryError, UsageError
 from kfoundry.problem import read_problem
 
 LEADING_NUMBER = re.compile(r"^(\d+)_")
+LEVEL_DIRECTORY = re.compile(r"level(\d+)")
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ def discover(root: str | Path, *, level: int | None = None, problems: str | None
     if not root.is_dir():
         raise UsageError(f"suite directory not found: {root}")
     directory = _level_directory(root, level) if level is not None else root
+    if level is None and (named := LEVEL_DIRECTORY.fullmatch(root.resolve().name)):
+        level = int(named[1])  # KernelBench's levelN/ given as the suite: its problems are of level N
     files = _files(directory)
     if not files:
         levels = sorted(p.name for p in directory.glob("level[0-9]*") if p.is_dir())
@@ -115,26 +121,68 @@ def discover(root: str | Path, *, level: int | None = None, problems: str | None
     return suite
 
 
+class SolutionFile(NamedTuple):
+    sample_id: int  # KernelBench's K in level_L_problem_N_sample_K_kernel.py; 0 for a file named like the problem
+    path: Path
+
+
+def _named_like(problem: SuiteProblem, solutions: Path) -> list[Path]:
+    paths = [solutions / f"{problem.name}.py", solutions / f"{problem.name}_new.py"]
+    if problem.level is not None:
+        paths.append(solutions / f"level{problem.level}" / f"{problem.name}.py")
+    return paths
+
+
+def _sample_prefix(problem: SuiteProblem) -> str | None:
+    if problem.level is None or problem.number is None:
+        return None  # KernelBench's names need the level and the problem's number
+    return f"level_{problem.level}_problem_{problem.number}_sample_"
+
+
 def solution_candidates(problem: SuiteProblem, solutions: Path) -> list[Path]:
     """Where the solution of `problem` may be, in the order they are tried:
 
     DIR/<name>.py, DIR/<name>_new.py, DIR/levelL/<name>.py (a copy of KernelBench's layout),
-    DIR/level_L_problem_K_sample_0_kernel.py (KernelBench's generated-kernel name) and
+    DIR/level_L_problem_N_sample_*_kernel.py (KernelBench's generated kernels: every sample K) and
     DIR/<name>/kernel.py (this repository's examples layout)."""
-    paths = [solutions / f"{problem.name}.py", solutions / f"{problem.name}_new.py"]
-    if problem.level is not None:
-        paths.append(solutions / f"level{problem.level}" / f"{problem.name}.py")
-        if problem.number is not None:
-            paths.append(solutions / f"level_{problem.level}_problem_{problem.number}_sample_0_kernel.py")
+    paths = _named_like(problem, solutions)
+    prefix = _sample_prefix(problem)
+    if prefix:
+        paths.append(solutions / f"{prefix}*_kernel.py")
     paths.append(solutions / problem.name / "kernel.py")
     return paths
 
 
-def find_solution(problem: SuiteProblem, solutions: Path) -> Path | None:
-    for path in solution_candidates(problem, solutions):
+def kernelbench_samples(problem: SuiteProblem, solutions: Path) -> list[SolutionFile]:
+    """Every level_L_problem_N_sample_K_kernel.py of the problem in DIR, by K."""
+    prefix = _sample_prefix(problem)
+    if prefix is None:
+        return []
+    found = []
+    for path in solutions.glob(f"{prefix}*_kernel.py"):
+        k = path.name[len(prefix):-len("_kernel.py")]
+        if k.isdigit() and path.is_file():
+            found.append(SolutionFile(int(k), path))
+    return sorted(found)
+
+
+def find_samples(problem: SuiteProblem, solutions: Path) -> list[SolutionFile]:
+    """The problem's candidate files, tried in the order of `solution_candidates`: a file named like the
+    problem is its only sample (0); else every KernelBench sample; else the examples layout's kernel.py."""
+    for path in _named_like(problem, solutions):
         if path.is_file():
-            return path
-    return None
+            return [SolutionFile(0, path)]
+    samples = kernelbench_samples(problem, solutions)
+    if samples:
+        return samples
+    kernel = solutions / problem.name / "kernel.py"
+    return [SolutionFile(0, kernel)] if kernel.is_file() else []
+
+
+def find_solution(problem: SuiteProblem, solutions: Path) -> Path | None:
+    """The problem's first candidate file (its lowest sample)."""
+    samples = find_samples(problem, solutions)
+    return samples[0].path if samples else None
 
 
 def module_constants(path: Path) -> set[str]:
