@@ -111,3 +111,40 @@ def test_a_command_s_parameters_and_the_sources_give_one_run_config(tmp_path):
     assert run.bench.method == "reference"
     assert settings.sources["islands"].startswith("config file") and settings.sources["timeout"] == "command line"
     run.validate()
+
+
+def test_every_option_of_the_commands_is_a_setting_set_included(tmp_path):
+    """--set, --wrapper, --ncu, --sanitize and the log's options come from the file and the environment too."""
+    write(tmp_path, 'ncu = true\nwrapper = "compute-sanitizer --tool memcheck"\nlog_level = "DEBUG"\n'
+                    '[set]\nbatch_size = 2\nshape = [4, 8]\n')
+    run, settings = load_run_config({}, env={"KFOUNDRY_HEARTBEAT": "5", "KFOUNDRY_LOG_FILE": "run.log"}, cwd=tmp_path)
+    assert run.eval.set_values == {"batch_size": 2, "shape": [4, 8]} and run.eval.ncu is True
+    assert run.eval.wrapper == ["compute-sanitizer", "--tool", "memcheck"] and run.eval.sanitize is False
+    assert run.log.log_level == "debug" and run.log.heartbeat_s == 5.0 and run.log.log_file == "run.log"
+    env = {"KFOUNDRY_SET": "dims=(2, 3),n=4"}  # a comma inside a value stays with it
+    assert load_run_config({}, env=env, cwd=tmp_path)[0].eval.set_values == {"dims": (2, 3), "n": 4}
+    # the command line's --set items replace the file's table, as any setting's value does
+    assert load_run_config({"set_": ["n=8"]}, env={}, cwd=tmp_path)[0].eval.set_values == {"n": 8}
+    with pytest.raises(UsageError, match="bad value .* for log_level"):
+        load_settings({}, env={"KFOUNDRY_LOG_LEVEL": "loud"}, cwd=tmp_path)
+    with pytest.raises(UsageError, match="for set: .*NAME=VALUE"):
+        load_settings({"set": ["8"]}, env={}, cwd=tmp_path)
+
+
+def test_the_settings_line_names_what_the_environment_and_the_file_set(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "tolerance = 0.01\nislands = 2\nbaselines = ['eager', 'compile-max-autotune']\n")
+    settings = load_settings({"seed": 3}, env={"KFOUNDRY_TRIALS": "2"})
+    assert settings.line(("eval",)) == ("settings: tolerance=0.01 (kfoundry.toml), trials=2 (KFOUNDRY_TRIALS), "
+                                        "baselines=eager,compile-max-autotune (kfoundry.toml)")
+    assert settings.line(("bench",)) is None  # nothing of the bench's own came from them
+    assert settings.line((), ("islands",)) == "settings: islands=2 (kfoundry.toml)"
+    everything = {name: source for name, _, source in settings.provenance(hidden=False)}
+    assert everything == {"tolerance": "kfoundry.toml", "islands": "kfoundry.toml", "baselines": "kfoundry.toml",
+                          "trials": "KFOUNDRY_TRIALS", "seed": "command line"}
+
+
+def test_a_field_s_or_a_flag_s_spelling_in_the_file_says_the_setting_s_name(tmp_path):
+    write(tmp_path, "max_time_s = 60\n")
+    with pytest.raises(UsageError, match="max_time_s is max_time"):
+        load_settings({}, env={}, cwd=tmp_path)

@@ -3,9 +3,14 @@
 then the defaults. Each setting remembers where it came from, for `kfoundry config show`.
 
 Every setting is a field of one section of a run's config (kfoundry.run_config.RunConfig: search,
-eval, llm, bench), and its default is that field's: `Option` says which field it sets, and
+eval, llm, bench, log), and its default is that field's: `Option` says which field it sets, and
 `RunConfig.from_settings` builds the whole config from the settings in force, so the command line,
-the environment and the file reach every command the same way.
+the environment and the file reach every command the same way. What a command's own line does not
+show (the environment's and the file's settings) it prints as one line (`Settings.line`).
+
+What names one invocation's inputs and outputs is not a setting: the problem, candidate and suite
+paths, -o/--out, --resume, --json, --quiet, generate's --expert, --parent, --attempts and
+--show-prompt, optimize's seed kernels, diagnose's --max-chars, bench's --level and --problems.
 
 API keys come only from the environment (the providers' own variables) or the config file's
 [keys] table; they are masked wherever settings are shown.
@@ -14,6 +19,8 @@ API keys come only from the environment (the providers' own variables) or the co
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
@@ -63,6 +70,40 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(_list(value))
 
 
+def _words(value: Any) -> list[str]:
+    """A command: its words, or a string split as a shell would."""
+    if isinstance(value, str):
+        return shlex.split(value)
+    return _list(value)
+
+
+def _set_values(value: Any) -> dict[str, Any]:
+    """--set's NAME=VALUE items: a TOML table {NAME = VALUE}, a list of "NAME=VALUE", or one string
+    "NAME=VALUE,NAME=VALUE" (a comma inside a value, as in a tuple, stays with it)."""
+    from kfoundry.problem import parse_set_values
+
+    if isinstance(value, dict):
+        bad = [str(name) for name in value if not str(name).isidentifier()]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a Python identifier")
+        return dict(value)
+    if isinstance(value, str):
+        value = [item for item in re.split(r",\s*(?=[A-Za-z_]\w*\s*=)", value) if item.strip()]
+    try:
+        return parse_set_values([str(item) for item in _list(value)])
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _level(value: Any) -> str:
+    from kfoundry.logs import LEVELS
+
+    text = str(value).strip().lower()
+    if text not in LEVELS:
+        raise ValueError(f"use one of {', '.join(LEVELS)}")
+    return text
+
+
 def _gpu(value: Any) -> str:
     from kfoundry.evaluate.gpu_table import known_names, lookup
 
@@ -74,7 +115,7 @@ def _gpu(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    section: str  # of kfoundry.run_config.RunConfig: search, eval, llm or bench
+    section: str  # of kfoundry.run_config.RunConfig: search, eval, llm, bench or log
     field: str  # the field of that section it sets; its default is the field's
     convert: Callable[[Any], Any]
     help: str
@@ -118,7 +159,7 @@ OPTIONS: dict[str, Option] = {
                                                            "cpu:N)"),
     "cluster": Option("search", "cluster", _optional(str), "ray or ray://HOST:PORT: evaluation workers are Ray "
                                                            "actors"),
-    "rng_seed": Option("search", "seed", int, "the search's random seed"),
+    "rng_seed": Option("search", "seed", int, "deprecated (use seed): the search's random seed alone"),
     "target_gpu": Option("search", "target_gpu", _optional(_gpu), "on a CPU run, the GPU whose datasheet figures "
                                                                   "the prompts show (H100, H100 PCIe, H200, A100, "
                                                                   "L40S, RTX 4090; default: a typical H100); a GPU "
@@ -132,7 +173,8 @@ OPTIONS: dict[str, Option] = {
                                               "strict (refuse to run without all of it) or off"),
     "trials": Option("eval", "trials", int, "correctness trials per evaluation"),
     "timeout": Option("eval", "timeout_s", float, "seconds per candidate evaluation"),
-    "seed": Option("eval", "seed", _optional(int), "fix the trial seeds (default: drawn unpredictably, reported)"),
+    "seed": Option("eval", "seed", _optional(int), "the random seed: the trial seeds, and a search's too (default: "
+                                                   "trial seeds drawn unpredictably, reported; search seed 0)"),
     "eval_mode": Option("eval", "eval_mode", _bool, "run both models in .eval() (default: training mode)"),
     "timing_trials": Option("eval", "timing_trials", int, "timed trials on a GPU"),
     "baselines": Option("eval", "baselines", _names, "baselines to time: eager, compile, compile-max-autotune, "
@@ -142,10 +184,23 @@ OPTIONS: dict[str, Option] = {
                                                                                 "may plan for (default: what is free)"),
     "workers": Option("eval", "workers", _optional(int), "candidates evaluated at once (default: by CPU cores and "
                                                          "free memory)"),
+    "set": Option("eval", "set_values", _set_values, "NAME=VALUE overrides of a problem's module-level constants "
+                                                     "(the file: a [set] table; the environment: "
+                                                     "NAME=VALUE,NAME=VALUE)"),
+    "wrapper": Option("eval", "wrapper", _optional(_words), "run the candidate's worker under this command (e.g. "
+                                                            "compute-sanitizer --tool memcheck)"),
+    "ncu": Option("eval", "ncu", _bool, "GPU: profile a working candidate with Nsight Compute for the diagnosis"),
+    "sanitize": Option("eval", "sanitize", _bool, "GPU: re-run a crashing or wrong candidate under "
+                                                  "compute-sanitizer memcheck"),
     # a bench
     "method": Option("bench", "method", str, "bench: optimize, solutions or reference"),
     "time_per_problem": Option("bench", "time_per_problem", _optional(float), "bench: seconds per problem"),
     "bench_devices": Option("bench", "devices", _optional(str), "bench: several problems at once, one per device"),
+    # the run's log and progress
+    "log_file": Option("log", "log_file", _optional(str), "append a full log of the run (timestamped) to this file"),
+    "log_level": Option("log", "log_level", _level, "the log file's level: debug, info, warning or error"),
+    "heartbeat": Option("log", "heartbeat_s", float, "seconds of silence before a 'still working' line when output "
+                                                     "is not a terminal (0: none)"),
 }
 
 
@@ -183,11 +238,47 @@ class Settings:
         return out
 
 
-def _show(value: Any) -> str:
+    def provenance(self, sections: tuple[str, ...] = (), names: tuple[str, ...] = (), *,
+                   hidden: bool = True) -> list[tuple[str, Any, str]]:
+        """(name, value, source) of the settings of these sections (or names; none given: all) that are not
+        the defaults; `hidden`: only those the environment or the config file set, which change a
+        command's work without being on its command line."""
+        return [(name, self.values[name], _short(self.sources[name])) for name, option in OPTIONS.items()
+                if (not (sections or names) or option.section in sections or name in names)
+                and self.sources[name] != "default" and (not hidden or self.sources[name].startswith(HIDDEN))]
+
+    def line(self, sections: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> str | None:
+        """One line such as "settings: trials=2 (KFOUNDRY_TRIALS), tolerance=0.01 (kfoundry.toml)", or None
+        when every setting of these sections comes from the command line or the defaults."""
+        found = self.provenance(sections, names)
+        if not found:
+            return None
+        return "settings: " + ", ".join(f"{name}={_show(value, ',')} ({source})" for name, value, source in found)
+
+
+HIDDEN = ("environment ", "config file ")  # the sources a command line does not show
+
+
+def _short(source: str) -> str:
+    """"environment KFOUNDRY_TRIALS" -> "KFOUNDRY_TRIALS"; "config file /here/kfoundry.toml" -> "kfoundry.toml"."""
+    if not source.startswith(HIDDEN):
+        return source
+    if source.startswith("environment "):
+        return source.removeprefix("environment ")
+    path = Path(source.removeprefix("config file "))
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _show(value: Any, separator: str = ", ") -> str:
     if value is None:
         return "-"
+    if isinstance(value, dict):
+        return separator.join(f"{k}={v!r}" for k, v in value.items()) if value else "-"
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value) if value else "-"
+        return separator.join(str(v) for v in value) if value else "-"
     return str(value)
 
 
@@ -196,6 +287,12 @@ def _convert(name: str, value: Any, where: str) -> Any:
         return OPTIONS[name].convert(value)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{where}: bad value {value!r} for {name}: {exc}") from None
+
+
+# keys a user may try from a flag's spelling or a field's name, and the setting they mean
+_ALIASES = {"max_time_s": "max_time", "timeout_s": "timeout", "set_values": "set", "no_library": 'library = "off"',
+            "memory_limit_bytes": "memory_limit (GB)", "heartbeat_s": "heartbeat", "devices_per_problem":
+            "bench_devices"}
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -207,8 +304,9 @@ def read_config(path: Path) -> dict[str, Any]:
         raise UsageError(f"the config file {path} is not valid TOML: {exc}") from None
     unknown = [key for key in data if key not in OPTIONS and key != "keys"]
     if unknown:
-        raise UsageError(f"the config file {path} has unknown key(s) {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(OPTIONS)}, and a [keys] table")
+        hint = "; ".join(f"{key} is {_ALIASES[key]}" for key in unknown if key in _ALIASES)
+        raise UsageError(f"the config file {path} has unknown key(s) {', '.join(sorted(unknown))}"
+                         + (f" ({hint})" if hint else "") + f"; known: {', '.join(OPTIONS)}, and a [keys] table")
     keys = data.get("keys", {})
     if not isinstance(keys, dict) or any(k not in KEY_VARIABLES for k in keys):
         raise UsageError(f"the config file {path}: [keys] may hold {', '.join(KEY_VARIABLES)}")
@@ -259,12 +357,11 @@ def load_run_config(values: Mapping[str, Any], config: Path | None = None, env: 
     """The run config (kfoundry.run_config.RunConfig) and the settings it was built from, for a command
     whose parameters are `values`: those named like a setting are the command line's (a flag left off,
     False, is not given; a path is its text), and `set_`, if any, holds the --set items."""
-    from kfoundry.problem import parse_set_values
     from kfoundry.run_config import RunConfig
 
     given = {name: str(value) if isinstance(value, Path) else value for name, value in values.items()
              if name in OPTIONS and value is not None and value is not False}
+    if values.get("set_"):
+        given["set"] = values["set_"]
     settings = load_settings(given, config, env, cwd)
-    run = RunConfig.from_settings(settings)
-    run.eval.set_values = parse_set_values(values.get("set_"))
-    return run, settings
+    return RunConfig.from_settings(settings), settings

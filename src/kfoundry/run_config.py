@@ -1,7 +1,8 @@
 """Everything a run runs with, as one object, in sections: `search` (OptimizeSettings: budget, islands,
 experts, the LLM's provider specs), `eval` (EvalOptions), `llm` (LLMSettings: how the LLM is built
-from its specs; never a key), `bench` (BenchSettings: what a bench adds) and `seeds` (the user's
-kernels for the first population).
+from its specs; never a key), `bench` (BenchSettings: what a bench adds), `log` (LogSettings: the log
+file and the heartbeat; not stored with a run) and `seeds` (the user's kernels for the first
+population).
 
 The command line, the environment and kfoundry.toml build it through kfoundry.config
 (`RunConfig.from_settings`); the Python API builds it directly. An optimize run stores `to_dict()` and
@@ -17,9 +18,11 @@ from typing import Any
 from kfoundry.bench.settings import BenchSettings
 from kfoundry.evaluate.options import EvalOptions
 from kfoundry.llm.settings import LLMSettings
+from kfoundry.logs import LogSettings
 from kfoundry.optimize.settings import OptimizeSettings
 
-SECTIONS = {"search": OptimizeSettings, "eval": EvalOptions, "llm": LLMSettings, "bench": BenchSettings}
+SECTIONS = {"search": OptimizeSettings, "eval": EvalOptions, "llm": LLMSettings, "bench": BenchSettings,
+            "log": LogSettings}
 
 
 @dataclass
@@ -28,6 +31,7 @@ class RunConfig:
     eval: EvalOptions = field(default_factory=EvalOptions)
     llm: LLMSettings | None = None  # None: a store from before the LLM settings were kept
     bench: BenchSettings = field(default_factory=BenchSettings)
+    log: LogSettings = field(default_factory=LogSettings)
     seeds: list[str] = field(default_factory=list)
 
     @classmethod
@@ -40,14 +44,20 @@ class RunConfig:
         for name, option in OPTIONS.items():
             parts[option.section][option.field] = settings[name]
         made = {name: SECTIONS[name](**values) for name, values in parts.items()}
+        # `seed` is the random seed everywhere: a search's as well as the trial seeds, unless the
+        # deprecated `rng_seed` sets the search's apart
+        if settings["seed"] is not None and settings.sources["rng_seed"] == "default":
+            made["search"].seed = settings["seed"]
         return cls(**made)
 
     def validate(self) -> None:
         self.search.validate()
         self.eval.validate()
+        self.log.validate()
 
     def to_dict(self) -> dict[str, Any]:
-        """What an optimize run stores (the bench section is the bench's own record: not kept here)."""
+        """What an optimize run stores (the bench section is the bench's own record, and the log is the
+        invocation's: neither is kept here)."""
         data = {"search": self.search.to_dict(),
                 "eval": {**self.eval.verdict_settings(), "set_values": dict(self.eval.set_values)},
                 "seeds": list(self.seeds)}

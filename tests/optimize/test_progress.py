@@ -78,3 +78,37 @@ def test_untimed_runs_say_correct_and_quiet_prints_nothing():
             quiet.note("hello")
             time.sleep(0.25)
         assert out.getvalue() == ""
+
+
+def test_an_unpriced_llm_call_reads_unknown_in_the_panel_and_the_log():
+    for terminal in (True, False):
+        view, out = _view(quiet=False, terminal=terminal)
+        with view:
+            view.event({"event": "evaluated", "id": "1", "expert": "memory", "status": "ok", "fitness": 1.2,
+                        "generation": 0}, None, 1)
+        text = out.getvalue()
+        assert "unknown (1 unpriced call)" in text and "$0.0000" not in text
+        assert "$1.00" in text  # budget left: an unknown cost is not spent money
+
+
+def test_time_left_is_estimated_from_the_pace_of_the_evaluations(monkeypatch):
+    import types
+
+    from kfoundry.optimize import progress
+
+    now = [100.0]
+    monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    view = progress.ProgressView(quiet=True, timed=True, max_evals=10, max_time_s=None, max_cost=None)
+    assert view._figures()["time left"] == "-"  # nothing to go by yet
+    now[0] += 30.0  # the reference's preparation: not the search's pace
+    view.event({"event": "proposed", "id": "1", "expert": "tuner", "generation": 0}, 0.0)
+    now[0] += 20.0
+    view.event({"event": "evaluated", "id": "1", "expert": "tuner", "status": "ok", "generation": 0}, 0.0)
+    view.event({"event": "evaluated", "id": "2", "expert": "tuner", "status": "ok", "generation": 0}, 0.0)
+    figures = view._figures()
+    assert figures["budget left"] == "8 evals" and figures["elapsed"] == "50 s"
+    assert figures["time left"] == "~80 s"  # 10 s an evaluation, 8 to go
+    view.max_time_s = 110.0  # --max-time comes first: 60 s of it left
+    assert view._figures()["time left"] == "~60 s"
+    now[0] += 10.0  # the clock moves without an event
+    assert view._figures()["elapsed"] == "60 s"
