@@ -98,7 +98,8 @@ def test_eval_ok_human_output(problems_dir, candidates_dir):
     assert first.startswith("ok  correct on 2 trials (fp32, atol=rtol=0.0001")
     assert "trials passed" in result.stdout and "2 of 2 (seed 3)" in result.stdout
     assert "timing: no GPU" in result.stdout
-    assert "problem cost:" in result.stdout
+    # an affine map is pointwise: the flop counter counts none of it, which is not "0 FLOPs"
+    assert "problem cost: FLOPs not counted (pointwise ops" in result.stdout and "0 FLOPs" not in result.stdout
 
 
 def test_eval_without_a_terminal_prints_a_line_per_phase(problems_dir, candidates_dir):
@@ -130,8 +131,8 @@ def test_eval_compile_error_human_output(problems_dir, candidates_dir):
     assert result.returncode == 1
     assert result.stdout.startswith("compile_error  syntax error at ")
     assert "syntax_error.py:12: expected ':'" in result.stdout
-    assert "### Diagnosis: compile_error (next focus: repair)" in result.stdout  # under the verdict
-    assert "`syntax`" in result.stdout
+    assert "Diagnosis: compile_error (next focus: repair)" in result.stdout  # under the verdict
+    assert "error [syntax]" in result.stdout and "###" not in result.stdout and "**" not in result.stdout
 
 
 def test_eval_with_set_and_eval_mode(problems_dir, candidates_dir):
@@ -210,18 +211,22 @@ def test_eval_permissive_policy_warns(problems_dir, fixtures_dir):
     assert {w["rule"] for w in data["guard"]["warnings"]} >= {"torch-compute", "aten-compute"}
 
 
-def test_eval_unknown_policy_exits_2(problems_dir, candidates_dir):
+def test_eval_unknown_policy_exits_2(problems_dir, candidates_dir, monkeypatch):
     result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--policy", "lax")
+    assert result.returncode == 2 and "'lax' is not one of 'strict', 'permissive'" in result.stderr
+    monkeypatch.setenv("KFOUNDRY_POLICY", "lax")  # the environment is not checked by the option's choices
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py")
     assert_clean_error(result, "unknown policy 'lax'")
 
 
-def test_diagnose_prints_only_the_markdown_diagnosis(problems_dir, candidates_dir):
+def test_diagnose_prints_only_the_diagnosis_as_plain_text_when_piped(problems_dir, candidates_dir):
     result = in_process("diagnose", problems_dir / "affine.py", candidates_dir / "missing_tail.py", "--trials", "1",
                         "--seed", "4", "--policy", "permissive")
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "### Diagnosis: wrong_output (next focus: repair)"
-    assert "1. **error** `wrong-values`" in result.stdout
+    assert lines[0] == "Diagnosis: wrong_output (next focus: repair)"
+    assert "1. error [wrong-values]" in result.stdout
+    assert "###" not in result.stdout and "**" not in result.stdout
     assert "tail" in result.stdout and "triton.cdiv" in result.stdout
     assert "correctness" not in lines  # no tables: the diagnosis alone
 
@@ -268,7 +273,7 @@ def test_generate_end_to_end_with_a_cmd_provider(problems_dir, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("expert: initializer (no parent")
     assert "attempt 1: cmd:" in result.stdout and f"candidate written to {out}" in result.stdout
-    assert "ok  correct on 2 trials" in result.stdout and "### Diagnosis: ok" in result.stdout
+    assert "ok  correct on 2 trials" in result.stdout and "Diagnosis: ok" in result.stdout
     replay = in_process("generate", problems_dir / "affine.py", "--llm", f"replay:{tmp_path / 'rec.jsonl'}",
                         "--device", "cpu", "--trials", "1", "-o", tmp_path / "again.py", "--json")
     data = single_json_object(replay.stdout)
@@ -300,7 +305,7 @@ def test_config_show_json_names_sources(tmp_path):
 def test_optimize_json_gives_the_result_record_and_the_run_directory(problems_dir, candidates_dir, tmp_path):
     run = tmp_path / "run"
     result = kfoundry("optimize", str(problems_dir / "affine.py"), "--device", "cpu", "--trials", "1",
-                      "--max-evals", "2", "--islands", "1", "--no-library", "--seed",
+                      "--max-evals", "2", "--islands", "1", "--no-library", "--seed-kernel",
                       str(candidates_dir / "affine_ok.py"), "-o", str(run), "--json")
     record = single_json_object(result.stdout)
     assert result.returncode == 0, result.stderr
@@ -320,7 +325,7 @@ def test_optimize_bad_input_exits_2_without_a_run_directory(problems_dir, tmp_pa
 
 def test_optimize_llm_none_is_the_programmatic_experts_alone(problems_dir, candidates_dir, tmp_path):
     result = in_process("optimize", str(problems_dir / "affine.py"), "--llm", "none", "--device", "cpu",
-                        "--trials", "1", "--max-evals", "1", "--no-library", "--seed", str(candidates_dir / "affine_ok.py"),
+                        "--trials", "1", "--max-evals", "1", "--no-library", "--seed-kernel", str(candidates_dir / "affine_ok.py"),
                         "-o", str(tmp_path / "run"), "--json")
     assert result.returncode == 0, result.stderr
     assert single_json_object(result.stdout)["llm_used"] is False
@@ -340,7 +345,7 @@ def test_settings_from_the_environment_and_the_config_file_reach_eval_and_optimi
     assert result.returncode == 0 and len(data["correctness"]["seeds"]) == 2, result.stderr
     assert data["settings"]["policy"] == "permissive"
     run = tmp_path / "run"
-    result = in_process("optimize", problems_dir / "affine.py", "--device", "cpu", "--seed",
+    result = in_process("optimize", problems_dir / "affine.py", "--device", "cpu", "--seed-kernel",
                         candidates_dir / "affine_ok.py", "--config", config, "-o", run, "--json")
     assert result.returncode == 0, result.stderr
     from kfoundry.runs import RunStore
@@ -349,3 +354,76 @@ def test_settings_from_the_environment_and_the_config_file_reach_eval_and_optimi
         kept = store.settings
     assert kept["search"]["islands"] == 1 and kept["search"]["max_evals"] == 1 and kept["search"]["library"] == "off"
     assert kept["eval"]["trials"] == 2 and kept["eval"]["policy"] == "permissive"
+
+
+def test_problem_cost_names_counted_flops_and_a_counter_that_failed():
+    from kfoundry.cli import _flops
+
+    assert _flops(2 * 64 * 64 * 64) == "524288 FLOPs (torch flop counter)"
+    assert _flops(0).startswith("FLOPs not counted (pointwise ops")
+    assert _flops(None).startswith("FLOPs unknown")
+
+
+def test_diagnose_json_labels_the_max_abs_error_not_the_tolerance_ratio(problems_dir, candidates_dir):
+    result = in_process("diagnose", problems_dir / "affine.py", candidates_dir / "wrong_constant.py", "--trials", "1",
+                        "--seed", "5", "--json")
+    finding = single_json_object(result.stdout)["findings"][0]
+    truth = finding["data"]["truth"]
+    # scale * 1.001 is off by about 1e-3 of |y| (<= 5): far below the error in tolerance units
+    assert truth["candidate_max_abs"] < 0.01 < 1 < truth["candidate_error_ratio"]
+    assert truth["candidate_max_abs"] == pytest.approx(finding["data"]["max_abs"], rel=0.5)
+    said = next(e for e in finding["evidence"] if e.startswith("against the float64 truth"))
+    assert f"candidate max abs error {truth['candidate_max_abs']:.3g} " in said
+
+
+def _stored_settings(run: Path) -> dict:
+    from kfoundry.runs import RunStore
+
+    with RunStore.open(run) as store:
+        return store.settings
+
+
+def test_optimize_seed_fixes_the_search_seed_and_the_trial_seeds(problems_dir, candidates_dir, tmp_path):
+    kernel = candidates_dir / "affine_ok.py"
+    run = tmp_path / "run"
+    # --seed FILE: for this release, a kernel file that exists, with a warning
+    result = in_process("optimize", problems_dir / "affine.py", "--device", "cpu", "--trials", "1", "--max-evals", "1",
+                        "--islands", "1", "--no-library", "--seed", kernel, "--seed", "7", "-o", run, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "--seed-kernel" in result.stderr and "warning" in result.stderr
+    assert single_json_object(result.stdout)["best"]["expert"] == "seed"
+    kept = _stored_settings(run)
+    assert kept["search"]["seed"] == 7 and kept["eval"]["seed"] == 7 and kept["seeds"] == [str(kernel)]
+
+
+def test_optimize_rng_seed_still_sets_the_search_seed_alone_with_a_warning(problems_dir, candidates_dir, tmp_path):
+    run = tmp_path / "run"
+    result = in_process("optimize", problems_dir / "affine.py", "--device", "cpu", "--trials", "1", "--max-evals", "1",
+                        "--islands", "1", "--no-library", "--seed-kernel", candidates_dir / "affine_ok.py",
+                        "--rng-seed", "5", "-o", run, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "--rng-seed" in result.stderr and "deprecated" in result.stderr
+    kept = _stored_settings(run)
+    assert kept["search"]["seed"] == 5 and kept["eval"]["seed"] is None
+
+
+@pytest.mark.parametrize("values, expected", [
+    (("nope.py",), "--seed-kernel FILE"),
+    (("1", "2"), "give one"),
+])
+def test_optimize_seed_that_is_neither_a_number_nor_a_file_exits_2(problems_dir, tmp_path, values, expected):
+    args = [item for value in values for item in ("--seed", value)]
+    result = in_process("optimize", problems_dir / "affine.py", *args, "-o", tmp_path / "run")
+    assert_clean_error(result, expected)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_seed_setting_fixes_the_search_seed_too(tmp_path):
+    from kfoundry.config import load_run_config
+
+    run, _ = load_run_config({}, env={"KFOUNDRY_SEED": "11"}, cwd=tmp_path)
+    assert run.eval.seed == 11 and run.search.seed == 11
+    run, _ = load_run_config({"seed": 11, "rng_seed": 3}, env={}, cwd=tmp_path)
+    assert run.eval.seed == 11 and run.search.seed == 3
+    run, _ = load_run_config({}, env={}, cwd=tmp_path)
+    assert run.eval.seed is None and run.search.seed == 0

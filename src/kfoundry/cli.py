@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -12,13 +13,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kfoundry.cli_help import (Backend, Expert, LogLevel, Policy, Precision, Sandbox, Selection, Topology,
+                               complete_baselines, complete_gpu, flags_show_no_type, one_line_summaries)
 from kfoundry.errors import KFoundryError, UsageError
 from kfoundry.sandbox.process_flags import make_non_dumpable
 
+flags_show_no_type()
 app = typer.Typer(
     help="Kernel Foundry: turn PyTorch reference programs into fast, verified GPU kernels (forward passes).",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
@@ -60,6 +63,14 @@ def _fmt(value, unit: str = "", digits: int = 4) -> str:
 
 def _bytes(value) -> str:
     return "-" if value is None else f"{value / 2**20:.1f} MiB"
+
+
+def _flops(flops: Optional[int]) -> str:
+    if flops is None:
+        return "FLOPs unknown (the flop counter failed on the reference)"
+    if flops == 0:  # a pointwise problem (a GELU chain) does work that the counter does not count
+        return "FLOPs not counted (pointwise ops: torch's flop counter counts only matmuls and convolutions)"
+    return f"{flops} FLOPs (torch flop counter)"
 
 
 def render_evaluation(evaluation, console: Console) -> None:
@@ -110,35 +121,57 @@ def render_evaluation(evaluation, console: Console) -> None:
     if evaluation.cost is not None:
         cost = evaluation.cost
         console.print(
-            f"problem cost: {_fmt(cost.flops)} FLOPs (torch flop counter), minimum bytes {cost.min_bytes} "
+            f"problem cost: {_flops(cost.flops)}, minimum bytes {cost.min_bytes} "
             f"(inputs {cost.input_bytes} + outputs {cost.output_bytes}; parameters {cost.parameter_bytes} apart)",
             highlight=False, style="dim",
         )
 
 
-def render_diagnosis(evaluation, console: Console) -> None:
-    from kfoundry.diagnose import render_markdown
+def render_diagnosis(evaluation, console: Console, max_chars: Optional[int] = None) -> None:
+    """Rendered markdown on a terminal; plain text (no `###`, `**`) in a log or a pipe."""
+    from kfoundry.diagnose.render import DEFAULT_MAX_CHARS, render_markdown, render_text
 
-    if evaluation.diagnosis is not None:
-        console.print(escape(render_markdown(evaluation.diagnosis)), highlight=False)
+    if evaluation.diagnosis is None:
+        return
+    if console.is_terminal:
+        from rich.markdown import Markdown
+
+        console.print(Markdown(render_markdown(evaluation.diagnosis, max_chars or DEFAULT_MAX_CHARS)))
+    else:
+        console.out(render_text(evaluation.diagnosis, max_chars or DEFAULT_MAX_CHARS), highlight=False)
+
+
+@contextmanager
+def _progress_display(what: str, quiet: bool):
+    """A progress callback that shows on stderr (not when `quiet`, as with --json): a spinner on a
+    terminal, else a line per phase and a heartbeat (a spinner prints nothing to a file or pipe); every
+    message also goes to the run's log."""
+    from kfoundry import logs
+    from kfoundry.phase_log import PhaseLog, is_terminal
+
+    if quiet:
+        yield logs.tee()
+    elif not is_terminal(sys.stderr):
+        with PhaseLog(sys.stderr, heartbeat_s=logs.heartbeat_s()) as log:
+            log.phase(what)
+            yield logs.tee(log.phase)
+    else:
+        with err.status(what) as status:
+            yield logs.tee(lambda m: status.update(m))
 
 
 def _run_evaluation(problem: Path, candidate: Path, options, as_json: bool):
-    """Evaluate with progress on stderr (not with --json): a spinner on a terminal, else a line per
-    phase and a heartbeat (a spinner prints nothing to a file or pipe); bad input exits 2 with a message."""
+    """Evaluate with progress on stderr (kfoundry.cli._progress_display); bad input exits 2 with a message."""
+    from kfoundry import logs
     from kfoundry.evaluate import evaluate
-    from kfoundry.phase_log import PhaseLog, is_terminal
 
     try:
-        if as_json:
-            return evaluate(problem, candidate, options)
-        if not is_terminal(sys.stderr):
-            with PhaseLog(sys.stderr, heartbeat_s=30.0) as log:
-                log.phase("evaluating")
-                return evaluate(problem, candidate, options, progress=log.phase)
-        with err.status("evaluating") as status:
-            return evaluate(problem, candidate, options, progress=lambda m: status.update(m))
+        with _progress_display("evaluating", as_json) as progress:
+            evaluation = evaluate(problem, candidate, options, progress=progress)
+        logs.outcome(f"{evaluation.status}: {evaluation.message}", evaluation.to_dict())
+        return evaluation
     except KFoundryError as exc:
+        logs.outcome(f"error: {exc}")
         if as_json:
             print(json.dumps({"status": "error", "message": str(exc)}))
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
@@ -157,11 +190,33 @@ def _run_config(values: dict, config: Optional[Path] = None):
         raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def _say_settings(settings, sections: tuple[str, ...], names: tuple[str, ...] = ()) -> None:
+    """On stderr, the settings of these sections that the environment or kfoundry.toml set: they change
+    a verdict without being on the command line."""
+    line = settings.line(sections, names)
+    if line:
+        err.print(escape(line), highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _run_log(run, settings):
+    """The run's log (--log-file, kfoundry.logs), headed by every setting that is not the default."""
+    from kfoundry.logs import run_log, setting_lines
+
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(run_log(run.log, setting_lines(settings.provenance(hidden=False))))
+        except KFoundryError as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(EXIT_BAD_INPUT)
+        yield
+
+
 # options the commands share
 SANDBOX_HELP = ("The candidates' OS sandbox (Landlock, seccomp): on (a warning where the kernel lacks a part), "
                 "strict (refuse to run without all of it) or off.")
-PROBLEM_ARG = typer.Argument(..., help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs).")
-CANDIDATE_ARG = typer.Argument(..., help="Candidate file defining ModelNew.")
+PROBLEM_ARG = typer.Argument(..., metavar="PROBLEM", help="Problem file in KernelBench form (Model, get_inputs, get_init_inputs).")
+CANDIDATE_ARG = typer.Argument(..., metavar="CANDIDATE", help="Candidate file defining ModelNew.")
 DEVICE_OPT = typer.Option(None, help="cpu, cuda or cuda:N (default: CUDA when available, else CPU).")
 PRECISION_OPT = typer.Option(None, help="fp32 (default), fp16 or bf16 (bf16 is refused on CPU).")
 TRIALS_OPT = typer.Option(None, help="Correctness trials, each with fresh seeded inputs (default 5).")
@@ -169,10 +224,12 @@ TOLERANCE_OPT = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-
 TIMEOUT_OPT = typer.Option(None, help="Seconds allowed for the candidate's whole evaluation (default 300).")
 SEED_OPT = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported).")
 EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode).")
-SET_OPT = typer.Option(None, "--set", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
+SET_OPT = typer.Option(None, "--set", metavar="<NAME=VALUE>", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
 MEMORY_LIMIT_OPT = typer.Option(None, "--memory-limit", help="GB of host memory the evaluation may plan for (default: what is free: MemAvailable or the cgroup's limit less its usage).")
 CONFIG_OPT = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present).")
 WORKERS_OPT = typer.Option(None, "--workers", help="Candidates evaluated at once (default: by CPU cores and free memory; 1 on CPU).")
+LOG_FILE_OPT = typer.Option(None, "--log-file", help="Append a full log of the run to this file: the settings and their sources, every progress message and phase line, warnings and the result, timestamped.")
+LOG_LEVEL_OPT = typer.Option(None, "--log-level", help="The log file's level: debug (adds the whole result records), info (default), warning or error.")
 
 
 @app.command("eval")
@@ -180,7 +237,7 @@ def eval_command(
     problem: Path = PROBLEM_ARG,
     candidate: Path = CANDIDATE_ARG,
     device: Optional[str] = DEVICE_OPT,
-    precision: Optional[str] = PRECISION_OPT,
+    precision: Optional[Precision] = PRECISION_OPT,
     trials: Optional[int] = TRIALS_OPT,
     tolerance: Optional[float] = TOLERANCE_OPT,
     timeout: Optional[float] = TIMEOUT_OPT,
@@ -188,23 +245,25 @@ def eval_command(
     eval_mode: bool = EVAL_MODE_OPT,
     set_: Optional[list[str]] = SET_OPT,
     timing_trials: Optional[int] = typer.Option(None, help="Timed trials on a GPU (default 100; fewer if one run is very long)."),
-    baselines: Optional[str] = typer.Option(None, help="Baselines to time (default eager,compile): eager, compile, compile-max-autotune, compile-max-autotune-no-cudagraphs, compile-reduce-overhead."),
+    baselines: Optional[str] = typer.Option(None, metavar="<NAME,...>", autocompletion=complete_baselines, help="Baselines to time (default eager,compile): eager, compile, compile-max-autotune, compile-max-autotune-no-cudagraphs, compile-reduce-overhead."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-measure the baselines instead of using the cache."),
-    policy: Optional[str] = typer.Option(None, help="strict (default): all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
+    policy: Optional[Policy] = typer.Option(None, help="strict (default): all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
     memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
-    sandbox: Optional[str] = typer.Option(None, help=SANDBOX_HELP),
+    sandbox: Optional[Sandbox] = typer.Option(None, help=SANDBOX_HELP),
     config: Optional[Path] = CONFIG_OPT,
+    log_file: Optional[Path] = LOG_FILE_OPT,
+    log_level: Optional[LogLevel] = LOG_LEVEL_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM: verdict, correctness, timing and the diagnosis.
 
     Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
     """
-    run, _ = _run_config(locals(), config)
-    options = run.eval
-    options.wrapper = wrapper.split() if wrapper else None
-    evaluation = _run_evaluation(problem, candidate, options, as_json)
+    run, settings = _run_config(locals(), config)
+    _say_settings(settings, ("eval",))
+    with _run_log(run, settings):
+        evaluation = _run_evaluation(problem, candidate, run.eval, as_json)
     if as_json:
         print(json.dumps(evaluation.to_dict()))
     else:
@@ -219,19 +278,21 @@ def diagnose_command(
     problem: Path = PROBLEM_ARG,
     candidate: Path = CANDIDATE_ARG,
     device: Optional[str] = DEVICE_OPT,
-    precision: Optional[str] = PRECISION_OPT,
+    precision: Optional[Precision] = PRECISION_OPT,
     trials: Optional[int] = TRIALS_OPT,
     tolerance: Optional[float] = TOLERANCE_OPT,
     timeout: Optional[float] = TIMEOUT_OPT,
     seed: Optional[int] = SEED_OPT,
     eval_mode: bool = EVAL_MODE_OPT,
     set_: Optional[list[str]] = SET_OPT,
-    policy: Optional[str] = typer.Option(None, help="strict (default) or permissive (see kfoundry eval --help)."),
+    policy: Optional[Policy] = typer.Option(None, help="strict (default) or permissive (see kfoundry eval --help)."),
     ncu: bool = typer.Option(False, "--ncu", help="GPU: also profile a working candidate with Nsight Compute (occupancy, DRAM/SM throughput, tensor pipes)."),
     sanitize: bool = typer.Option(False, "--sanitize", help="GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck."),
     max_chars: int = typer.Option(2500, help="Length bound of the markdown rendering."),
-    sandbox: Optional[str] = typer.Option(None, help=SANDBOX_HELP),
+    sandbox: Optional[Sandbox] = typer.Option(None, help=SANDBOX_HELP),
     config: Optional[Path] = CONFIG_OPT,
+    log_file: Optional[Path] = LOG_FILE_OPT,
+    log_level: Optional[LogLevel] = LOG_LEVEL_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the diagnosis as one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM and print only its diagnosis: structured findings (what
@@ -239,42 +300,42 @@ def diagnose_command(
 
     Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
     """
-    from kfoundry.diagnose import render_markdown
-
-    run, _ = _run_config(locals(), config)
-    options = run.eval
-    options.ncu, options.sanitize = ncu, sanitize
-    evaluation = _run_evaluation(problem, candidate, options, as_json)
+    run, settings = _run_config(locals(), config)
+    _say_settings(settings, ("eval",))
+    with _run_log(run, settings):
+        evaluation = _run_evaluation(problem, candidate, run.eval, as_json)
     if as_json:
         print(json.dumps(evaluation.diagnosis.to_dict()))
     else:
-        print(render_markdown(evaluation.diagnosis, max_chars=max_chars))
+        render_diagnosis(evaluation, Console(), max_chars)
     raise typer.Exit(0 if evaluation.ok else 1)
 
 
 @app.command("generate")
 def generate_command(
     problem: Path = typer.Argument(..., help="Problem file in KernelBench form."),
-    llm: Optional[list[str]] = typer.Option(None, "--llm", help="Provider spec (repeatable: an ensemble): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl."),
+    llm: Optional[list[str]] = typer.Option(None, "--llm", metavar="<SPEC>", help="Provider spec (repeatable: an ensemble): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl."),
     llm_weights: Optional[str] = typer.Option(None, help="Weights of the --llm providers, e.g. 2,1."),
-    expert: Optional[str] = typer.Option(None, help="initializer, repair, memory, compute, fusion, algorithm or crossover (default: the router chooses from the parent's diagnosis)."),
-    parent: Optional[list[Path]] = typer.Option(None, "--parent", help="A candidate to start from (repeat for crossover)."),
+    expert: Optional[Expert] = typer.Option(None, help="initializer, repair, memory, compute, fusion, algorithm or crossover (default: the router chooses from the parent's diagnosis)."),
+    parent: Optional[list[Path]] = typer.Option(None, "--parent", metavar="<FILE>", help="A candidate to start from (repeat for crossover)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Where to write the candidate (default: PROBLEM_EXPERT.py here)."),
-    backend: Optional[str] = typer.Option(None, help="What the expert writes: triton (default) or cuda."),
-    target_gpu: Optional[str] = typer.Option(None, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
+    backend: Optional[Backend] = typer.Option(None, help="What the expert writes: triton (default) or cuda."),
+    target_gpu: Optional[str] = typer.Option(None, autocompletion=complete_gpu, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
     attempts: int = typer.Option(1, help="LLM calls allowed when a reply is unusable (its reason goes into the next prompt)."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
-    reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry[embeddings]."),
+    reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry\\[embeddings]."),
     config: Optional[Path] = CONFIG_OPT,
+    log_file: Optional[Path] = LOG_FILE_OPT,
+    log_level: Optional[LogLevel] = LOG_LEVEL_OPT,
     device: Optional[str] = DEVICE_OPT,
-    precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
+    precision: Optional[Precision] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
     tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default: by precision)."),
     trials: Optional[int] = typer.Option(None, help="Correctness trials (default 5)."),
     timeout: Optional[float] = typer.Option(None, help="Seconds per candidate evaluation (default 300)."),
     llm_timeout: Optional[float] = typer.Option(None, help="Seconds per LLM call (default 600)."),
     budget_dollars: Optional[float] = typer.Option(None, help="Refuse to spend more than this on LLM calls (USD)."),
     budget_tokens: Optional[int] = typer.Option(None, help="Refuse to use more than this many tokens."),
-    policy: Optional[str] = typer.Option(None, help="strict (default) or permissive."),
+    policy: Optional[Policy] = typer.Option(None, help="strict (default) or permissive."),
     seed: Optional[int] = typer.Option(None, help="Fix the trial seeds."),
     set_: Optional[list[str]] = SET_OPT,
     show_prompt: bool = typer.Option(False, "--show-prompt", help="Also print the prompt that was sent."),
@@ -287,7 +348,10 @@ def generate_command(
     """
     from kfoundry.generate import generate, make_llm
 
+    from kfoundry import logs
+
     run, settings = _run_config(locals(), config)
+    _say_settings(settings, ("eval", "llm"), ("llm", "backend", "target_gpu"))
     options, backend = run.eval, run.search.backend
     try:
         llm_client, budget = make_llm(run.search.llm, run.llm, settings.api_keys)
@@ -295,15 +359,12 @@ def generate_command(
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
     try:
-        if as_json:
+        with _run_log(run, settings), _progress_display("generating", as_json) as progress:
             result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
-                              backend=backend, out=out, attempts=attempts, budget=budget,
+                              backend=backend, out=out, attempts=attempts, budget=budget, progress=progress,
                               target_gpu=run.search.target_gpu)
-        else:
-            with err.status("generating") as status:
-                result = generate(problem, llm_client, expert=expert, parents=parent or [], options=options,
-                                  backend=backend, out=out, attempts=attempts, budget=budget,
-                                  progress=lambda m: status.update(m), target_gpu=run.search.target_gpu)
+            logs.outcome(f"expert {result.expert}: " + (result.evaluation.status if result.evaluation else
+                                                         "no usable reply"), result.to_dict())
     except KFoundryError as exc:
         if as_json:
             print(json.dumps({"status": "error", "message": str(exc)}))
@@ -312,6 +373,8 @@ def generate_command(
     if as_json:
         print(json.dumps(result.to_dict()))
         raise typer.Exit(0 if result.ok else 1)
+    from kfoundry.llm.cost_text import cost_text
+
     console = Console()
     console.print(f"expert: [bold]{result.expert}[/] ({escape(result.reason)})", highlight=False)
     for parent_record in result.parents:
@@ -319,7 +382,7 @@ def generate_command(
     for number, attempt in enumerate(result.attempts, start=1):
         reply = attempt.reply or {}
         usage = (f"{reply.get('input_tokens')} in / {reply.get('output_tokens')} out tokens, cost "
-                 f"{'unknown' if reply.get('cost_usd') is None else format(reply['cost_usd'], '.4f') + ' USD'}, "
+                 f"{cost_text(reply.get('cost_usd'), int(reply.get('cost_usd') is None))}, "
                  f"{reply.get('latency_s', 0):.1f} s, {reply.get('attempts')} call(s)") if reply else "no reply"
         state = f"unusable: {attempt.failure}" if attempt.failure else f"candidate ({attempt.reply_kind})"
         console.print(f"attempt {number}: {escape(reply.get('provider', '-'))}: {escape(usage)}; {escape(state)}",
@@ -338,11 +401,12 @@ def generate_command(
 
 @app.command("optimize")
 def optimize_command(
-    problem: Optional[Path] = typer.Argument(None, help="Problem file in KernelBench form (not needed with --resume)."),
-    llm: Optional[list[str]] = typer.Option(None, "--llm", help="Provider spec (repeatable): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl; none: no LLM (the default: composer + tuner)."),
+    problem: Optional[Path] = typer.Argument(None, metavar="PROBLEM", help="Problem file in KernelBench form (not needed with --resume)."),
+    llm: Optional[list[str]] = typer.Option(None, "--llm", metavar="<SPEC>", help="Provider spec (repeatable): openai:MODEL, openai:MODEL@BASE_URL, anthropic:MODEL, cmd:COMMAND, replay:FILE.jsonl; none: no LLM (the default: composer + tuner)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Run directory (default: runs/PROBLEM-TIMESTAMP)."),
     resume: Optional[Path] = typer.Option(None, help="Continue a stopped run from its directory."),
-    seed_files: Optional[list[Path]] = typer.Option(None, "--seed", help="A kernel of yours (a ModelNew file) for the first population (repeatable)."),
+    seed_kernels: Optional[list[Path]] = typer.Option(None, "--seed-kernel", metavar="<FILE>", help="A kernel of yours (a ModelNew file) for the first population (repeatable)."),
+    seed_given: Optional[list[str]] = typer.Option(None, "--seed", metavar="<N>", help="The random seed: fixes both the search's (parents, experts, the tuner) and the trial seeds of every evaluation (default: search 0, trial seeds drawn unpredictably and reported). For this release a FILE that exists is read as --seed-kernel FILE, with a warning."),
     max_evals: Optional[int] = typer.Option(None, help="Stop after this many evaluations (default 32 when no budget is given)."),
     max_cost: Optional[float] = typer.Option(None, help="Stop once LLM calls cost this many dollars."),
     max_time: Optional[float] = typer.Option(None, help="Stop after this many seconds."),
@@ -353,38 +417,41 @@ def optimize_command(
     islands: Optional[int] = typer.Option(None, help="Islands, each with its own population (default 4)."),
     migrate_every: Optional[int] = typer.Option(None, help="Generations between migrations (default 3)."),
     concurrency: Optional[int] = typer.Option(None, help="Expert proposals (LLM calls) at once (default 4)."),
-    topology: Optional[str] = typer.Option(None, help="Where migrants go: ring (default) or all-to-all."),
+    topology: Optional[Topology] = typer.Option(None, help="Where migrants go: ring (default) or all-to-all."),
     devices: Optional[str] = typer.Option(None, help="Evaluation workers, one per device: cuda:0,cuda:1 or all (cpu:N on CPU)."),
     cluster: Optional[str] = typer.Option(None, help="ray (a local Ray instance) or ray://HOST:PORT: evaluation workers are Ray actors, one per GPU."),
-    selection: Optional[str] = typer.Option(None, help="Parent selection: tournament (default) or proportional."),
+    selection: Optional[Selection] = typer.Option(None, help="Parent selection: tournament (default) or proportional."),
     record: Optional[Path] = typer.Option(None, help="Append every LLM exchange to this JSONL file (replay:FILE reads it)."),
-    reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry[embeddings]."),
+    reject_similar: Optional[float] = typer.Option(None, help="Drop proposals whose code embedding is this similar (cosine, e.g. 0.95) to a candidate already seen; needs kfoundry\\[embeddings]."),
     library: Optional[Path] = typer.Option(None, help="Experience library file (default: in the user's cache directory)."),
     no_library: bool = typer.Option(False, "--no-library", help="Neither read nor write the experience library."),
-    rng_seed: Optional[int] = typer.Option(None, help="The search's random seed (default 0)."),
-    backend: Optional[str] = typer.Option(None, help="What the LLM experts write: triton (default) or cuda."),
-    target_gpu: Optional[str] = typer.Option(None, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
+    rng_seed: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --seed N. The search's random seed alone."),
+    backend: Optional[Backend] = typer.Option(None, help="What the LLM experts write: triton (default) or cuda."),
+    target_gpu: Optional[str] = typer.Option(None, autocompletion=complete_gpu, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
     config: Optional[Path] = CONFIG_OPT,
+    log_file: Optional[Path] = LOG_FILE_OPT,
+    log_level: Optional[LogLevel] = LOG_LEVEL_OPT,
     device: Optional[str] = DEVICE_OPT,
-    precision: Optional[str] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
+    precision: Optional[Precision] = typer.Option(None, help="fp32 (default), fp16 or bf16."),
     tolerance: Optional[float] = typer.Option(None, help="atol = rtol (default: by precision)."),
     trials: Optional[int] = typer.Option(None, help="Correctness trials per candidate (default 5)."),
     timeout: Optional[float] = typer.Option(None, help="Seconds per candidate evaluation (default 300)."),
     eval_mode: bool = EVAL_MODE_OPT,
-    policy: Optional[str] = typer.Option(None, help="strict (default) or permissive."),
+    policy: Optional[Policy] = typer.Option(None, help="strict (default) or permissive."),
     set_: Optional[list[str]] = SET_OPT,
     memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
     workers: Optional[int] = WORKERS_OPT,
-    sandbox: Optional[str] = typer.Option(None, help=SANDBOX_HELP),
+    sandbox: Optional[Sandbox] = typer.Option(None, help=SANDBOX_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout."),
 ) -> None:
-    """Search for a faster verified ModelNew: a first population (your --seed kernels, earlier best
+    """Search for a faster verified ModelNew: a first population (your --seed-kernel files, earlier best
     kernels from the library, the composer's kernels), then multi-island evolution with the tuner and,
     with --llm, the LLM experts. Writes RUN_DIR/best.py, result.json, history.json, report.html.
 
     Exit code: 0 when a verified candidate was found, 1 when none was, 2 for bad usage.
     """
+    from kfoundry import logs
     from kfoundry.config import load_run_config
     from kfoundry.generate import make_llm
     from kfoundry.optimize import optimize
@@ -392,22 +459,31 @@ def optimize_command(
     if no_library:
         library = Path("off")
     try:
+        seed, seed_kernels = _seed_or_kernels(seed_given or [], seed_kernels or [])
         run, settings = load_run_config(locals(), config)
+        _warn_rng_seed(settings)
         specs = [spec for spec in run.search.llm if spec.strip().lower() != "none"]  # --llm none: no LLM
         if specs and len(specs) != len(run.search.llm):
             raise UsageError("--llm none means no LLM: it cannot go with other --llm specs")
-        if resume is not None:  # the run's own config; what the command line gives of the budget may grow it
-            budget_given = {"max_evals": max_evals, "max_cost": max_cost, "max_time_s": max_time,
-                            "target_speedup": target_speedup, "target_roofline": target_roofline,
-                            "stagnation": stagnation, "max_generations": max_generations}
-            result = optimize(resume=resume, quiet=quiet or as_json, **budget_given)
-        else:
-            run.search.llm, run.seeds = specs, [str(p) for p in seed_files or []]
-            llm_client = budget = None
-            if specs:
-                llm_client, budget = make_llm(specs, run.llm, settings.api_keys)
-            result = optimize(problem, out=out, config=run, quiet=quiet or as_json, llm_client=llm_client,
-                              budget=budget)
+        phases = logs.progress if quiet or as_json else None  # into the log, where no panel takes them
+        with _run_log(run, settings):
+            if resume is not None:  # the run's own config; what the command line gives of the budget may grow it
+                budget_given = {"max_evals": max_evals, "max_cost": max_cost, "max_time_s": max_time,
+                                "target_speedup": target_speedup, "target_roofline": target_roofline,
+                                "stagnation": stagnation, "max_generations": max_generations}
+                logs.progress(f"resuming {resume}: with the settings it stored (a budget given here may grow it)")
+                result = optimize(resume=resume, quiet=quiet or as_json, progress=phases, **budget_given)
+            else:
+                run.search.llm, run.seeds = specs, [str(p) for p in seed_kernels]
+                llm_client = budget = None
+                if specs:
+                    llm_client, budget = make_llm(specs, run.llm, settings.api_keys)
+                if not quiet:
+                    _say_settings(settings, ("search", "eval", "llm"))
+                result = optimize(problem, out=out, config=run, quiet=quiet or as_json, llm_client=llm_client,
+                                  budget=budget, progress=phases)
+            logs.outcome(f"{result['stop_reason']}; {result['evaluations']} evaluation(s), "
+                         f"{result['correct']} correct; run folder {result['run_dir']}", result)
     except KFoundryError as exc:
         if as_json:
             print(json.dumps({"status": "error", "message": str(exc)}))
@@ -428,13 +504,45 @@ def optimize_command(
     raise typer.Exit(0 if found else 1)
 
 
+def _seed_or_kernels(given: list[str], kernels: list[Path]) -> tuple[Optional[int], list[Path]]:
+    """optimize's --seed values: the random seed, or (for this release, with a warning) a kernel file
+    that exists, as --seed was before --seed-kernel."""
+    seeds = set()
+    kernels = list(kernels)
+    for value in given:
+        if Path(value).is_file():
+            err.print(f"[yellow]warning:[/] --seed {escape(value)}: a kernel file is --seed-kernel FILE now "
+                      "(--seed N is the random seed); read as --seed-kernel this time", highlight=False)
+            kernels.append(Path(value))
+            continue
+        try:
+            seeds.add(int(value))
+        except ValueError:
+            raise UsageError(f"--seed {value!r}: the random seed is an integer; a kernel of yours is "
+                             "--seed-kernel FILE (and no file of that name exists)") from None
+    if len(seeds) > 1:
+        raise UsageError(f"--seed given {len(seeds)} different values ({', '.join(map(str, sorted(seeds)))}): "
+                         "give one")
+    return (seeds.pop() if seeds else None), kernels
+
+
+def _warn_rng_seed(settings) -> None:
+    """rng_seed still sets the search's random seed alone (RunConfig.from_settings), for a release."""
+    if settings.sources["rng_seed"] != "default":
+        err.print("[yellow]warning:[/] --rng-seed (rng_seed, KFOUNDRY_RNG_SEED) is deprecated: --seed N fixes "
+                  "the search's random seed and the trial seeds", highlight=False)
+
+
 def _print_optimize_result(result: dict) -> None:
+    from kfoundry.llm.cost_text import cost_text
+
     console = Console()
     run_dir = result["run_dir"]
     console.print(f"stopped: {escape(result['stop_reason'])}", highlight=False)
     console.print(f"{result['evaluations']} evaluation(s) in {result.get('generations')} generation(s); "
                   f"{result['correct']} correct ({result['correctness_rate'] or 0:.0%}); "
-                  f"LLM cost {_fmt(result['llm']['cost_usd'], ' USD')}", highlight=False)
+                  f"LLM cost {cost_text(result['llm']['cost_usd'], result['llm'].get('unknown_cost_calls') or 0)}",
+                  highlight=False)
     best = result.get("best")
     if best is None:
         console.print("[bold red]no verified candidate[/]: see the diagnoses in "
@@ -456,7 +564,7 @@ def _print_optimize_result(result: dict) -> None:
 def _mount_library() -> None:
     from kfoundry.library.cli import library_app
 
-    app.add_typer(library_app, name="library", help="The experience library: list, show, search, stats, export, import.")
+    app.add_typer(library_app, name="library", help="The experience library: list, show, search, stats, export, import, prune.")
     from kfoundry.bench.cli import register as register_bench
     from kfoundry.runs.report_cli import register as register_report
 
@@ -465,6 +573,7 @@ def _mount_library() -> None:
 
 
 _mount_library()
+one_line_summaries(app)
 
 config_app = typer.Typer(help="The settings in force: command line > environment > kfoundry.toml > defaults.",
                          no_args_is_help=True)

@@ -261,6 +261,19 @@ def test_tf32_inputs_are_reduced_precision_confirmed_by_the_truth():
     assert 'input_precision="ieee"' in precision[0].direction
 
 
+def test_the_errors_against_the_truth_are_abs_errors_and_the_ratio_apart():
+    exact, tf32, truth = _matmuls()
+    result, _ = _patterns(tf32, exact, truth)
+    figures = result["stats"]["truth"]
+    scale = truth.abs().mul(TOL).add(TOL)
+    for name, x in (("candidate", tf32), ("reference", exact)):
+        diff = (x.double() - truth).abs()
+        assert figures[f"{name}_max_abs"] == pytest.approx(float(diff.max()), rel=1e-3)
+        assert figures[f"{name}_mean_abs"] == pytest.approx(float(diff.mean()), rel=1e-3)
+        assert figures[f"{name}_error_ratio"] == pytest.approx(float((diff / scale).max()), rel=1e-3)
+    assert figures["candidate_max_abs"] != pytest.approx(figures["candidate_error_ratio"], rel=0.1)
+
+
 def test_a_reference_less_precise_than_the_candidate_is_not_blamed_on_the_kernel():
     exact, tf32, truth = _matmuls()
     result, _ = _patterns(exact, tf32, truth)

@@ -1,6 +1,11 @@
-"""kfoundry.diagnose.render: the markdown a prompt gets: most important first, bounded."""
+"""kfoundry.diagnose.render: the markdown a prompt gets (and a terminal, rendered), and the same as
+plain text for a log or a pipe: most important first, bounded."""
 
-from kfoundry.diagnose.render import render_markdown
+import io
+
+from rich.console import Console
+
+from kfoundry.diagnose.render import render_markdown, render_text
 from kfoundry.types import DiagnosticFinding, Diagnosis, SourceLocation
 
 
@@ -42,3 +47,31 @@ def test_long_text_is_clipped_to_one_line():
     diagnosis.findings[0].evidence = ["x" * 5000 + "\nsecond line"]
     text = render_markdown(diagnosis)
     assert max(len(line) for line in text.splitlines()) < 300
+
+
+def test_plain_text_has_the_same_content_without_markdown_marks():
+    diagnosis = _diagnosis(2)
+    text = render_text(diagnosis)
+    lines = text.splitlines()
+    assert lines[0] == "Diagnosis: wrong_output (next focus: repair)"
+    assert "1. error [error-pattern]: finding number 0" in text
+    assert "at line 10:4 in _k: tl.store(y_ptr + offs, y)" in text
+    assert not any(mark in text for mark in ("###", "**", "`"))
+    assert len(lines) == len(render_markdown(diagnosis).splitlines())
+
+
+def _shown(terminal: bool) -> str:
+    from kfoundry.cli import render_diagnosis
+    from kfoundry.types import Evaluation
+
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=terminal, color_system=None)
+    render_diagnosis(Evaluation(status="wrong_output", message="", diagnosis=_diagnosis(1)), console)
+    return out.getvalue()
+
+
+def test_a_terminal_gets_the_markdown_rendered_and_a_pipe_plain_text():
+    shown = _shown(terminal=True)
+    assert "Diagnosis: wrong_output (next focus: repair)" in shown and "finding number 0" in shown
+    assert not any(mark in shown for mark in ("###", "**", "`"))
+    assert _shown(terminal=False) == render_text(_diagnosis(1)) + "\n"

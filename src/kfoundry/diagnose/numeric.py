@@ -161,7 +161,8 @@ def _truth_errors(c: torch.Tensor, r: torch.Tensor, t: torch.Tensor, atol: float
             finite = torch.isfinite(diff)
         usable = diff.numel() if finite is None else int(finite.count_nonzero())
         finite_diff = diff if finite is None else torch.where(finite, diff, 0.0)
-        e = float(diff.div_(scale).nan_to_num_(nan=math.inf).max()) if diff.numel() else 0.0
+        # not in place: finite_diff may be diff itself, and its max is the max abs error, not the ratio
+        e = float(diff.div(scale).nan_to_num_(nan=math.inf).max()) if diff.numel() else 0.0
         out.update({
             f"{name}_max_abs": num(finite_diff.max()) if usable else 0.0,
             f"{name}_mean_abs": num(finite_diff.sum() / usable) if usable else 0.0,

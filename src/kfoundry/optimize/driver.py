@@ -215,7 +215,8 @@ class Optimization:
         if kind == "generation":
             self.store.save_state("search", self.loop.state())
             self.store.save_state("tuner_rng", state_of(self.experts))
-        self.view.event(event, self._cost())
+        totals = self.store.totals()
+        self.view.event(event, totals.get("cost_usd"), totals.get("unknown_cost_calls") or 0)
 
     def _remember(self, ind: Individual) -> None:
         """The step into the experience library (on the event loop's thread, where the library lives)."""

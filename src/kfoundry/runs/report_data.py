@@ -9,6 +9,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from kfoundry.llm.cost_text import cost_text
 from kfoundry.runs.schema import DB_NAME, connect
 from kfoundry.runs.store import RunStore
 
@@ -107,6 +108,7 @@ def expert_stats(evaluations: list[dict[str, Any]], proposed: dict[str, int],
     for row in stats.values():
         row["correctness_rate"] = row["correct"] / row["evaluations"] if row["evaluations"] else None
         row["improve_rate"] = row["improved"] / row["with_parent"] if row["with_parent"] else None
+        row["cost_text"] = cost_text(row["cost_usd"], row["unknown_cost_calls"]) if row["llm_calls"] else "-"
     return sorted(stats.values(), key=lambda r: (-r["evaluations"], r["expert"]))
 
 
@@ -134,6 +136,8 @@ def llm_by_model(llm_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["cost_usd"] = (row["cost_usd"] or 0.0) + call["cost_usd"]
         elif call["failure"] is None:
             row["unknown_cost_calls"] += 1
+    for row in models.values():
+        row["cost_text"] = cost_text(row["cost_usd"], row["unknown_cost_calls"])
     return sorted(models.values(), key=lambda r: -r["calls"])
 
 
