@@ -29,6 +29,9 @@ def test_an_llm_expert_renders_its_prompt_with_the_experience_and_keeps_the_call
     call = proposal.record["llm_call"]
     assert call["expert"] == "initializer" and call["reply"]["text"] and len(call["prompt_hash"]) == 64
     assert call["failure"] is None
+    # the reply beside its prompt, under the same name
+    assert (tmp_path / "replies" / "0001_initializer.md").read_text() == call["reply"]["text"]
+    assert (tmp_path / "prompts" / "0001_initializer.md").read_text().startswith("# system\n\n")
 
 
 def test_the_parents_verdict_and_diagnosis_reach_a_repair_prompt(tmp_path):
@@ -48,6 +51,7 @@ def test_a_spent_budget_sends_nothing(tmp_path):
     log = tmp_path / "llm.log"
     proposal = asyncio.run(_expert(tmp_path, "initializer", log, budget=Spent()).propose(Step()))
     assert proposal.source is None and proposal.record == {} and not log.exists()
+    assert not (tmp_path / "replies").exists()  # no reply, no reply file
 
 
 def test_the_prompt_log_numbers_on_from_what_is_there(tmp_path):

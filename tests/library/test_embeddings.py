@@ -61,3 +61,15 @@ def test_long_sources_are_read_whole(embedder):
     first_window = embedder.embed([code_text(a), code_text(b)], whole=False)
     assert embedder.similarity(first_window[0], first_window[1]) == pytest.approx(1.0, abs=1e-6)  # the end unread
     assert embedder.similarity(whole[0], whole[1]) < 0.9999
+
+
+@needs_model
+def test_the_packaged_weights_are_upstreams():
+    """The [embeddings] extra is a third party's repackaging (README says why it is used): its weights must be
+    sentence-transformers/all-MiniLM-L6-v2's at revision 1110a243, byte for byte."""
+    import hashlib
+    from importlib import import_module
+
+    folder = import_module(embeddings.MODEL_PACKAGE).get_model_path()
+    digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    assert digest == "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"

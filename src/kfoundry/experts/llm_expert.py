@@ -17,23 +17,35 @@ from kfoundry.experts.strategies import assignment
 
 
 class PromptLog:
-    """Every prompt a run sent, one numbered markdown file each (the run's prompts/ folder); numbering goes
-    on from the files already there, so a resumed run adds to them."""
+    """Every prompt a run sent, one numbered markdown file each (the run's prompts/ folder), and the LLM's reply
+    to it under the same name in replies/ beside it (prompts/0007_memory.md, replies/0007_memory.md: markdown,
+    as the replies are); a call that got no reply (it failed, or the budget was spent) leaves no reply file.
+    Numbering goes on from the prompt files already there, so a resumed run adds to them."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, replies: Path | None = None) -> None:
         self.folder = folder
+        self.replies = replies if replies is not None or folder is None else folder.parent / "replies"
         self._count = len(list(folder.glob("*.md"))) if folder is not None and folder.is_dir() else 0
         self._lock = threading.Lock()
 
-    def write(self, expert: str, system: str, user: str) -> None:
+    def write(self, expert: str, system: str, user: str) -> str | None:
+        """Write one prompt; returns its name (for write_reply), None when there is no folder."""
         if self.folder is None:
-            return
+            return None
         with self._lock:
             self._count += 1
             number = self._count
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{number:04d}_{expert}.md"
-        path.write_text(f"# system\n\n{system}\n\n# user\n\n{user}\n", encoding="utf-8")
+        name = f"{number:04d}_{expert}"
+        (self.folder / f"{name}.md").write_text(f"# system\n\n{system}\n\n# user\n\n{user}\n", encoding="utf-8")
+        return name
+
+    def write_reply(self, name: str | None, text: str) -> None:
+        """The reply to the prompt `write` named `name`, verbatim."""
+        if name is None or self.replies is None:
+            return
+        self.replies.mkdir(parents=True, exist_ok=True)
+        (self.replies / f"{name}.md").write_text(text, encoding="utf-8")
 
 
 @dataclass
@@ -60,10 +72,11 @@ class LLMExpert:
         if self.traits.starts and not parents:  # a first kernel: this island's own strategy
             context.strategy, context.other_strategies = assignment(context.problem_class, step.island, step.islands)
         system, user = render(self.name, context)
-        if self.log is not None:
-            self.log.write(self.name, system, user)
+        logged = self.log.write(self.name, system, user) if self.log is not None else None
         result = await asyncio.to_thread(ask, self.llm, self.budget, system, user,
                                          step.parent.source if step.parent is not None else None)
+        if self.log is not None and result.reply is not None:
+            self.log.write_reply(logged, result.reply.text)
         record = {"llm_call": result.record(self.name)} if result.called else {}
         if context.strategy is not None and result.called:
             record["strategy"] = context.strategy.name

@@ -7,12 +7,16 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from kfoundry.library.store import Library, LibraryError
+from kfoundry.cli_help import LibraryItemType
+from kfoundry.library.errors import LibraryError
 from kfoundry.sqlite_files import DamagedFile
+
+if TYPE_CHECKING:
+    from kfoundry.library.store import Library
 
 EXIT_BAD_INPUT = 2
 
@@ -27,6 +31,8 @@ JSON_OPTION = typer.Option(False, "--json", help="Print exactly one JSON object 
 def _open(path: Optional[Path]) -> Iterator[Library]:
     """The library for one command; a file damaged anywhere (found at open or at any query: DamagedFile)
     is one line and exit code 2, never a traceback."""
+    from kfoundry.library.store import Library  # numpy: not for `kfoundry --help`
+
     try:
         library = Library(path)
     except (LibraryError, DamagedFile) as exc:
@@ -48,9 +54,13 @@ def _print_json(value: Any) -> None:
 
 
 def _speedups(step: dict) -> str:
+    from kfoundry.library.distil import measured
+
     before, after = step.get("speedup_before"), step.get("speedup_after")
+    if not measured(step):
+        return "not measured"
     if after is None:
-        return "not measured" if step.get("outcome") == "ok" else "none (failed)"
+        return "none (failed)"
     return f"{'-' if before is None else f'{before:.3g}x'} -> {after:.3g}x"
 
 
@@ -62,7 +72,7 @@ def _line(item: dict) -> str:
 
 @library_app.command("list")
 def list_items(kind: Optional[str] = typer.Option(None, help="Only items of this problem kind (e.g. gemm+pointwise)."),
-               type_: Optional[str] = typer.Option(None, "--type", help="Only kernel, insight or step."),
+               type_: Optional[LibraryItemType] = typer.Option(None, "--type", help="Only kernel, insight or step."),
                library: Optional[Path] = LIBRARY_OPTION, as_json: bool = JSON_OPTION) -> None:
     """List the items, newest first."""
     with _open(library) as lib:
@@ -161,3 +171,24 @@ def import_(path: Path = typer.Argument(..., help="JSONL file written by `export
         _print_json({"path": str(path), "imported": count})
     else:
         typer.echo(f"imported {count} new items from {path}")
+
+
+@library_app.command("prune")
+def prune(unmeasured: bool = typer.Option(False, "--unmeasured",
+                                          help="Remove the steps whose child passed but was not timed (a CPU run) "
+                                               "and the insights built only from them."),
+          dry_run: bool = typer.Option(False, "--dry-run", help="Only print what would be removed."),
+          library: Optional[Path] = LIBRARY_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """Remove unmeasured experience from the library, printing what was removed."""
+    if not unmeasured:
+        _fail(LibraryError("say what to prune: --unmeasured"))
+    with _open(library) as lib:
+        removed = lib.prune_unmeasured(dry_run=dry_run)
+    if as_json:
+        _print_json({"dry_run": dry_run, **removed})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for item in removed["steps"] + removed["insights"]:
+        typer.echo(f"{verb} #{item['id']:<5} {item['title']}")
+    typer.echo(f"{verb} {len(removed['steps'])} unmeasured steps and {len(removed['insights'])} insights "
+               "that rested on them")

@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from kfoundry.errors import KFoundryError, brief
+from kfoundry.errors import brief
 from kfoundry.library import embeddings
 from kfoundry.library import seed as seed_data
-from kfoundry.library.distil import rule_insights
+from kfoundry.library.errors import LibraryError
+from kfoundry.library.distil import measured, rule_insights
 from kfoundry.library.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from kfoundry.library.similarity import op_set, same_class, similarity
 from kfoundry.library.text_index import bm25_scores
@@ -49,10 +50,6 @@ STEP_FIELDS = ("run_id", "expert", "outcome", "diagnosis", "speedup_before", "sp
 
 
 WAY_OUT = "move it aside (a new one is made at the next run) or give another with --library"
-
-
-class LibraryError(KFoundryError):
-    """A library file or an export that cannot be used, or an id that is not there."""
 
 
 def semantic_by_default() -> bool:
@@ -275,13 +272,63 @@ class Library:
         return self.db.execute("SELECT id FROM items WHERE uid = ?", (uid,)).fetchone()["id"]
 
     def distil(self, min_support: int = 2) -> builtins.list[dict]:
-        """Derive rule insights from all recorded steps (re-running updates them); returns them."""
+        """Derive rule insights from all recorded steps (re-running updates them); returns them. They are the
+        steps' current reading: a rule insight this reading no longer makes (its group lost its measured steps,
+        or an older version made it from unmeasured ones) is removed."""
+        insights = rule_insights(self.steps(), min_support)
         out = []
-        for insight in rule_insights(self.steps(), min_support):
+        for insight in insights:
             item_id = self.add_insight(insight["text"], insight["signature"], insight["evidence"], "rule",
                                        key=insight["key"])
             out.append(self.get(item_id))
+        stale = self._stale_rule_insights({insight["key"] for insight in insights})
+        if stale:
+            with self.db:
+                self.db.executemany("DELETE FROM items WHERE id = ?", [(item_id,) for item_id in stale])
         return out
+
+    def _stale_rule_insights(self, keys: set[str]) -> dict[int, str]:
+        """{id: title} of the rule insights whose key is not among `keys`."""
+        rows = self.db.execute("SELECT id, uid, title FROM items WHERE type = 'insight' AND origin = 'rule'")
+        return {r["id"]: r["title"] for r in rows if r["uid"].removeprefix("rule:") not in keys}
+
+    def _unmeasured_ids(self) -> set[int]:
+        """The unmeasured steps (distil.measured) and the insights whose evidence is only such steps."""
+        rows = self.db.execute("SELECT steps.item_id, steps.outcome, steps.speedup_after, items.device FROM steps"
+                               " JOIN items ON items.id = steps.item_id")
+        unmeasured = {r["item_id"] for r in rows if not measured(dict(r))}
+        for row in self.db.execute("SELECT id, data FROM items WHERE type = 'insight' AND origin IN ('rule', 'llm')"):
+            evidence = json.loads(row["data"] or "{}").get("evidence") or []
+            if evidence and all(step_id in unmeasured for step_id in evidence):
+                unmeasured.add(row["id"])
+        return unmeasured
+
+    def prune_unmeasured(self, dry_run: bool = False) -> dict[str, builtins.list[dict]]:
+        """Remove the unmeasured steps, the insights built only from them, and the rule insights that the
+        remaining steps no longer support; re-distil the rest. Returns {"steps", "insights"}: [{id, title}] of
+        what was (with dry_run: would be) removed."""
+        doomed = self._unmeasured_ids()
+        titles = {r["id"]: (r["type"], r["title"]) for r in self.db.execute("SELECT id, type, title FROM items")
+                  if r["id"] in doomed}
+        remaining = [step for step in self.steps() if step["id"] not in doomed]
+        keys = {insight["key"] for insight in rule_insights(remaining)}
+        for item_id, title in self._stale_rule_insights(keys).items():
+            titles[item_id] = ("insight", title)
+        removed = {"steps": [], "insights": []}
+        for item_id, (type_, title) in sorted(titles.items()):
+            removed["steps" if type_ == "step" else "insights"].append({"id": item_id, "title": title})
+        if dry_run or not titles:
+            return removed
+        with self.db:
+            self.db.executemany("DELETE FROM items WHERE id = ?", [(item_id,) for item_id in titles])
+            for row in self.db.execute("SELECT id, data FROM items WHERE type = 'insight'").fetchall():
+                data = json.loads(row["data"] or "{}")
+                kept = [i for i in data.get("evidence") or [] if i not in titles]
+                if kept != (data.get("evidence") or []):
+                    self.db.execute("UPDATE items SET data = ? WHERE id = ?",
+                                    (json.dumps({**data, "evidence": kept}), row["id"]))
+        self.distil()
+        return removed
 
     # --- reading ---------------------------------------------------------------------------------
     def _row_to_item(self, row: sqlite3.Row, full: bool = True) -> dict:
@@ -363,6 +410,7 @@ class Library:
         if semantic is None:
             semantic = semantic_by_default()
         meaning_scores = self._embedding_scores(rows, query) if semantic and rows else None
+        unmeasured = self._unmeasured_ids()
         passed, best = [], None
         for index, (row, text_score) in enumerate(zip(rows, text_scores)):
             item_sig = json.loads(row["signature"])
@@ -378,12 +426,14 @@ class Library:
                 best = (sig_score, row["title"])
             keep, same, why = relevance(signature, item_sig, sig_score, text_match, row["text"], row["origin"])
             if keep:
-                passed.append((not same, -score, row["id"], score, sig_score, why, row))
-        passed.sort(key=lambda entry: entry[:3])
+                # within a tier, measured experience first: an untimed step or an insight resting only on
+                # such steps never outranks one that rests on a measurement, whatever its text score
+                passed.append((not same, row["id"] in unmeasured, -score, row["id"], score, sig_score, why, row))
+        passed.sort(key=lambda entry: entry[:4])
         by_signature = bool(signature.get("kind") or op_set(signature))
         return Retrieval(
             [self._experience(row, score, why=why, sig_score=sig_score if by_signature else None)
-             for _, _, _, score, sig_score, why, row in passed[:k]],
+             for *_, score, sig_score, why, row in passed[:k]],
             best_similarity=round(best[0], 4) if best else None, best_title=best[1] if best else None,
             by_signature=by_signature)
 
@@ -430,10 +480,13 @@ class Library:
         return [score / top for score in scores] if top > 0 else scores
 
     def search(self, text: str, k: int = 10) -> builtins.list[dict]:
-        """Items matching free text (BM25 alone), best first; items that match nothing are left out."""
+        """Items matching free text (BM25 alone), best first, the unmeasured (_unmeasured_ids) after the rest;
+        items that match nothing are left out."""
         rows = self.db.execute("SELECT * FROM items ORDER BY id").fetchall()
         scores = bm25_scores([self._document(r) for r in rows], text)
-        ranked = sorted((pair for pair in zip(scores, rows) if pair[0] > 0), key=lambda p: (-p[0], p[1]["id"]))
+        unmeasured = self._unmeasured_ids()
+        ranked = sorted((pair for pair in zip(scores, rows) if pair[0] > 0),
+                        key=lambda p: (p[1]["id"] in unmeasured, -p[0], p[1]["id"]))
         return [self._experience(row, score, why="text match") for score, row in ranked[:k]]
 
     def _experience(self, row: sqlite3.Row, score: float, why: str = "", sig_score: float | None = None) -> dict:

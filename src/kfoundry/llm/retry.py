@@ -1,5 +1,7 @@
-"""Our retry policy for the SDK providers (the SDKs' own retries are off): exponential backoff with
-full jitter on rate limits, 5xx, connection errors and timeouts; Retry-After honoured, capped."""
+"""Our retry policy for the SDK providers, run by tenacity: exponential backoff with full jitter on rate limits,
+5xx, connection errors and timeouts; Retry-After honoured, capped. The SDKs' own retries are off so that both
+SDKs follow one policy (llm_retries), each retry is logged with its reason, and a reply records how many
+attempts it took."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
+
+import tenacity
 
 from kfoundry.llm.errors import LLMError
 
@@ -45,27 +49,49 @@ class RetryPolicy:
         return self.rng.uniform(0.0, min(self.cap_s, self.base_s * 2 ** (retry - 1)))
 
 
+class _Failed(Exception):
+    """An attempt's exception as `classify` read it; the SDK's own (which holds the request and its headers) is
+    dropped here, so it is chained to nothing we raise."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
 def call_with_retries(attempt: Callable[[], T], classify: Callable[[Exception], Failure | None],
                       policy: RetryPolicy, label: str) -> tuple[T, int]:
     """(attempt's result, attempts made). Exceptions `classify` does not know propagate as they are."""
-    attempts = 0
-    while True:
-        attempts += 1
+    def classified() -> T:
         try:
-            return attempt(), attempts
+            return attempt()
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
                 raise
-        # Raised outside the except block: the SDK exception (which holds the request and its
-        # headers) is not chained to ours.
-        if not failure.retryable or attempts > policy.max_retries:
-            tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-            raise LLMError(failure.reason, f"{label}: {failure.detail}{tries}")
-        wait = policy.wait_s(attempts, failure.retry_after)
+        raise _Failed(failure)  # outside the except block: not chained to the SDK's exception
+
+    def failure_of(state: tenacity.RetryCallState) -> Failure:
+        return state.outcome.exception().failure
+
+    def warn(state: tenacity.RetryCallState) -> None:
+        failure = failure_of(state)
         log.warning("%s: %s: %s; retry %d/%d in %.2f s", label, failure.reason, failure.detail,
-                    attempts, policy.max_retries, wait)
-        sleep(wait)
+                    state.attempt_number, policy.max_retries, state.next_action.sleep)
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, _Failed) and exc.failure.retryable),
+        stop=tenacity.stop_after_attempt(policy.max_retries + 1),
+        wait=lambda state: policy.wait_s(state.attempt_number, failure_of(state).retry_after),
+        before_sleep=warn,
+        sleep=lambda seconds: sleep(seconds),  # the module's, looked up at each wait (tests record them)
+        reraise=True)
+    try:
+        return retrying(classified), retrying.statistics["attempt_number"]
+    except _Failed as failed:
+        failure = failed.failure
+    attempts = retrying.statistics["attempt_number"]
+    tries = f" (after {attempts} attempts)" if attempts > 1 else ""
+    raise LLMError(failure.reason, f"{label}: {failure.detail}{tries}")
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
