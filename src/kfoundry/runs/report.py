@@ -1,6 +1,8 @@
 """A run's HTML report (report.html): the best kernel and its diff from the first correct one,
 the search's progress, the experts and the LLM spend, the best's lineage and its place on the
-roofline. One self-contained file: styles, plots (SVG data URIs) and code inline, no network.
+roofline, and the run explorer (report_explorer: every candidate by island, the MAP-Elites grid, the
+migrations; a click shows a candidate's code, diff, diagnosis, prompt and reply). One self-contained
+file: styles, plots (SVG data URIs), code, data (JSON) and scripts inline, no network.
 
 Read from the run store (and result.json when present) only: `write_report(run_dir)`."""
 
@@ -11,12 +13,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
+from kfoundry.llm.cost_text import cost_text
 from kfoundry.runs import report_plots as plots
 from kfoundry.runs.report_data import gather
+from kfoundry.runs.report_explorer import explorer_data, explorer_json
 from kfoundry.runs.report_html import code_html, diff_html, diff_text, render_page
 
 REPORT_NAME = "report.html"
-SECTIONS = ("summary", "best-kernel", "progress", "experts", "llm", "lineage", "roofline", "diagnosis")
+SECTIONS = ("summary", "best-kernel", "explorer", "progress", "experts", "llm", "lineage", "roofline", "diagnosis")
 
 
 def _when(timestamp: float | None) -> str:
@@ -79,18 +85,13 @@ def _stop_reason(events: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _cost_text(totals: dict[str, Any]) -> str:
-    if not totals["llm_calls"]:
-        return "$0"
-    known = "$0" if totals["cost_usd"] is None else f"${totals['cost_usd']:.4f}"
-    return known + (" + ?" if totals["unknown_cost_calls"] else "")
-
-
 def build_context(run_dir: str | Path) -> dict[str, Any]:
     """The data and the plots of the report (what the template renders)."""
     data = gather(run_dir)
     meta, labels = data["meta"], data["labels"]
     evaluations = data["evaluations"]
+    best_id = data["best"]["candidate"]["id"] if data["best"] else None
+    explorer = explorer_data(run_dir, best_id, [step["id"] for step in data["lineage"]])
     return {
         "title": f"Kernel Foundry report: {problem_label(meta)}",
         "data": data,
@@ -98,7 +99,7 @@ def build_context(run_dir: str | Path) -> dict[str, Any]:
         "created": _when(meta.get("created_at")),
         "labels": labels,
         "totals": data["totals"],
-        "cost_text": _cost_text(data["totals"]),
+        "cost_text": cost_text(data["totals"]["cost_usd"], data["totals"]["unknown_cost_calls"]),
         "best": _best_section(data),
         "timed": data["timed"],
         "untimed_reason": _untimed_reason(data),
@@ -112,11 +113,13 @@ def build_context(run_dir: str | Path) -> dict[str, Any]:
         "diagnosis": _diagnosis(data),
         "stop_reason": _stop_reason(data["events"]),
         "sections": SECTIONS,
+        "explorer": explorer,
+        "explorer_json": Markup(explorer_json(explorer)),
     }
 
 
 def render_report(run_dir: str | Path) -> str:
-    return render_page("report.html.j2", **build_context(run_dir))
+    return render_page("report.html.j2", scripts=("explorer.js",), **build_context(run_dir))
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:

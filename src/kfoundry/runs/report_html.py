@@ -3,7 +3,9 @@ templates (`report_assets/`), syntax-highlighted code and diffs (pygments), numb
 
 from __future__ import annotations
 
+import base64
 import difflib
+import hashlib
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -84,7 +86,22 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_page(template: str, **context: Any) -> str:
-    """A whole page: the template with the shared stylesheet and check script inlined."""
+# The pages' Content-Security-Policy: nothing is fetched (default-src 'none'), images only as data: URIs,
+# and only the page's own inline scripts run, each named by its sha256 hash (no 'unsafe-inline' for
+# scripts: an injected <script> or on* attribute would not run). Inline styles stay allowed.
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {scripts}"
+
+
+def script_hash(body: str) -> str:
+    """The CSP source of an inline script: 'sha256-...' of the exact text between <script> and </script>."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def render_page(template: str, scripts: tuple[str, ...] = (), **context: Any) -> str:
+    """A whole page: the template with the shared stylesheet inlined, and the check script plus `scripts`
+    (names of report_assets/ files) inlined, each allowed by its hash in the page's CSP."""
+    bodies = [f"\n{asset(name)}\n" for name in ("checks.js", *scripts)]
+    csp = CSP.format(scripts=" ".join(script_hash(body) for body in bodies))
     return environment().get_template(template).render(
-        style=Markup(asset("style.css") + "\n" + code_css()), script=Markup(asset("checks.js")), **context)
+        style=Markup(asset("style.css") + "\n" + code_css()), scripts=[Markup(body) for body in bodies],
+        csp=Markup(csp), **context)

@@ -37,19 +37,19 @@ CHOSEN_BEST = "best"  # the state key of the search's own best (RunStore.choose_
 _redact = Redactor()
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """JSON has no NaN or infinity: store them as null (unknown)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
+        return {str(k): finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 
 def _json(value: Any) -> str:
-    return json.dumps(_finite(value), sort_keys=True, allow_nan=False)
+    return json.dumps(finite(value), sort_keys=True, allow_nan=False)
 
 
 class RunStore:
@@ -236,7 +236,7 @@ class RunStore:
         if diagnosis is not None and hasattr(diagnosis, "to_dict"):
             diagnosis = diagnosis.to_dict()
         diagnosis = diagnosis if diagnosis is not None else data.get("diagnosis")
-        data = _finite(data)
+        data = finite(data)
         timing, correctness = data.get("timing") or {}, data.get("correctness") or {}
         with self._write() as conn:
             cursor = conn.execute(
@@ -257,7 +257,7 @@ class RunStore:
 
     def amend_timing(self, eval_id: int, evaluation: dict[str, Any] | Any) -> None:
         """A finished evaluation's timing completed after its verdict (baselines measured later)."""
-        data = _finite(evaluation.to_dict() if hasattr(evaluation, "to_dict") else dict(evaluation))
+        data = finite(evaluation.to_dict() if hasattr(evaluation, "to_dict") else dict(evaluation))
         timing = data.get("timing") or {}
         with self._write() as conn:
             cursor = conn.execute(
