@@ -2,6 +2,7 @@
 on a problem the composer does not understand."""
 
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,11 @@ from tests.experts.composer.helpers import (
     example,
     first,
     fixture,
+    submit,
+    verdict,
 )
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_result_shape():
@@ -109,3 +114,13 @@ def test_data_dependent_problems_are_traced_on_the_cpu(tmp_path):
     result = compose(path)  # .item() has no meta value: built and run for real, where no tracer reads it either
     assert result.candidates == [] and result.unsupported == ["untraceable forward"]
     assert "neither torch.fx nor the dispatch-level trace" in result.message
+
+
+@pytest.mark.parametrize("problem, set_values", [
+    ("5_triu_matmul", {"n": 40}), ("6_tril_scale", {"batch_size": 3, "n": 33}),
+    ("9_unfold_patches", {"batch_size": 2, "channels": 3, "size": 18})])
+def test_triangles_and_unfolded_windows_compose_into_one_kernel_that_the_evaluator_passes(problem, set_values):
+    path = REPO / "benchmarks" / "coverage" / f"{problem}.py"
+    result = compose_ok(path, set_values=set_values, max_variants=1)
+    assert "of 1 kernel(s)" in result.message  # row and column indices computed, windows read through a view
+    verdict(submit(path, first(result).source, set_values=set_values))

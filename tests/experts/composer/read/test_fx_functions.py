@@ -152,3 +152,12 @@ def test_a_larger_tensor_built_in_forward_is_named_not_a_crash():
     with pytest.raises(ReadFailed) as failed:
         read_model(Table(), [torch.randn(2, 3)])
     assert "torch.tensor" in " ".join(failed.value.unsupported)
+
+
+@pytest.mark.parametrize("aten", [False, True], ids=["fx", "aten"])
+def test_triangles_are_read_as_a_mask_of_row_and_column_indices(aten):
+    class Triangles(nn.Module):
+        def forward(self, x):
+            return torch.triu(x) + torch.tril(x, diagonal=-1) * 2 + torch.triu(x, 2).tril(3)
+
+    assert_ir_matches(Triangles(), [torch.randn(3, 5, 7)], aten=aten)

@@ -47,3 +47,22 @@ def test_view_as_dtype_is_unsupported():
     with pytest.raises(ReadFailed) as info:
         read_model(M(), [torch.randn(4, 3)])
     assert "Tensor.view(dtype)" in info.value.unsupported
+
+
+@pytest.mark.parametrize("aten", [False, True], ids=["fx", "aten"])
+def test_unfold_into_windows_that_neither_overlap_nor_leave_gaps_is_a_view(aten):
+    class Patches(nn.Module):
+        def forward(self, x):
+            return x.unfold(2, 4, 4).unfold(3, 3, 3).sum(dim=(-1, -2)), x.unfold(-1, 5, 5).amax(-1)
+
+    assert_ir_matches(Patches(), [torch.randn(2, 3, 10, 9)], aten=aten)  # 10 % 4 and 9 % 5: tails dropped
+
+
+def test_overlapping_windows_are_named_unsupported():
+    class Sliding(nn.Module):
+        def forward(self, x):
+            return x.unfold(1, 4, 2).mean(-1)
+
+    with pytest.raises(ReadFailed) as failed:
+        read_model(Sliding(), [torch.randn(2, 10)])
+    assert "Tensor.unfold" in failed.value.unsupported

@@ -223,6 +223,12 @@ class Planner:
             # nothing: it starts a kernel beside its first user, which may need values that kernel cannot see)
             candidates = [g for g in reversed(self.groups()) if g.space == op.out.shape or (
                 g.kind == "pointwise" and len(g.space) <= op.out.rank and _broadcasts_to(g.space, op.out.shape))][:3]
+        elif not candidates and self.groups():
+            # a second index op beside a first that started a kernel of its own (a triangle's row and column):
+            # the same kernel, or the first would be written to memory for the second's user to read
+            last = self.groups()[-1]
+            if last.kind == "pointwise" and last.space == op.out.shape and all(o.name in INDEX for o in last.ops):
+                candidates = [last]
         for group in candidates:
             if not all(self._ready_before(a, group.index) for a in op.inputs if a not in group.vmap):
                 continue

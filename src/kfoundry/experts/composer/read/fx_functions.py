@@ -112,6 +112,19 @@ def _clamp(r: FxReader, *args, **kwargs):
     return r.op("clamp", [x], min=None if lo is None else float(lo), max=None if hi is None else float(hi))
 
 
+@handles("triu", "tril")
+def _triangle(r: FxReader, *args, **kwargs):
+    """triu / tril over the last two dims: x where (column - row) >= diagonal (triu) or <= diagonal (tril),
+    else 0; the row and column of each element are index ops (iota), so the mask costs no memory."""
+    a = bind(args, kwargs, "input, diagonal=0")
+    x = r.tensor(a["input"])
+    if x.rank < 2:
+        raise Unsupported(r.origin or f"torch.{r.key}", "a triangle of fewer than two dims")
+    offset = r.op("sub", [r.op("iota", [x], dim=x.rank - 1), r.op("iota", [x], dim=x.rank - 2)])
+    keep = r.op("ge" if r.key == "triu" else "le", [offset, int(a["diagonal"])])
+    return r.op("where", [keep, x, 0])
+
+
 @handles("where")
 def _where(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "condition, input, other")

@@ -109,6 +109,26 @@ def _movedim(r: FxReader, *args, **kwargs):
     return r.op("permute", [x], dims=tuple(order))
 
 
+@handles("unfold")
+def _unfold(r: FxReader, *args, **kwargs):
+    """Tensor.unfold(dim, size, step) with step == size: windows that neither overlap nor leave gaps are a view,
+    the dim cut into (windows, size) with the window's own elements moved last (a tail shorter than a window is
+    dropped, as unfold does). Overlapping windows would need strides no view here has."""
+    a = bind(args, kwargs, "input, dimension, size, step")
+    x = r.tensor(a["input"])
+    dim = norm_dim(int(a["dimension"]), x.rank)
+    size, step = int(scalar_of(a["size"])), int(scalar_of(a["step"]))
+    if step != size:
+        raise Unsupported("Tensor.unfold", f"windows of {size} every {step} elements (overlapping or with gaps)")
+    if x.shape[dim] % size:
+        x = r.op("slice", [x], dim=dim, start=0, stop=x.shape[dim] // size * size, step=1)
+    sizes = r.sizes_of(x)
+    windows = r.sym_binary("floordiv", sizes[dim], size)
+    x = r.op("reshape", [x], sizes=sizes[:dim] + (windows, size) + sizes[dim + 1:])
+    order = [d for d in range(x.rank) if d != dim + 1] + [dim + 1]
+    return r.op("permute", [x], dims=tuple(order))
+
+
 @handles("narrow")
 def _narrow(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim, start, length")
