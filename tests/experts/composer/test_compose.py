@@ -118,8 +118,9 @@ def test_data_dependent_problems_are_traced_on_the_cpu(tmp_path):
 
 @pytest.mark.parametrize("problem, set_values", [
     ("5_triu_matmul", {"n": 40}), ("6_tril_scale", {"batch_size": 3, "n": 33}),
-    ("9_unfold_patches", {"batch_size": 2, "channels": 3, "size": 18})])
-def test_triangles_and_unfolded_windows_compose_into_one_kernel_that_the_evaluator_passes(problem, set_values):
+    ("9_unfold_patches", {"batch_size": 2, "channels": 3, "size": 18}),
+    ("16_unbind_sum", {"batch_size": 3, "features": 50})])
+def test_triangles_unfolded_windows_and_unbound_parts_compose_into_one_kernel_the_evaluator_passes(problem, set_values):
     path = REPO / "benchmarks" / "coverage" / f"{problem}.py"
     result = compose_ok(path, set_values=set_values, max_variants=1)
     assert "of 1 kernel(s)" in result.message  # row and column indices computed, windows read through a view

@@ -66,3 +66,14 @@ def test_overlapping_windows_are_named_unsupported():
     with pytest.raises(ReadFailed) as failed:
         read_model(Sliding(), [torch.randn(2, 10)])
     assert "Tensor.unfold" in failed.value.unsupported
+
+
+@pytest.mark.parametrize("aten", [False, True], ids=["fx", "aten"])
+def test_unbind_gives_one_view_per_index(aten):
+    class Parts(nn.Module):
+        def forward(self, x):
+            a, b, c = torch.unbind(x, dim=1)
+            first = x.unbind(-1)[0]
+            return a * 0.5 + b - c, first
+
+    assert_ir_matches(Parts(), [torch.randn(4, 3, 5)], aten=aten)

@@ -147,6 +147,15 @@ def _select(r: FxReader, *args, **kwargs):
     return r.op("select", [x], dim=dim, index=index)
 
 
+@handles("unbind")
+def _unbind(r: FxReader, *args, **kwargs):
+    """A tuple of views, one per index along dim (its length is the traced shape's)."""
+    a = bind(args, kwargs, "input, dim=0")
+    x = r.tensor(a["input"])
+    dim = norm_dim(int(a["dim"]), x.rank)
+    return tuple(r.op("select", [x], dim=dim, index=i) for i in range(x.shape[dim]))
+
+
 @handles("size")
 def _size(r: FxReader, x, dim=None):
     x = r.tensor(x)
