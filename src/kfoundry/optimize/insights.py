@@ -8,15 +8,11 @@ import re
 from typing import Any
 
 from kfoundry.experts.templates import render_template
+from kfoundry.library.distil import measured
 
 MAX_STEPS = 40
 MAX_INSIGHTS = 3
 _LINE = re.compile(r"^\s*[-*]\s+(.{20,400})$")
-
-
-def measured(step: dict[str, Any]) -> bool:
-    """A step whose child was timed (a failing child counts: its verdict is the measurement)."""
-    return step.get("speedup_after") is not None or step.get("outcome") != "ok"
 
 
 def _speed(step: dict[str, Any]) -> str:
