@@ -184,6 +184,8 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
             out = torch.sum(args[0], dim=at["dims"], keepdim=at["keepdim"]) / (n - at.get("correction", 0))
         elif name in ("argmax", "argmin"):
             out = getattr(torch, name)(args[0], dim=at["dim"], keepdim=at["keepdim"])
+        elif name in ("cumsum", "cumprod"):
+            out = getattr(torch, name)(args[0], dim=at["dim"])
         elif name == "matmul":
             out = torch.matmul(args[0], args[1])
         elif name == "conv":

@@ -125,3 +125,36 @@ def test_triangles_unfolded_windows_and_unbound_parts_compose_into_one_kernel_th
     result = compose_ok(path, set_values=set_values, max_variants=1)
     assert "of 1 kernel(s)" in result.message  # row and column indices computed, windows read through a view
     verdict(submit(path, first(result).source, set_values=set_values))
+
+
+SCANS = '''
+import torch
+from torch import nn
+
+a, b, c = 3, 1100, 7
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, 1), (1.0 + 0.01 * x).cumprod(0), torch.cumsum((x > 0).int(), 2)
+
+
+def get_inputs():
+    return [torch.randn(a, b, c)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_scans_along_any_dim_compose_into_scan_kernels_the_evaluator_passes(tmp_path):
+    path = tmp_path / "scans.py"
+    path.write_text(SCANS)
+    result = compose_ok(path, max_variants=2)
+    assert "cumsum" in result.message and "cumprod" in result.message
+    for candidate in result.candidates:  # BLOCK 1024 and 2048: the carry crosses a block of the 1100 along dim 1
+        verdict(submit(path, candidate.source))
+    masked = REPO / "benchmarks" / "coverage" / "2_masked_cumsum.py"
+    small = {"batch_size": 3, "length": 2500}
+    verdict(submit(masked, first(compose_ok(masked, set_values=small, max_variants=1)).source, set_values=small))

@@ -24,9 +24,9 @@ from kfoundry.experts.composer.read.trace import (
     trace_dispatch,
     trace_fx,
 )
-from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction
+from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction, scan
 
-KIND_ORDER = ("gemm", "conv", "pool", "row", "pointwise")
+KIND_ORDER = ("gemm", "conv", "pool", "scan", "row", "pointwise")
 UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it
 
 
@@ -122,6 +122,8 @@ def group_configs(group: Group, precision: str, tolerance: float | None) -> list
         return reduction.configs(group)
     if group.kind == "pool":
         return pool.configs(group)
+    if group.kind == "scan":
+        return scan.configs(group)
     return pointwise.configs(group)
 
 
@@ -168,7 +170,7 @@ def describe_plan(the_plan: Plan) -> str:
     parts = []
     for g in the_plan.groups:
         ops = [op.name for op in g.ops]
-        if g.kind in ("gemm", "conv", "pool"):
+        if g.kind in ("gemm", "conv", "pool", "scan"):
             text = f"{g.anchor.name}" + (f" with {', '.join(ops)} fused" if ops else "")
             if g.prologue is not None:
                 text = f"{', '.join(op.name for op in g.prologue.ops)} fused into " + text

@@ -161,3 +161,12 @@ def test_triangles_are_read_as_a_mask_of_row_and_column_indices(aten):
             return torch.triu(x) + torch.tril(x, diagonal=-1) * 2 + torch.triu(x, 2).tril(3)
 
     assert_ir_matches(Triangles(), [torch.randn(3, 5, 7)], aten=aten)
+
+
+@pytest.mark.parametrize("aten", [False, True], ids=["fx", "aten"])
+def test_scans_are_read_along_their_dim(aten):
+    class Scans(nn.Module):
+        def forward(self, x, y):
+            return torch.cumsum(x * (y > 0), dim=-1), x.cumprod(0), torch.cumsum((y > 0).int(), 1)
+
+    assert_ir_matches(Scans(), [torch.rand(3, 5, 4) + 0.5, torch.randn(3, 5, 4)], aten=aten)

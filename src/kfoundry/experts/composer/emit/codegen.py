@@ -15,7 +15,7 @@ from kfoundry.experts.composer.emit.kernel import KernelCode
 from kfoundry.experts.composer.ir.graph import SYM, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan
 from kfoundry.experts.composer.read.model_init import InitParts
-from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction
+from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction, scan
 
 TEMPLATES = {
     "pointwise": pointwise.pointwise_kernel,
@@ -23,6 +23,7 @@ TEMPLATES = {
     "gemm": gemm.gemm_kernel,
     "conv": conv.conv_kernel,
     "pool": pool.pool_kernel,
+    "scan": scan.scan_kernel,
 }
 BASE_IMPORTS = ["import torch", "import torch.nn as nn", "import triton", "import triton.language as tl"]
 INDENT = "        "

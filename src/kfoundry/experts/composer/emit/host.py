@@ -153,6 +153,8 @@ class HostContext:
             return dims
         x = op.args[0]
         xs = self.formula(x) if isinstance(x, Value) and x.is_tensor else []
+        if kind == "scan":
+            return xs
         if kind == "reduction":
             dims = (op.attrs["dim"],) if op.name in ("argmax", "argmin") else op.attrs["dims"]
             dims = norm_dims(dims, x.rank)

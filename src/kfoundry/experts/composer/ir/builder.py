@@ -19,6 +19,7 @@ from kfoundry.experts.composer.ir.graph import (
     POINTWISE,
     POOLS,
     REDUCTIONS,
+    SCANS,
     SYM,
     TENSOR,
     Graph,
@@ -189,6 +190,8 @@ def infer(name: str, args: list[Any], attrs: dict[str, Any]) -> tuple[tuple[int,
         if name == "sum" and not x.is_float:
             return shape, torch.int64, True
         return shape, x.dtype, x.fixed_dtype
+    if name in SCANS:  # as torch: integer and boolean inputs accumulate in int64
+        return x.shape, (x.dtype if x.is_float else torch.int64), (x.fixed_dtype if x.is_float else True)
     if name == "matmul":
         a, b = args
         dtype = torch.promote_types(a.dtype, b.dtype)

@@ -34,11 +34,12 @@ REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin"})
 GEMMS = frozenset({"matmul"})
 CONVS = frozenset({"conv"})
 POOLS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool"})
+SCANS = frozenset({"cumsum", "cumprod"})  # along attrs["dim"], inclusive
 VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "expand", "flatten", "slice",
                    "select"})
 SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
                   "sym_mod", "sym_neg", "sym_truediv"})
-ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | VIEWS | SYMS
+ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | VIEWS | SYMS
 
 
 @dataclass(eq=False)
@@ -124,7 +125,7 @@ def flat_values(args: Any) -> list[Value]:
 
 def category(name: str) -> str:
     for label, names in (("pointwise", POINTWISE), ("reduction", REDUCTIONS), ("gemm", GEMMS), ("conv", CONVS),
-                         ("pool", POOLS), ("view", VIEWS), ("sym", SYMS)):
+                         ("pool", POOLS), ("scan", SCANS), ("view", VIEWS), ("sym", SYMS)):
         if name in names:
             return label
     raise KeyError(name)

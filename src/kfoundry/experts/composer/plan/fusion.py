@@ -154,7 +154,7 @@ class Planner:
                 # a view is ready as soon as the tensor it views is: views of inputs and parameters from the start
                 self.steps.append(HostStep(op, len(self.steps)))
                 self.position[op.out] = self._ready_at(op.args[0])
-            elif kind in ("gemm", "conv", "pool"):
+            elif kind in ("gemm", "conv", "pool", "scan"):
                 self._anchor(op, kind)
             elif kind == "reduction":
                 self._reduction(op)
@@ -217,12 +217,13 @@ class Planner:
 
     # -- pointwise -------------------------------------------------------------------------------------
     def _pointwise(self, op: Op) -> None:
-        candidates = self._candidates(op)[:1]
+        # a scan kernel writes its result and nothing else: what follows it reads that from memory
+        candidates = [g for g in self._candidates(op) if g.kind != "scan"][:1]
         if not candidates and op.name not in INDEX:
             # reads only tensors in memory: compute it beside a recent kernel of the same space (an index reads
             # nothing: it starts a kernel beside its first user, which may need values that kernel cannot see)
-            candidates = [g for g in reversed(self.groups()) if g.space == op.out.shape or (
-                g.kind == "pointwise" and len(g.space) <= op.out.rank and _broadcasts_to(g.space, op.out.shape))][:3]
+            candidates = [g for g in reversed(self.groups()) if g.kind != "scan" and (g.space == op.out.shape or (
+                g.kind == "pointwise" and len(g.space) <= op.out.rank and _broadcasts_to(g.space, op.out.shape)))][:3]
         elif not candidates and self.groups():
             # a second index op beside a first that started a kernel of its own (a triangle's row and column):
             # the same kernel, or the first would be written to memory for the second's user to read

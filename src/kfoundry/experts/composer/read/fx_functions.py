@@ -112,6 +112,17 @@ def _clamp(r: FxReader, *args, **kwargs):
     return r.op("clamp", [x], min=None if lo is None else float(lo), max=None if hi is None else float(hi))
 
 
+@handles("cumsum", "cumprod")
+def _scan(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, dim, dtype=None")
+    x = r.tensor(a["input"])
+    if x.rank == 0:
+        raise Unsupported(r.origin or f"torch.{r.key}", "a scan of a 0-d tensor")
+    if a["dtype"] is not None:
+        x = r.op("cast", [x], dtype=a["dtype"])
+    return r.op(r.key, [x], dim=norm_dim(int(a["dim"]), x.rank))
+
+
 @handles("triu", "tril")
 def _triangle(r: FxReader, *args, **kwargs):
     """triu / tril over the last two dims: x where (column - row) >= diagonal (triu) or <= diagonal (tril),

@@ -1,0 +1,77 @@
+"""The scan template: an inclusive cumulative sum or product along one dim, a kernel of its own.
+
+Each program owns BR rows (the other dims, flattened) and walks the scanned dim in blocks of BLOCK: the block
+is scanned in registers (tl.cumsum / tl.cumprod) and the total of the blocks before it, kept per row, is added
+(or multiplied) in; the block's last element is the next carry. Every tensor is read through its own strides.
+"""
+
+from __future__ import annotations
+
+from kfoundry.experts.composer.emit.host import HostContext, product
+from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
+from kfoundry.experts.composer.plan.fusion import Group
+
+CONFIGS = [{"BR": 4, "BLOCK": 1024, "num_warps": 4}, {"BR": 1, "BLOCK": 2048, "num_warps": 8},
+           {"BR": 16, "BLOCK": 256, "num_warps": 4}, {"BR": 8, "BLOCK": 512, "num_warps": 4}]
+
+
+def configs(group: Group) -> list[dict]:
+    return [dict(c) for c in CONFIGS]
+
+
+def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    op = group.anchor
+    x, out = op.args[0], op.out
+    dim = op.attrs["dim"]
+    product_scan = op.name == "cumprod"
+    kw = KernelWriter(f"_{group.name}_kernel")
+    lines = allocate(host, [out])
+    xn, on = host.name(x), host.name(out)
+    shape = host.shape(out)
+    outer = [d for d in range(out.rank) if d != dim]
+    x_ptr, o_ptr = kw.arg("x_ptr", xn), kw.arg("out_ptr", on)
+    length = kw.arg("length", shape[dim])
+    n_rows = product([shape[d] for d in outer]) if outer else "1"
+    rows = kw.arg("n_rows", n_rows)
+    # a short scanned dim takes a block of its own length, and the program more rows (BR x BLOCK elements kept)
+    block_size = min(config["BLOCK"], 1 << max(0, out.shape[dim] - 1).bit_length())
+    rows_size = max(config["BR"], config["BR"] * config["BLOCK"] // block_size)
+    br, block = kw.constexpr("BR", str(rows_size)), kw.constexpr("BLOCK", str(block_size))
+    kw.line("pid = tl.program_id(0)")
+    kw.line(f"row = pid * {br} + tl.arange(0, {br})")
+    kw.line(f"row_ok = row < {rows}")
+    # the row's offset in each tensor: its coordinates along the other dims (innermost last) times the strides
+    x_base, o_base = [], []
+    rest = "row"
+    for k, d in enumerate(reversed(outer)):
+        size = kw.arg(f"size{d}", shape[d])
+        coord = kw.local(f"c{d}")
+        kw.line(f"{coord} = {rest} % {size}" if k < len(outer) - 1 else f"{coord} = {rest}")
+        if k < len(outer) - 1:
+            nxt = kw.local(f"rest{d}")
+            kw.line(f"{nxt} = {rest} // {size}")
+            rest = nxt
+        x_base.append(f"{coord} * {kw.arg(f'stride_x{d}', f'{xn}.stride({d})')}")
+        o_base.append(f"{coord} * {kw.arg(f'stride_o{d}', f'{on}.stride({d})')}")
+    kw.line(f"x_row = {' + '.join(x_base) or '0'}")
+    kw.line(f"o_row = {' + '.join(o_base) or '0'}")
+    sx, so = kw.arg(f"stride_x{dim}", f"{xn}.stride({dim})"), kw.arg(f"stride_o{dim}", f"{on}.stride({dim})")
+    accumulate = "tl.float32" if out.is_float else "tl.int64"
+    identity = "1" if product_scan else "0"
+    kw.line(f"carry = tl.full(({br},), {identity}, {accumulate})")
+    kw.line(f"for start in range(0, {length}, {block}):")
+    kw.indent += 1
+    kw.line(f"col = start + tl.arange(0, {block})")
+    kw.line(f"ok = row_ok[:, None] & (col[None, :] < {length})")
+    kw.line(f"v = tl.load({x_ptr} + x_row[:, None] + col[None, :] * {sx}, mask=ok, other={identity}).to({accumulate})")
+    if product_scan:
+        kw.line("s = tl.cumprod(v, axis=1) * carry[:, None]")
+    else:
+        kw.line("s = tl.cumsum(v, axis=1) + carry[:, None]")
+    kw.line(f"tl.store({o_ptr} + o_row[:, None] + col[None, :] * {so}, s.to({o_ptr}.dtype.element_ty), mask=ok)")
+    kw.line(f"last = tl.minimum({length} - start, {block}) - 1")
+    kw.line(f"carry = tl.sum(tl.where(tl.arange(0, {block})[None, :] == last, s, 0), axis=1)")
+    kw.indent -= 1
+    grid = f"(triton.cdiv({n_rows}, {rows_size}),)"
+    lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"])}))
+    return KernelCode(kw.source(), lines, kw.helpers, kw.name)
