@@ -38,7 +38,8 @@ def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     rows_size = max(config["BR"], config["BR"] * config["BLOCK"] // block_size)
     br, block = kw.constexpr("BR", str(rows_size)), kw.constexpr("BLOCK", str(block_size))
     kw.line("pid = tl.program_id(0)")
-    kw.line(f"row = pid * {br} + tl.arange(0, {br})")
+    # int64 offsets: a 32768 x 32768 scan's rows times its row stride pass 2^31
+    kw.line(f"row = pid.to(tl.int64) * {br} + tl.arange(0, {br})")
     kw.line(f"row_ok = row < {rows}")
     # the row's offset in each tensor: its coordinates along the other dims (innermost last) times the strides
     x_base, o_base = [], []
@@ -61,7 +62,7 @@ def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.line(f"carry = tl.full(({br},), {identity}, {accumulate})")
     kw.line(f"for start in range(0, {length}, {block}):")
     kw.indent += 1
-    kw.line(f"col = start + tl.arange(0, {block})")
+    kw.line(f"col = start + tl.arange(0, {block}).to(tl.int64)")
     kw.line(f"ok = row_ok[:, None] & (col[None, :] < {length})")
     kw.line(f"v = tl.load({x_ptr} + x_row[:, None] + col[None, :] * {sx}, mask=ok, other={identity}).to({accumulate})")
     if product_scan:
