@@ -198,21 +198,32 @@ def signature_text(sig: dict[str, Any]) -> str:
     return " ".join(tokens(" ".join(p for p in parts if p)))
 
 
-def signature(problem_path: str | Path, set_values: dict[str, Any] | None = None, device: str = "cpu",
-              seed: int = 0) -> dict[str, Any]:
-    """The signature of a problem file, its --set overrides applied (keep the sizes small on CPU)."""
+def _recorded(problem, seed: int, device: str) -> tuple[Any, Any, list, tuple[list[str], Any]]:
+    """The problem's module, model and inputs built on `device` (tensors created in __init__ and get_inputs()
+    land there), and the ops of one forward."""
     import torch
 
-    from kfoundry.problem import build_model, init_inputs_of, load_problem_module, make_inputs, read_problem
+    from kfoundry.problem import build_model, init_inputs_of, load_problem_module, make_inputs
+
+    module = load_problem_module(problem)
+    with torch.device(device):
+        model = build_model(module.Model, init_inputs_of(module), seed, None, device, eval_mode=False)
+        inputs = make_inputs(module, seed, None, device)
+    return module, model, inputs, record_ops(model, inputs)
+
+
+def signature(problem_path: str | Path, set_values: dict[str, Any] | None = None, device: str = "cpu",
+              seed: int = 0) -> dict[str, Any]:
+    """The signature of a problem file, its --set overrides applied. It is recorded on the meta device first
+    (shapes only: nothing allocated or computed, so a problem of several GB costs nothing), and on `device`
+    where the forward needs real data."""
+    from kfoundry.problem import read_problem
 
     problem = read_problem(problem_path, set_values)
-    module = load_problem_module(problem)
-    model = build_model(module.Model, init_inputs_of(module), seed, None, "cpu", eval_mode=False)
-    inputs = make_inputs(module, seed, None, "cpu")
-    if device != "cpu":
-        model = model.to(device)
-        inputs = [v.to(device) if isinstance(v, torch.Tensor) else v for v in inputs]
-    ops, outputs = record_ops(model, inputs)
+    try:
+        module, model, inputs, (ops, outputs) = _recorded(problem, seed, "meta")
+    except Exception:  # noqa: BLE001 -- data-dependent code (an .item(), a nonzero): run it for real
+        module, model, inputs, (ops, outputs) = _recorded(problem, seed, device)
     modules = sorted({type(m).__name__.lower() for m in model.modules() if type(m).__name__ != "Model"})
     doc = (module.__doc__ or "").strip().splitlines()
     sig: dict[str, Any] = {
