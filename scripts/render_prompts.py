@@ -7,7 +7,8 @@ Default --out is tests/fixtures/prompts/rendered, the golden files: tests/test_r
 prompt changes and the golden files were not rendered again, so every prompt change is reviewed as a diff.
 
 What the prompts are rendered from is fixed, so they are the same on every machine: the problems and their parent
-kernels under tests/fixtures/prompts/ (the GEMM is benchmarks/suite/10_linear_gelu_scale.py; the parents' verdicts are stated below, as a CPU run would give them, and
+kernels under tests/fixtures/prompts/ (the scan and the GEMM are benchmarks/coverage/2_masked_cumsum.py and
+benchmarks/suite/10_linear_gelu_scale.py; the parents' verdicts are stated below, as a CPU run would give them, and
 diagnosed by the real diagnosis engine), the sizes a CPU run would test (--set values), the inputs drawn as the judge
 draws them, experience retrieved from a fresh seed library, and the target GPU's datasheet figures (this showcase
 stands for a CPU run). The initializer is rendered once per island of a 3-island search.
@@ -34,7 +35,8 @@ PROBLEMS = {
     "linear_gelu_scale": {"batch_size": 8, "in_features": 64, "out_features": 32},
     "conv_maxpool_relu": {"batch_size": 2, "in_channels": 4, "out_channels": 8, "size": 16},
 }
-PROBLEM_FILES = {"linear_gelu_scale": ROOT / "benchmarks" / "suite" / "10_linear_gelu_scale.py"}  # else fixtures
+PROBLEM_FILES = {"masked_cumsum": ROOT / "benchmarks" / "coverage" / "2_masked_cumsum.py",
+                 "linear_gelu_scale": ROOT / "benchmarks" / "suite" / "10_linear_gelu_scale.py"}  # else fixtures
 # the second parent crossover is shown: the first with other launch settings
 SECOND_PARENT = {
     "masked_cumsum": ("BLOCK=1024", "BLOCK=256"),
