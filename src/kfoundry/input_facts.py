@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kfoundry import source_ast
+
 DRAW_SEEDS = (0, 1)
 MAX_DRAW_BYTES = 512 << 20  # larger inputs are described by shape and dtype alone (host memory)
 
@@ -125,7 +127,7 @@ def file_values(path: str | Path, names: list[str]) -> dict[str, str]:
 
     from kfoundry.problem import _module_constants
 
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    tree = source_ast.parse(Path(path).read_text(encoding="utf-8"))
     constants = _module_constants(tree)
     out = {}
     for name in names:

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kfoundry import source_ast
 from kfoundry.errors import ProblemError, UsageError
 from kfoundry.types import ProblemCost
 
@@ -32,7 +33,7 @@ class ProblemSource:
 
     def syntax_tree(self) -> ast.Module:
         """The code that runs: `text` with the --set overrides applied (line numbers kept)."""
-        tree = ast.parse(self.text, filename=str(self.path))
+        tree = source_ast.parse(self.text, filename=str(self.path))
         return apply_overrides(tree, self.overrides, self.path) if self.overrides else tree
 
     @property
@@ -54,7 +55,7 @@ def parse_set_values(items: list[str] | None) -> dict[str, Any]:
         if not sep or not name.isidentifier():
             raise UsageError(f"--set expects NAME=VALUE with NAME a Python identifier, got {item!r}")
         try:
-            values[name] = ast.literal_eval(raw.strip())
+            values[name] = source_ast.literal_eval(raw.strip())
         except (ValueError, SyntaxError):
             values[name] = raw.strip()
     return values
@@ -86,7 +87,7 @@ def apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> 
             known = ", ".join(sorted(n for n in constants if not n.startswith("_"))) or "none"
             raise UsageError(f"--set {name}: {path} has no module-level constant {name!r} (constants: {known})")
         node, position = constants[name]
-        literal = ast.parse(repr(value), mode="eval").body  # lists and tuples too, not only scalars
+        literal = source_ast.parse(repr(value), mode="eval").body  # lists and tuples too, not only scalars
         for child in ast.walk(literal):
             ast.copy_location(child, node.value)
         if position is None:
@@ -117,7 +118,7 @@ def read_problem(path: str | Path, overrides: dict[str, Any] | None = None) -> P
     path = Path(path)
     text = read_source(path, ProblemError, "problem")
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = source_ast.parse(text, filename=str(path))
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
         caret = " " * max((exc.offset or 1) - 1, 0) + "^"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from kfoundry import source_ast
 from kfoundry.errors import KFoundryError, UsageError
 from kfoundry.problem import read_problem
 
@@ -188,7 +189,7 @@ def find_solution(problem: SuiteProblem, solutions: Path) -> Path | None:
 def module_constants(path: Path) -> set[str]:
     """Names assigned at module level (what --set can override)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = source_ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return set()
     names: set[str] = set()

@@ -27,6 +27,8 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
+from kfoundry import source_ast
+
 GENERATED = {"main.cpp": "cpp_sources", "cuda.cu": "cuda_sources", "sycl.sycl": "sycl_sources"}
 IMPLICIT_LINES = {"main.cpp": 1, "cuda.cu": 3, "sycl.sycl": 2}
 
@@ -242,7 +244,7 @@ def load_inline_calls(source: str) -> list[dict[str, Any]]:
     """Each load_inline call of the candidate: {name, line, functions_line, no_implicit_headers,
     cpp_sources, cuda_sources, sycl_sources (lists of segments)}."""
     try:
-        tree = ast.parse(source)
+        tree = source_ast.parse(source)
     except SyntaxError:
         return []
     assigns = _module_strings(tree)

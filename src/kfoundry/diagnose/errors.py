@@ -14,6 +14,7 @@ import ast
 import re
 from typing import Any
 
+from kfoundry import source_ast
 from kfoundry.diagnose.cuda_errors import build_error_details, undefined_symbol
 from kfoundry.diagnose.lint import lint_finding, lint_kernels
 from kfoundry.types import DiagnosticFinding, Evaluation, SourceLocation
@@ -116,7 +117,7 @@ class _Case:
         if not self.source:
             return None
         try:
-            tree = ast.parse(self.source)
+            tree = source_ast.parse(self.source)
         except SyntaxError:
             return None
         best = None
@@ -188,7 +189,7 @@ def _import_line(case: _Case, module: str | None) -> int | None:
     if not case.source or not module:
         return None
     try:
-        tree = ast.parse(case.source)
+        tree = source_ast.parse(case.source)
     except SyntaxError:
         return None
     for node in ast.walk(tree):
@@ -565,7 +566,7 @@ def _loops(case: _Case) -> list[DiagnosticFinding]:
     if not case.source:
         return []
     try:
-        tree = ast.parse(case.source)
+        tree = source_ast.parse(case.source)
     except SyntaxError:
         return []
     out = []

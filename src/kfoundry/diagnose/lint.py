@@ -23,6 +23,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from kfoundry import source_ast
 from kfoundry.types import DiagnosticFinding, SourceLocation
 
 SHAPE_FUNCTIONS = {"zeros": 0, "full": 0, "ones": 0, "reshape": 1, "view": 1, "broadcast_to": 1}
@@ -385,7 +386,7 @@ def _small_dot(kernel: _Kernel, dot: ast.Call, tree: ast.Module, lines: list[str
 def lint_kernels(source: str) -> list[dict[str, Any]]:
     """The rules above, for every @triton.jit function of `source`, in line order."""
     try:
-        tree = ast.parse(source)
+        tree = source_ast.parse(source)
     except SyntaxError:
         return []
     lines = source.splitlines()

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kfoundry import source_ast
 from kfoundry.types import DiagnosticFinding, SourceLocation
 
 PREFIX = "========="
@@ -132,7 +133,7 @@ def _is_access(node: ast.Call, name: str) -> bool:
 def unmasked_accesses(source: str, kernel: str) -> list[dict[str, Any]]:
     """tl.load / tl.store calls without a mask (or boundary_check) in the function named `kernel`."""
     try:
-        tree = ast.parse(source)
+        tree = source_ast.parse(source)
     except SyntaxError:
         return []
     lines = source.splitlines()

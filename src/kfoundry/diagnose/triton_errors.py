@@ -22,6 +22,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from kfoundry import source_ast
+
 WRAPPERS = ("InterpreterError",)
 _REPR = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Failure))\((?P<quote>['\"])(?P<text>.*)(?P=quote)\)$",
                    re.DOTALL)
@@ -56,7 +58,7 @@ def essential_message(text: str) -> str:
 
 def _def_line(source_lines: list[str], name: str) -> int | None:
     try:
-        tree = ast.parse("\n".join(source_lines))
+        tree = source_ast.parse("\n".join(source_lines))
     except SyntaxError:
         return None
     for node in ast.walk(tree):

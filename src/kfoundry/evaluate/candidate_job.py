@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from kfoundry import source_ast
 from kfoundry import problem as problems
 from kfoundry.evaluate import transport
 from kfoundry.evaluate.compiling import PHASES as COMPILE_PHASES
@@ -36,7 +37,7 @@ CANDIDATE_MODULE = "kfoundry_candidate"
 def uses_cuda_extension(source: str) -> bool:
     """True if the candidate builds CUDA C++ through torch.utils.cpp_extension."""
     try:
-        tree = ast.parse(source)
+        tree = source_ast.parse(source)
     except SyntaxError:
         return False
     for node in ast.walk(tree):

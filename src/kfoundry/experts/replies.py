@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kfoundry import source_ast
 from kfoundry.experts.search_replace import EditError, apply_block, find_blocks, has_blocks
 
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "python-triton", "triton"})
@@ -74,7 +75,7 @@ def find_fences(text: str) -> list[Fence]:
 def _code_problem(code: str) -> str | None:
     """Why the code cannot be a candidate, or None."""
     try:
-        tree = ast.parse(code)
+        tree = source_ast.parse(code)
     except SyntaxError as exc:
         where = f"line {exc.lineno}" if exc.lineno else "somewhere"
         text = f": `{exc.text.strip()}`" if exc.text and exc.text.strip() else ""
@@ -150,7 +151,7 @@ def _bare_code(text: str) -> str | None:
         if start == 0 or CODE_START.match(lines[start]):
             code = "\n".join(lines[start:])
             try:
-                ast.parse(code)
+                source_ast.parse(code)
                 return code
             except SyntaxError:
                 continue

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kfoundry import source_ast
 from kfoundry.experts.tunables import (Discovery, Tunable, apply_values, discover, find_tunables, line_starts,
                                        node_span)
 from kfoundry.types import DeviceFacts, Diagnosis
@@ -230,7 +231,7 @@ def precision_sites(source: str) -> list[ast.Constant]:
     """The string literals that choose a tl.dot's fp32 precision: `input_precision="..."`, or a keyword or
     name spelling PRECISION (`DOT_PRECISION="tf32x3" if ... else "tf32"`, the fp32 branch)."""
     try:
-        tree = ast.parse(source)
+        tree = source_ast.parse(source)
     except SyntaxError:
         return []
     sites = []

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kfoundry import source_ast
 from kfoundry.errors import UsageError
 from kfoundry.source_identity import normalize_source
 
@@ -79,7 +80,7 @@ def _unread_spans(tree: ast.Module) -> list[tuple[int, int, int, int]]:
 def _strip(source: str) -> str:
     """The source without docstrings and module-level imports (unchanged when it does not parse)."""
     try:
-        spans = _unread_spans(ast.parse(source))
+        spans = _unread_spans(source_ast.parse(source))
     except (SyntaxError, ValueError):
         return source
     lines = _LINES.findall(source)

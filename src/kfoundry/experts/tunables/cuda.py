@@ -9,6 +9,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from kfoundry import source_ast
 from kfoundry.experts.tunables.python import PythonModule, dotted, int_value, triton_rule
 from kfoundry.experts.tunables.tunable import CUDA_PER_THREAD, CUDA_THREADS, CUDA_TILE, CUDA_WARPS, Rule, Span, Tunable
 
@@ -142,7 +143,7 @@ def _c_eval(expr: str, env: dict[str, int]) -> int | None:
     if not expr or not re.fullmatch(r"[\w\s+\-*/%()]+", expr):
         return None
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = source_ast.parse(expr, mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return None
     return _eval_int(tree.body, env)

@@ -7,6 +7,7 @@ import ast
 from collections import Counter
 from dataclasses import dataclass
 
+from kfoundry import source_ast
 from kfoundry.experts.tunables.cuda import CudaFacts, cuda_facts, cuda_strings, cuda_tunables
 from kfoundry.experts.tunables.python import PythonModule, TileGroup, python_tunables, tile_groups
 from kfoundry.experts.tunables.tunable import Span, Tunable
@@ -30,7 +31,7 @@ def discover(source: str) -> Discovery | None:
 
 
 def _discover(source: str) -> Discovery:
-    py = PythonModule(source, ast.parse(source))
+    py = PythonModule(source, source_ast.parse(source))
     cuda = cuda_strings(py)
     found = python_tunables(py)
     found += [t for text in cuda for t in cuda_tunables(text)]

@@ -99,6 +99,8 @@ import ast
 import sys
 import threading
 
+from kfoundry import source_ast
+
 from ..findings import Finding
 from .analysis import run
 
@@ -133,7 +135,7 @@ def _run_deep(tree: ast.Module, source: str) -> list[Finding]:
 def check_source(source: str, filename: str = "<candidate>") -> list[Finding]:
     """Findings of the static rules on a candidate's source (empty when it does not parse)."""
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = source_ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # the evaluator reports what does not compile
     try:

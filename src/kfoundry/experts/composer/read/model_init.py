@@ -12,6 +12,8 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
+from kfoundry import source_ast
+
 PROBLEM_NAMES = frozenset({"Model", "get_inputs", "get_init_inputs"})
 
 
@@ -69,7 +71,7 @@ def _self_calls(fn: ast.FunctionDef) -> set[str]:
 
 def init_parts(text: str) -> InitParts:
     """What ModelNew needs from the problem's source to construct itself exactly like Model."""
-    tree = ast.parse(text)
+    tree = source_ast.parse(text)
     parts = InitParts()
     top: dict[str, ast.stmt] = {}
     order: dict[int, int] = {}
@@ -107,7 +109,7 @@ def init_parts(text: str) -> InitParts:
                 kept.append(node)
         elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             kept.append(node)  # class attributes
-    renamed = [ast.fix_missing_locations(_Rename().visit(ast.parse(ast.unparse(n)).body[0])) for n in kept]
+    renamed = [ast.fix_missing_locations(_Rename().visit(source_ast.parse(ast.unparse(n)).body[0])) for n in kept]
     parts.class_body = ["\n".join("    " + line if line else "" for line in ast.unparse(n).split("\n"))
                         for n in renamed]
     parts.bases = ", ".join(ast.unparse(b) for b in model.bases) or "nn.Module"
