@@ -130,6 +130,31 @@ def _tensor(v: Any) -> Any:
     return v if isinstance(v, torch.Tensor) else torch.tensor(v)
 
 
+def _recurrent(projected, w_hh, b_hh, h, c, kind: str, time: int) -> torch.Tensor:
+    """One recurrent layer, step by step: (hidden states,) or (hidden, cell) states stacked along time."""
+    hidden = w_hh.shape[1]
+    hs, cs = [], []
+    for t in range(projected.shape[time]):
+        x = projected.select(time, t)
+        hp = h @ w_hh.T if h is not None else torch.zeros(x.shape[0], w_hh.shape[0])
+        if kind == "GRU":
+            hp = hp + b_hh if b_hh is not None else hp
+            xr, xz, xn = x.split(hidden, -1)
+            hr, hz, hn = hp.split(hidden, -1)
+            r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+            h = (1 - z) * torch.tanh(xn + r * hn) + z * (h if h is not None else 0)
+        elif kind == "LSTM":
+            i, f, g, o = (x + hp).split(hidden, -1)
+            c = torch.sigmoid(i) * torch.tanh(g) + torch.sigmoid(f) * (c if c is not None else 0)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            cs.append(c)
+        else:
+            h = torch.tanh(x + hp) if kind == "RNN_TANH" else torch.relu(x + hp)
+        hs.append(h)
+    states = [torch.stack(hs, time)] + ([torch.stack(cs, time)] if cs else [])
+    return torch.stack(states, 0)
+
+
 def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
     """The graph's outputs computed with PyTorch, op by op."""
     env: dict[Value, Any] = dict(feeds)
@@ -173,6 +198,24 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
             shape = [1] * x.dim()
             shape[dim] = x.shape[dim]
             out = torch.arange(x.shape[dim]).reshape(shape).expand(x.shape)
+        elif name == "full":
+            out = torch.full(tuple(at["sizes"]), at["value"], dtype=at["dtype"])
+        elif name == "flip":
+            out = torch.flip(args[0], at["dims"])
+        elif name == "roll":
+            out = torch.roll(args[0], [s for _, s in at["moves"]], [d for d, _ in at["moves"]])
+        elif name == "pad":
+            widths = [0, 0] * args[0].dim()
+            for dim, before, after in at["moves"]:
+                k = args[0].dim() - 1 - dim
+                widths[2 * k:2 * k + 2] = [before, after]
+            while widths[-2:] == [0, 0]:
+                widths = widths[:-2]
+            out = F.pad(args[0], widths, at["mode"], at["value"] if at["mode"] == "constant" else None)
+        elif name == "cat":
+            out = torch.cat(args, at["dim"])
+        elif name == "recurrent":
+            out = _recurrent(*args, at["kind"], at["time"])
         elif name == "threshold":
             out = F.threshold(args[0], at["threshold"], at["value"])
         elif name == "cast":
@@ -185,7 +228,13 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
         elif name in ("argmax", "argmin"):
             out = getattr(torch, name)(args[0], dim=at["dim"], keepdim=at["keepdim"])
         elif name in ("cumsum", "cumprod"):
-            out = getattr(torch, name)(args[0], dim=at["dim"])
+            x, dim = args[0], at["dim"]
+            x = x.flip(dim) if at.get("reverse") else x
+            out = getattr(torch, name)(x, dim=dim)
+            if at.get("exclusive"):
+                first = torch.full_like(out.narrow(dim, 0, 1), 1.0 if name == "cumprod" else 0.0)
+                out = torch.cat([first, out.narrow(dim, 0, out.shape[dim] - 1)], dim)
+            out = out.flip(dim) if at.get("reverse") else out
         elif name == "matmul":
             out = torch.matmul(args[0], args[1])
         elif name == "conv":

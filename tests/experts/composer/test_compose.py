@@ -59,7 +59,7 @@ def test_bad_problems_raise_problem_error(tmp_path):
 
 WEIRD = {
     "dict_output": "return {'y': x * 2}",
-    "factory": "return x + torch.ones(x.shape[-1])",
+    "random": "return x + torch.rand_like(x)",
     "data_dependent": "return x[x > 0].sum()",
     "int_matmul": "return (x.long() @ x.long().t())",
 }
@@ -158,3 +158,51 @@ def test_scans_along_any_dim_compose_into_scan_kernels_the_evaluator_passes(tmp_
     masked = REPO / "benchmarks" / "coverage" / "2_masked_cumsum.py"
     small = {"batch_size": 3, "length": 2500}
     verdict(submit(masked, first(compose_ok(masked, set_values=small, max_variants=1)).source, set_values=small))
+
+
+LAYOUTS = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+a, b, c = 3, 37, 45
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        flipped = torch.relu(torch.flip(x, dims=[1, 2])) + x
+        rolled = torch.roll(x, shifts=(3, -2), dims=(1, 2)) * 2.0
+        padded = (F.pad(x, (1, 2, 3, 0), mode="reflect"), F.pad(x, (2, 1), value=-1.0),
+                  F.pad(x, (1, 1, 1, 1), mode="replicate"), F.pad(x, (2, 2), mode="circular"))
+        joined = torch.cat([x, y, x * y], dim=1).sigmoid(), torch.stack([x, y], dim=-1)
+        filled = torch.zeros_like(x) + torch.full((a, 1, 1), 0.5) * y
+        return (flipped, rolled) + padded + joined + (filled,)
+
+
+def get_inputs():
+    return [torch.randn(a, b, c), torch.randn(a, b, c)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_flips_rolls_pads_cats_and_fills_compose_into_kernels_the_evaluator_passes(tmp_path):
+    path = tmp_path / "layouts.py"
+    path.write_text(LAYOUTS)
+    result = compose_ok(path, max_variants=1)
+    for name in ("flip", "roll", "pad", "cat", "full"):
+        assert name in result.message
+    verdict(submit(path, first(result).source))
+
+
+@pytest.mark.parametrize(("problem", "set_values"), [
+    ("3_reverse_exclusive_cumprod", {"batch_size": 3, "length": 1500}),
+    ("4_reverse_cumsum", {"batch_size": 2, "length": 700}),
+    ("8_cat_conv_branches", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "size": 9}),
+    ("10_padded_conv", {"batch_size": 2, "in_channels": 3, "out_channels": 4, "size": 9}),
+    ("11_pad_constant", {"batch_size": 2, "length": 11, "hidden": 6})])
+def test_coverage_layout_problems_compose_and_pass_the_evaluator(problem, set_values):
+    path = REPO / "benchmarks" / "coverage" / f"{problem}.py"
+    verdict(submit(path, first(compose_ok(path, set_values=set_values, max_variants=1)).source, set_values=set_values))

@@ -24,9 +24,9 @@ from kfoundry.experts.composer.read.trace import (
     trace_dispatch,
     trace_fx,
 )
-from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction, scan
+from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, recurrent, reduction, scan
 
-KIND_ORDER = ("gemm", "conv", "pool", "scan", "row", "pointwise")
+KIND_ORDER = ("recurrent", "gemm", "conv", "pool", "scan", "row", "pointwise")
 UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it
 
 
@@ -124,6 +124,8 @@ def group_configs(group: Group, precision: str, tolerance: float | None) -> list
         return pool.configs(group)
     if group.kind == "scan":
         return scan.configs(group)
+    if group.kind == "recurrent":
+        return recurrent.configs(group, precision, tolerance)
     return pointwise.configs(group)
 
 
@@ -147,6 +149,9 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
     elif group.kind == "row":
         name = f"row_{config['mode']}_br{config['BR']}" + (f"_bc{config['BC']}" if "BC" in config else "") + \
             f"_w{config['num_warps']}"
+    elif group.kind == "recurrent":
+        name = f"{group.anchor.attrs['kind'].split('_')[0].lower()}_steps_bb{config['BB']}_bh{config['BH']}" \
+            f"_bk{config['BK']}_w{config['num_warps']}_{config['precision']}"
     else:
         name = f"{group.kind}_b{config['BLOCK']}_w{config['num_warps']}"
     return name + (f"_{kernels}kernels" if kernels > 1 else "")
@@ -170,8 +175,12 @@ def describe_plan(the_plan: Plan) -> str:
     parts = []
     for g in the_plan.groups:
         ops = [op.name for op in g.ops]
-        if g.kind in ("gemm", "conv", "pool", "scan"):
-            text = f"{g.anchor.name}" + (f" with {', '.join(ops)} fused" if ops else "")
+        if g.kind == "recurrent":
+            a = g.anchor.attrs
+            text = f"{a['kind'].split('_')[0]} layer ({g.anchor.args[0].shape[a['time']]} steps)"
+        elif g.kind in ("gemm", "conv", "pool", "scan"):
+            flags = [flag for flag in ("reversed", "exclusive") if g.anchor.attrs.get(flag.removesuffix("d"))]
+            text = " ".join(flags + [g.anchor.name]) + (f" with {', '.join(ops)} fused" if ops else "")
             if g.prologue is not None:
                 text = f"{', '.join(op.name for op in g.prologue.ops)} fused into " + text
         elif g.kind == "row":

@@ -15,7 +15,8 @@ from kfoundry.experts.composer.ir.graph import (
 
 def test_every_op_has_one_category():
     for name in ALL_OPS:
-        assert category(name) in ("pointwise", "reduction", "gemm", "conv", "pool", "scan", "view", "sym")
+        assert category(name) in ("pointwise", "reduction", "gemm", "conv", "pool", "scan", "layout", "recurrent",
+                                  "view", "sym")
     with pytest.raises(KeyError):
         category("fft")
 

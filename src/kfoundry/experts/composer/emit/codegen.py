@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from kfoundry.experts.composer.emit import expr
+from kfoundry.experts.composer.emit.dedup import canonical
 from kfoundry.experts.composer.emit.host import (
     POOL_OUT_SIZE_HELPER,
     HostContext,
@@ -15,7 +16,7 @@ from kfoundry.experts.composer.emit.kernel import KernelCode
 from kfoundry.experts.composer.ir.graph import SYM, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan
 from kfoundry.experts.composer.read.model_init import InitParts
-from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, reduction, scan
+from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, recurrent, reduction, scan
 
 TEMPLATES = {
     "pointwise": pointwise.pointwise_kernel,
@@ -24,6 +25,7 @@ TEMPLATES = {
     "conv": conv.conv_kernel,
     "pool": pool.pool_kernel,
     "scan": scan.scan_kernel,
+    "recurrent": recurrent.recurrent_kernel,
 }
 BASE_IMPORTS = ["import torch", "import torch.nn as nn", "import triton", "import triton.language as tl"]
 INDENT = "        "
@@ -76,15 +78,21 @@ def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch
         if isinstance(step, HostStep) and step.op.out.kind == SYM:
             writer.lines.append(INDENT + host.sym_line(step.op))
     kernels: list[KernelCode] = []
+    first_of: dict[str, KernelCode] = {}  # canonical source -> the kernel first emitted with it
     for step in plan.steps:
         if isinstance(step, HostStep):
             continue
         for value in writer.group_inputs(step):
             writer.ensure(value)
         code = kernel_for(step, host, configs[step.name])
-        kernels.append(code)
+        same = first_of.setdefault(canonical(code.source, code.name), code)
+        host_lines = code.host_lines
+        if same is code:
+            kernels.append(code)
+        else:  # launch the kernel already written
+            host_lines = [line.replace(f"{code.name}[", f"{same.name}[") for line in host_lines]
         writer.lines.append(f"{INDENT}# {_summary(step)}")
-        writer.lines.extend(code.host_lines)
+        writer.lines.extend(host_lines)
     for value in plan.graph.outputs:
         writer.ensure(value)
     names = [host.name(v) for v in plan.graph.outputs]

@@ -144,6 +144,10 @@ class HostContext:
             return [f"{name}.shape[{i}]" for i in range(value.rank)]
         op = value.producer
         kind = category(op.name)
+        if op.name == "full":
+            return [self.size(s) for s in op.attrs["sizes"]]
+        if kind == "layout":
+            return self._layout_formula(op)
         if kind == "pointwise":
             dims = ["1"] * value.rank
             for arg in op.tensor_args:
@@ -155,6 +159,8 @@ class HostContext:
         xs = self.formula(x) if isinstance(x, Value) and x.is_tensor else []
         if kind == "scan":
             return xs
+        if kind == "recurrent":
+            return ["2" if op.attrs["kind"] == "LSTM" else "1"] + xs[:-1] + [self.formula(op.args[1])[1]]
         if kind == "reduction":
             dims = (op.attrs["dim"],) if op.name in ("argmax", "argmin") else op.attrs["dims"]
             dims = norm_dims(dims, x.rank)
@@ -191,6 +197,17 @@ class HostContext:
                        f"{dilation[i]}, {a['ceil_mode']})" for i in range(nd)]
             return xs[:x.rank - nd] + spatial
         return self._view_formula(op, x, xs)
+
+    def _layout_formula(self, op) -> list[str]:
+        xs = self.formula(op.args[0])
+        if op.name == "pad":
+            for dim, before, after in op.attrs["moves"]:
+                extra = before + after
+                xs[dim] = xs[dim] if not extra else f"{xs[dim]} + {extra}" if extra > 0 else f"{xs[dim]} - {-extra}"
+        elif op.name == "cat":
+            dim = op.attrs["dim"]
+            xs[dim] = " + ".join(_paren(self.formula(t)[dim]) for t in op.tensor_args)
+        return xs
 
     def _view_formula(self, op, x: Value, xs: list[str]) -> list[str]:
         a = op.attrs

@@ -11,7 +11,7 @@ import torch
 
 from kfoundry.experts.composer.emit import expr
 from kfoundry.experts.composer.emit.host import HostContext, product
-from kfoundry.experts.composer.ir.graph import CONST, SYM, Op, Value
+from kfoundry.experts.composer.ir.graph import CONST, LAYOUTS, SYM, Op, Value, moved_dims
 from kfoundry.experts.composer.plan.fusion import Group, Map
 
 KERNEL_RESERVED = frozenset({
@@ -334,9 +334,126 @@ class Emitter:
         axis = self.access.space.axis(entry)
         return self.assign(op.out, f"({self.access.space.coords[entry]})", {axis} if axis else ())
 
+    def full(self, op: Op) -> str:
+        value, dtype = op.attrs["value"], op.out.dtype
+        if dtype == torch.bool:
+            return self.assign(op.out, f"tl.full((1,), {expr.literal(bool(value))}, tl.int1)")
+        if not dtype.is_floating_point:
+            return self.assign(op.out, f"tl.full((1,), {expr.literal(int(value))}, tl.int64)")
+        return self.assign(op.out, f"tl.full((1,), {expr.literal(float(value))}, tl.float32)")
+
+    def coordinate(self, op: Op, dim: int) -> tuple[str, str | None, frozenset]:
+        """(coordinate, mask, block axes) of op's result along its dim `dim`, a coordinate of its own."""
+        space_dim = self.group.vmap[op.out][dim]
+        if space_dim is None:
+            return "0", None, frozenset()
+        space = self.access.space
+        entry = space.entry_of(space_dim)
+        if len(space.dims[entry]) != 1:
+            raise ValueError(f"{op.name} along a merged dim")
+        axis = space.axis(entry)
+        return f"({space.coords[entry]})", space.masks[entry], frozenset({axis} if axis else ())
+
+    def gather(self, op: Op, position: int, sources: dict[int, str], valid: str | None, other: str
+               ) -> tuple[str, frozenset]:
+        """op's argument loaded with its moved dims at `sources` (coordinates of its own), where `valid` holds."""
+        arg = op.args[position]
+        vmap = self.group.leaf_map(op, position)
+        ptr, host_name = self.access.pointer(arg, vmap)
+        offset, mask, axes = self.access.offset(arg, vmap, host_name)
+        terms = [offset] if offset else []
+        for dim, source in sources.items():
+            if arg.shape[dim] != 1:
+                terms.append(f"{source} * {self.kw.arg(f'{arg.name}_s{dim}', f'{host_name}.stride({dim})')}")
+        mask = mask_of([mask, valid])
+        address = f"{ptr} + {' + '.join(terms)}" if terms else ptr
+        convert = ".to(tl.float32)" if op.out.is_float else ""
+        var = self.kw.local(arg.name)
+        self.kw.line(f"{var} = tl.load({address}, mask={mask}, other={other}){convert}" if mask else
+                     f"{var} = tl.load({address}){convert}")
+        return var, axes
+
+    def size_arg(self, value: Value, dim: int) -> str:
+        """A kernel parameter holding value's size along dim."""
+        _, host_name = self.access.pointer(value, ())
+        return self.kw.arg(f"{value.name}_n{dim}", f"{host_name}.shape[{dim}]")
+
+    def layout(self, op: Op) -> str:
+        """A flip, roll, pad or cat: each element read from its input at the moved coordinate."""
+        coords = {dim: self.coordinate(op, dim) for dim in moved_dims(op)}
+        span = frozenset().union(*(c[2] for c in coords.values()))
+        x = op.args[0]
+        if op.name == "flip":
+            sources = {d: f"({self.size_arg(x, d)} - 1 - {c[0]})" for d, c in coords.items()}
+            var, axes = self.gather(op, 0, sources, mask_of([c[1] for c in coords.values()]), "0")
+            self.bind(op.out, var, span | axes)
+            return var
+        if op.name == "roll":
+            sources = {}
+            for dim, shift in op.attrs["moves"]:
+                n = self.size_arg(x, dim)
+                # the host gives the shift in [0, n): every term stays non-negative, whatever % does with signs
+                s = self.kw.arg(f"shift{dim}", f"({shift}) % {self.access.pointer(x, ())[1]}.shape[{dim}]")
+                sources[dim] = f"(({coords[dim][0]} + {n} - {s}) % {n})"
+            var, axes = self.gather(op, 0, sources, mask_of([c[1] for c in coords.values()]), "0")
+            self.bind(op.out, var, span | axes)
+            return var
+        if op.name == "pad":
+            return self._pad(op, coords, span)
+        return self._cat(op, coords[op.attrs["dim"]], span)
+
+    def _pad(self, op: Op, coords: dict, span: frozenset) -> str:
+        x, mode = op.args[0], op.attrs["mode"]
+        sources, valid = {}, [c[1] for c in coords.values()]
+        for dim, before, _ in op.attrs["moves"]:
+            n = self.size_arg(x, dim)
+            shifted = f"({coords[dim][0]} - {before})" if before else coords[dim][0]
+            if mode == "constant":
+                sources[dim] = shifted
+                valid.append(f"({shifted} >= 0) & ({shifted} < {n})")
+            elif mode == "replicate":
+                sources[dim] = f"tl.minimum(tl.maximum({shifted}, 0), {n} - 1)"
+            elif mode == "reflect":  # one reflection at either end (torch asks the padding be shorter than the dim)
+                sources[dim] = f"(({n} - 1) - tl.abs(({n} - 1) - tl.abs({shifted})))"
+            else:  # circular: the padding is at most the dim's size, so shifted + n is never negative
+                sources[dim] = f"(({shifted} + {n}) % {n})"
+        value = op.attrs["value"]
+        other = expr.literal(float(value) if x.is_float else int(value))
+        var, axes = self.gather(op, 0, sources, mask_of(valid), other)
+        self.bind(op.out, var, span | axes)
+        return var
+
+    def _cat(self, op: Op, coordinate: tuple, span: frozenset) -> str:
+        """Each element from the input whose range along dim holds it: a masked load per input (only one loads)."""
+        dim = op.attrs["dim"]
+        c, mask, _ = coordinate
+        sizes: list[str] = []  # host expressions of the sizes of the inputs before this one
+        result, axes = None, frozenset()
+        for position, arg in enumerate(op.args):
+            n = self.size_arg(arg, dim)
+            if sizes:
+                start = self.kw.arg(f"start{position}", " + ".join(sizes))
+                inside, source = f"({c} >= {start}) & ({c} < {start} + {n})", f"({c} - {start})"
+            else:
+                inside, source = f"({c} < {n})", c
+            sizes.append(f"{self.access.pointer(arg, ())[1]}.shape[{dim}]")
+            var, found = self.gather(op, position, {dim: source}, mask_of([mask, inside]), "0")
+            axes |= found
+            if result is not None:
+                merged = self.kw.local(op.out.name)
+                self.kw.line(f"{merged} = tl.where({inside}, {var}, {result})")
+                var = merged
+            result = var
+        self.bind(op.out, result, span | axes)
+        return result
+
     def pointwise(self, op: Op) -> str:
         if op.name == "iota":
             return self.iota(op)
+        if op.name == "full":
+            return self.full(op)
+        if op.name in LAYOUTS:
+            return self.layout(op)
         want_float = op.out.is_float and op.name not in ("where",)
         parts = [self.operand(op, i, want_float if not (op.name == "where" and i == 0) else False)
                  for i in range(len(op.args))]
@@ -394,13 +511,14 @@ def _mergeable(value: Value, vmap: Map, d0: int, d1: int) -> bool:
 
 def accesses_of(group: Group) -> list[tuple[Value, Map]]:
     """How the group reads and writes memory (exports, leaves), and the dims iota needs as coordinates of
-    their own (they must not merge with a neighbour)."""
+    their own (they must not merge with a neighbour), as do the moved dims of a flip, roll, pad or cat."""
     accesses = [(v, group.vmap[v]) for v in group.exports] + group.leaves()
     for op in group.ops:
-        if op.name == "iota":
-            d = group.vmap[op.out][op.attrs["dim"]]
+        own = (op.attrs["dim"],) if op.name == "iota" else moved_dims(op) if op.name in LAYOUTS else ()
+        for dim in own:
+            d = group.vmap[op.out][dim]
             if d is not None:
-                accesses.append((op.out, tuple(d if i == op.attrs["dim"] else None for i in range(op.out.rank))))
+                accesses.append((op.out, tuple(d if i == dim else None for i in range(op.out.rank))))
     return accesses
 
 

@@ -15,6 +15,7 @@ from kfoundry.experts.composer.ir.graph import (
     COMPARISONS,
     CONST,
     INPUT,
+    LAYOUTS,
     PARAM,
     POINTWISE,
     POOLS,
@@ -159,6 +160,13 @@ def concrete_sizes(sizes: Any) -> tuple[int, ...]:
 def infer(name: str, args: list[Any], attrs: dict[str, Any]) -> tuple[tuple[int, ...], torch.dtype, bool]:
     """(shape, dtype, fixed_dtype) of the result of op `name`."""
     tensors = [a for a in args if isinstance(a, Value) and a.is_tensor]
+    if name == "full":
+        return concrete_sizes(attrs["sizes"]), attrs["dtype"], attrs["fixed_dtype"]
+    if name in LAYOUTS:
+        return _layout_shape(name, tensors, attrs), *_layout_dtype(tensors)
+    if name == "recurrent":
+        x = args[0]
+        return (2 if attrs["kind"] == "LSTM" else 1,) + x.shape[:-1] + (attrs["hidden"],), x.dtype, x.fixed_dtype
     if name in POINTWISE:
         shape = broadcast(*[t.shape for t in tensors]) if tensors else ()
         if name in COMPARISONS:
@@ -237,6 +245,29 @@ def infer(name: str, args: list[Any], attrs: dict[str, Any]) -> tuple[tuple[int,
         dim = norm_dim(attrs["dim"], x.rank)
         return x.shape[:dim] + x.shape[dim + 1:], x.dtype, x.fixed_dtype
     raise ShapeError(f"no shape rule for {name}")
+
+
+def _layout_shape(name: str, tensors: list[Value], attrs: dict[str, Any]) -> tuple[int, ...]:
+    x = tensors[0]
+    if name in ("flip", "roll"):
+        return x.shape
+    if name == "pad":
+        shape = list(x.shape)
+        for dim, before, after in attrs["moves"]:
+            shape[dim] += before + after
+            if shape[dim] < 0:
+                raise ShapeError(f"padding {before}, {after} leaves dim {dim} of {list(x.shape)} negative")
+        return tuple(shape)
+    dim = attrs["dim"]
+    for t in tensors[1:]:
+        if t.rank != x.rank or any(t.shape[i] != x.shape[i] for i in range(x.rank) if i != dim):
+            raise ShapeError(f"cat of {list(x.shape)} and {list(t.shape)} along dim {dim}")
+    return x.shape[:dim] + (sum(t.shape[dim] for t in tensors),) + x.shape[dim + 1:]
+
+
+def _layout_dtype(tensors: list[Value]) -> tuple[torch.dtype, bool]:
+    dtype = result_dtype(tensors)
+    return dtype, not _follows_precision(tensors, dtype)
 
 
 class GraphBuilder:

@@ -26,20 +26,29 @@ BINARY = frozenset({
     "logical_and", "logical_or", "remainder", "fmod",
 })
 TERNARY = frozenset({"where"})
-# iota(x, dim): each element's index along dim (x gives only the shape): picks a class in cross-entropy
-INDEX = frozenset({"iota"})
+# iota(x, dim): each element's index along dim (x gives only the shape): picks a class in cross-entropy;
+# full(sizes=, value=, dtype=, fixed_dtype=): every element the same number (zeros, ones, a state starting at 0)
+INDEX = frozenset({"iota", "full"})
 POINTWISE = UNARY | BINARY | TERNARY | INDEX
 COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"})
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "argmax", "argmin"})
 GEMMS = frozenset({"matmul"})
 CONVS = frozenset({"conv"})
 POOLS = frozenset({"max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool"})
-SCANS = frozenset({"cumsum", "cumprod"})  # along attrs["dim"], inclusive
+# along attrs["dim"]; attrs "reverse" (from the end) and "exclusive" (each element's scan leaves it out) default False
+SCANS = frozenset({"cumsum", "cumprod"})
+# read their inputs at moved coordinates along some dims (`moved_dims`): flip(dims=), roll(moves=((dim, shift),)),
+# pad(moves=((dim, before, after),), mode=, value=), cat(tensors..., dim=); each starts a pointwise kernel
+LAYOUTS = frozenset({"flip", "roll", "pad", "cat"})
+# recurrent(projected, w_hh, b_hh | None, h0 | None, c0 | None, kind=, time=, hidden=): one layer of an LSTM, GRU or
+# RNN over the steps along dim `time` of the input's projection; the result stacks the hidden states of every
+# step (and an LSTM's cell states) along a new first dim
+RECURRENT = frozenset({"recurrent"})
 VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "expand", "flatten", "slice",
                    "select"})
 SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
                   "sym_mod", "sym_neg", "sym_truediv"})
-ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | VIEWS | SYMS
+ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | LAYOUTS | RECURRENT | VIEWS | SYMS
 
 
 @dataclass(eq=False)
@@ -125,19 +134,34 @@ def flat_values(args: Any) -> list[Value]:
 
 def category(name: str) -> str:
     for label, names in (("pointwise", POINTWISE), ("reduction", REDUCTIONS), ("gemm", GEMMS), ("conv", CONVS),
-                         ("pool", POOLS), ("scan", SCANS), ("view", VIEWS), ("sym", SYMS)):
+                         ("pool", POOLS), ("scan", SCANS), ("layout", LAYOUTS), ("recurrent", RECURRENT),
+                         ("view", VIEWS), ("sym", SYMS)):
         if name in names:
             return label
     raise KeyError(name)
 
 
+def moved_dims(op: Op) -> tuple[int, ...]:
+    """The dims along which a layout op reads its inputs somewhere else than where it writes."""
+    if op.name == "flip":
+        return tuple(op.attrs["dims"])
+    if op.name in ("roll", "pad"):
+        return tuple(move[0] for move in op.attrs["moves"])
+    if op.name == "cat":
+        return (op.attrs["dim"],)
+    raise KeyError(op.name)
+
+
+SHAPE_QUERIES = frozenset({"sym_size", "sym_numel"})  # they read a tensor's shape, which the host computes itself
+
+
 def dead_code_eliminated(graph: Graph) -> Graph:
-    """The graph without ops whose results nothing uses."""
+    """The graph without ops whose results nothing uses (a size query keeps no tensor computed)."""
     live = set(graph.outputs)
     kept = []
     for op in reversed(graph.ops):
         if op.out in live:
             kept.append(op)
-            live.update(op.inputs)
+            live.update(v for v in op.inputs if not (op.name in SHAPE_QUERIES and v.is_tensor))
     graph.ops = kept[::-1]
     return graph

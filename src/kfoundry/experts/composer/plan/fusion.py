@@ -26,6 +26,7 @@ from kfoundry.experts.composer.ir.graph import (
     CONST,
     INDEX,
     INPUT,
+    LAYOUTS,
     PARAM,
     POINTWISE,
     SYM,
@@ -35,9 +36,12 @@ from kfoundry.experts.composer.ir.graph import (
     Value,
     category,
     dead_code_eliminated,
+    moved_dims,
 )
+from kfoundry.experts.composer.plan.scans import directed_scans
 
 Map = tuple  # tuple[int | None, ...]
+SEALED = ("scan", "recurrent")  # kernels nothing fuses into
 TILE_REDUCTION_MAX = 512  # widest output-channel extent a GEMM / convolution epilogue reduces in one tile
 
 
@@ -58,7 +62,12 @@ class Group:
     leaf_maps: dict[tuple[int, int], Map] = field(default_factory=dict)  # (op id, arg position) -> map of a leaf
     exports: list[Value] = field(default_factory=list)
     name: str = ""
-    prologue: Group | None = None  # a pointwise group computed on the anchor's input as it is read (pooling)
+    prologue: Group | None = None  # a pointwise group computed on the anchor's input as it is read (pool, scan)
+
+    @property
+    def moves(self) -> bool:
+        """The kernel reads some tensor at moved coordinates (a flip, roll, pad or cat): only pointwise ops join it."""
+        return any(op.name in LAYOUTS for op in self.ops)
 
     @property
     def outer(self) -> tuple[int, ...]:
@@ -154,14 +163,16 @@ class Planner:
                 # a view is ready as soon as the tensor it views is: views of inputs and parameters from the start
                 self.steps.append(HostStep(op, len(self.steps)))
                 self.position[op.out] = self._ready_at(op.args[0])
-            elif kind in ("gemm", "conv", "pool", "scan"):
+            elif kind in ("gemm", "conv", "pool", "scan", "recurrent"):
                 self._anchor(op, kind)
+            elif kind == "layout":
+                self._layout(op)
             elif kind == "reduction":
                 self._reduction(op)
             else:
                 self._pointwise(op)
         self._exports()
-        self._pool_prologues()
+        self._prologues()
         counts: dict[str, int] = {}
         for group in self.groups():
             counts[group.kind] = counts.get(group.kind, 0) + 1
@@ -215,14 +226,25 @@ class Planner:
         group.vmap[op.out] = tuple(None if s == 1 else i for i, s in enumerate(op.out.shape))
         self.group_of[op.out] = group
 
+    def _layout(self, op: Op) -> None:
+        """A flip, roll, pad or cat starts a pointwise kernel over its output: its inputs are read from memory at the
+        moved coordinates (they are never values of the same kernel), what follows it joins as usual."""
+        group = self._new_group("pointwise", op.out.shape)
+        self._add(group, op, tuple(range(op.out.rank)))
+        moved = set(moved_dims(op))
+        for position, arg in enumerate(op.args):
+            if isinstance(arg, Value) and arg.is_tensor:
+                group.leaf_maps[(id(op), position)] = tuple(
+                    None if i in moved or arg.shape[i] == 1 else i for i in range(arg.rank))
+
     # -- pointwise -------------------------------------------------------------------------------------
     def _pointwise(self, op: Op) -> None:
-        # a scan kernel writes its result and nothing else: what follows it reads that from memory
-        candidates = [g for g in self._candidates(op) if g.kind != "scan"][:1]
+        # a scan or recurrent kernel writes its result and nothing else: what follows it reads that from memory
+        candidates = [g for g in self._candidates(op) if g.kind not in SEALED][:1]
         if not candidates and op.name not in INDEX:
             # reads only tensors in memory: compute it beside a recent kernel of the same space (an index reads
             # nothing: it starts a kernel beside its first user, which may need values that kernel cannot see)
-            candidates = [g for g in reversed(self.groups()) if g.kind != "scan" and (g.space == op.out.shape or (
+            candidates = [g for g in reversed(self.groups()) if g.kind not in SEALED and (g.space == op.out.shape or (
                 g.kind == "pointwise" and len(g.space) <= op.out.rank and _broadcasts_to(g.space, op.out.shape)))][:3]
         elif not candidates and self.groups():
             # a second index op beside a first that started a kernel of its own (a triangle's row and column):
@@ -295,7 +317,7 @@ class Planner:
             group.reduced = (tile_dim(group),)
             self._add(group, op, self._reduced_map(group.vmap[x], dims, op.attrs.get("keepdim", False)))
             return
-        if group is not None and group.anchor is None:
+        if group is not None and group.anchor is None and not group.moves:
             x_map = group.vmap[x]
             space_dims = {x_map[d] for d in dims if x.shape[d] != 1}
             reduced = {d for d in group.reduced if group.space[d] != 1}
@@ -336,23 +358,26 @@ class Planner:
             return tuple(None if i in dims else m for i, m in enumerate(x_map))
         return tuple(m for i, m in enumerate(x_map) if i not in dims)
 
-    def _pool_prologues(self) -> None:
-        """A pointwise kernel whose only product feeds one pooling kernel runs inside that kernel's window loop
-        instead (ReLU before MaxPool: the activation is never written)."""
+    def _prologues(self) -> None:
+        """A pointwise kernel whose only product feeds one pooling or scan kernel runs inside that kernel's loop
+        instead (ReLU before MaxPool, the mask before a cumulative sum: the product is never written)."""
         users = self.graph.users()
         for group in self.groups():
-            if group.kind != "pool":
+            if group.kind not in ("pool", "scan"):
                 continue
             x = group.anchor.args[0]
             producer = self.group_of.get(x)
-            if (producer is None or producer.kind != "pointwise" or producer.exports != [x]
+            if (producer is None or producer.kind != "pointwise" or producer.moves or x not in producer.exports
                     or producer.space != x.shape or x in self.graph.outputs
                     or any(user is not group.anchor for user in users.get(x, []))
                     or group.vmap.get(x) is not None):
                 continue
-            group.prologue = producer
-            producer.exports = []
-            self.steps.remove(producer)
+            if producer.exports == [x]:
+                group.prologue = producer
+                producer.exports = []
+                self.steps.remove(producer)
+            else:  # the kernel also computes other products: take out the ops only x needs, if they are apart
+                group.prologue = _split_off(producer, x)
         for index, step in enumerate(self.steps):
             step.index = index
 
@@ -371,6 +396,39 @@ class Planner:
             owner = self.group_of.get(value)
             if owner is not None and value not in owner.exports:
                 owner.exports.append(value)
+
+
+def _needed(group: Group, value: Value) -> set[Op]:
+    """The group's ops that compute `value`."""
+    found: set[Op] = set()
+    pending = [value]
+    while pending:
+        v = pending.pop()
+        op = v.producer
+        if op is None or v not in group.vmap or op in found:
+            continue
+        found.add(op)
+        pending += [a for a in op.inputs if a in group.vmap]
+    return found
+
+
+def _split_off(group: Group, value: Value) -> Group | None:
+    """A pointwise group of the ops that compute `value` and nothing else the group exports, taken out of it;
+    None when they share ops with another export."""
+    mine = _needed(group, value)
+    others = set().union(*(_needed(group, v) for v in group.exports if v is not value))
+    if mine & others:
+        return None
+    split = Group("pointwise", -1, group.space)
+    for op in group.ops:
+        if op in mine:
+            split.ops.append(op)
+            split.vmap[op.out] = group.vmap.pop(op.out)
+            for key in [k for k in group.leaf_maps if k[0] == id(op)]:
+                split.leaf_maps[key] = group.leaf_maps.pop(key)
+    group.ops = [op for op in group.ops if op not in mine]
+    group.exports.remove(value)
+    return split
 
 
 RESHAPES = frozenset({"reshape", "flatten", "unsqueeze", "squeeze"})
@@ -494,4 +552,4 @@ def _substitute(arg, replace: dict):
 
 def plan(graph: Graph) -> Plan:
     """Cut the graph into kernels and host steps, in execution order."""
-    return Planner(sink_views(common_subexpressions(trivial_reductions(graph)))).plan()
+    return Planner(sink_views(common_subexpressions(trivial_reductions(directed_scans(graph))))).plan()

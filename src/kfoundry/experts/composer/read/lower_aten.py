@@ -13,7 +13,7 @@ import torch.fx
 
 from kfoundry.experts.composer.ir.builder import norm_dim
 from kfoundry.experts.composer.ir.graph import Graph, Value, flat_values
-from kfoundry.experts.composer.read import decompose, norm
+from kfoundry.experts.composer.read import decompose, fx_layout, norm
 from kfoundry.experts.composer.read.fx_functions import adaptive_pool, conv, loss_by_class, pool
 from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, scalar_of, tuple_n
 from kfoundry.experts.composer.read.lower_fx import HANDLERS, POISON, FxReader, describe
@@ -172,9 +172,22 @@ def _squeeze(r: AtenReader, x, dim=None):
                 tuple(dim))
 
 
-@aten("scalar_tensor", "full", "ones", "zeros", "arange", "empty")
+@aten("arange", "empty", "empty_like", "empty_strided")
 def _factory(r: AtenReader, *args, **kwargs):
     raise Unsupported(f"aten.{r.key}", "tensors created inside forward")
+
+
+@aten("constant_pad_nd")
+def _constant_pad(r: AtenReader, x, pad, value=0):
+    return fx_layout.pad(r, r.tensor(x), tuple(pad), "constant", value)
+
+
+@aten("reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
+      "replication_pad3d", "_pad_circular")
+def _mode_pad(r: AtenReader, x, padding):
+    mode = "reflect" if r.key.startswith("reflection") else "replicate" if r.key.startswith("replication") else \
+        "circular"
+    return fx_layout.pad(r, r.tensor(x), tuple(padding), mode)
 
 
 @aten("max", "min")

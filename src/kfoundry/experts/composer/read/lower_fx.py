@@ -26,7 +26,7 @@ from kfoundry.experts.composer.ir.builder import (
     norm_dim,
 )
 from kfoundry.experts.composer.ir.graph import PARAM, Graph, Value, dead_code_eliminated, flat_values
-from kfoundry.experts.composer.read import fx_functions, fx_modules, fx_views
+from kfoundry.experts.composer.read import fx_functions, fx_layout, fx_modules, fx_views, recurrent
 from kfoundry.experts.composer.read.handling import Unsupported, bind, scalar_of
 from kfoundry.experts.composer.read.trace import TensorMeta, Trace
 
@@ -48,7 +48,7 @@ class _Poison:
 
 POISON = _Poison()
 
-HANDLER_MODULES = (fx_functions, fx_modules, fx_views)
+HANDLER_MODULES = (fx_functions, fx_modules, fx_views, fx_layout, recurrent)
 # what the reader dispatches to by key: the handler tables of HANDLER_MODULES, merged in that order
 HANDLERS: dict[str, Callable] = {key: fn for module in HANDLER_MODULES for key, fn in module.HANDLERS.items()}
 
@@ -330,6 +330,11 @@ class FxReader:
             value = getattr(self.trace.graph_module, path, None) if value is _MISSING else value
             if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
                 return float(value.item())
+            if isinstance(value, torch.Tensor) and value.numel() > 1 and not value.is_meta and \
+                    bool((value == value.flatten()[0]).all()):  # torch.zeros(3, 4) made at trace time: a fill
+                number = value.flatten()[0].item()
+                return self.op("full", [], sizes=tuple(value.shape), value=number, dtype=value.dtype,
+                               fixed_dtype=value.dtype != torch.get_default_dtype())
             shape = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else "not a tensor"
             raise Unsupported("torch.tensor", f"{path}: a tensor of more than one number created in forward ({shape})")
         if isinstance(value, torch.Tensor):

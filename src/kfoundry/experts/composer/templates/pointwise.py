@@ -7,6 +7,7 @@ with stride 0 where it broadcasts, so a (C, 1, 1) parameter against an (N, C, H,
 from __future__ import annotations
 
 from kfoundry.experts.composer.emit.host import HostContext, product
+from kfoundry.experts.composer.ir.graph import LAYOUTS
 from kfoundry.experts.composer.emit.kernel import (
     Access,
     Emitter,
@@ -39,7 +40,8 @@ def pointwise_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
     lines = allocate(host, group.exports)
     accesses = accesses_of(group)
     entries, merged = merge_dims([list(range(len(group.space)))], accesses, group.space)
-    sizes = space_sizes(group, host)
+    # a flip / roll / pad / cat gives the size of the dims it moves (its inputs do not run along them)
+    sizes = space_sizes(group, host, [(op.out, group.vmap[op.out]) for op in group.ops if op.name in LAYOUTS])
     total = space_numel(group, host, [product([sizes[d] for d in e]) for e in entries])
     kw.line("pid = tl.program_id(0)")
     n = kw.arg("n_elements", total)

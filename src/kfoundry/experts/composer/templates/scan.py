@@ -3,12 +3,14 @@
 Each program owns BR rows (the other dims, flattened) and walks the scanned dim in blocks of BLOCK: the block
 is scanned in registers (tl.cumsum / tl.cumprod) and the total of the blocks before it, kept per row, is added
 (or multiplied) in; the block's last element is the next carry. Every tensor is read through its own strides.
+A pointwise kernel whose only product is the scan's input runs inside the block loop instead (a masked cumulative
+sum applies its mask as the input is read, and the masked input is never written).
 """
 
 from __future__ import annotations
 
 from kfoundry.experts.composer.emit.host import HostContext, product
-from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
+from kfoundry.experts.composer.emit.kernel import Access, Emitter, KernelCode, KernelWriter, Space, allocate
 from kfoundry.experts.composer.plan.fusion import Group
 
 CONFIGS = [{"BR": 4, "BLOCK": 1024, "num_warps": 4}, {"BR": 1, "BLOCK": 2048, "num_warps": 8},
@@ -26,10 +28,10 @@ def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     product_scan = op.name == "cumprod"
     kw = KernelWriter(f"_{group.name}_kernel")
     lines = allocate(host, [out])
-    xn, on = host.name(x), host.name(out)
+    on = host.name(out)
     shape = host.shape(out)
     outer = [d for d in range(out.rank) if d != dim]
-    x_ptr, o_ptr = kw.arg("x_ptr", xn), kw.arg("out_ptr", on)
+    o_ptr = kw.arg("out_ptr", on)
     length = kw.arg("length", shape[dim])
     n_rows = product([shape[d] for d in outer]) if outer else "1"
     rows = kw.arg("n_rows", n_rows)
@@ -41,8 +43,8 @@ def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     # int64 offsets: a 32768 x 32768 scan's rows times its row stride pass 2^31
     kw.line(f"row = pid.to(tl.int64) * {br} + tl.arange(0, {br})")
     kw.line(f"row_ok = row < {rows}")
-    # the row's offset in each tensor: its coordinates along the other dims (innermost last) times the strides
-    x_base, o_base = [], []
+    # each row's coordinates along the other dims (innermost last)
+    coords: dict[int, str] = {}
     rest = "row"
     for k, d in enumerate(reversed(outer)):
         size = kw.arg(f"size{d}", shape[d])
@@ -52,24 +54,52 @@ def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
             nxt = kw.local(f"rest{d}")
             kw.line(f"{nxt} = {rest} // {size}")
             rest = nxt
-        x_base.append(f"{coord} * {kw.arg(f'stride_x{d}', f'{xn}.stride({d})')}")
-        o_base.append(f"{coord} * {kw.arg(f'stride_o{d}', f'{on}.stride({d})')}")
-    kw.line(f"x_row = {' + '.join(x_base) or '0'}")
-    kw.line(f"o_row = {' + '.join(o_base) or '0'}")
-    sx, so = kw.arg(f"stride_x{dim}", f"{xn}.stride({dim})"), kw.arg(f"stride_o{dim}", f"{on}.stride({dim})")
+        coords[d] = coord
+    o_row = [f"{coords[d]} * {kw.arg(f'stride_o{d}', f'{on}.stride({d})')}" for d in outer]
+    kw.line(f"o_row = {' + '.join(o_row) or '0'}")
+    so = kw.arg(f"stride_o{dim}", f"{on}.stride({dim})")
+    if group.prologue is None:
+        xn = host.name(x)
+        x_ptr = kw.arg("x_ptr", xn)
+        x_row = [f"{coords[d]} * {kw.arg(f'stride_x{d}', f'{xn}.stride({d})')}" for d in outer]
+        kw.line(f"x_row = {' + '.join(x_row) or '0'}")
+        sx = kw.arg(f"stride_x{dim}", f"{xn}.stride({dim})")
     accumulate = "tl.float32" if out.is_float else "tl.int64"
     identity = "1" if product_scan else "0"
     kw.line(f"carry = tl.full(({br},), {identity}, {accumulate})")
+    reverse, exclusive = op.attrs.get("reverse", False), op.attrs.get("exclusive", False)
     kw.line(f"for start in range(0, {length}, {block}):")
     kw.indent += 1
     kw.line(f"col = start + tl.arange(0, {block}).to(tl.int64)")
     kw.line(f"ok = row_ok[:, None] & (col[None, :] < {length})")
-    kw.line(f"v = tl.load({x_ptr} + x_row[:, None] + col[None, :] * {sx}, mask=ok, other={identity}).to({accumulate})")
+    # the scan runs along col; a reversed one reads and writes element length - 1 - col, an exclusive one reads
+    # one element behind (the identity in front): it is the inclusive scan shifted by one
+    source = "(col - 1)" if exclusive else "col"
+    where = f"({length} - 1 - col)" if reverse else "col"
+    source = f"({length} - 1 - {source})" if reverse else source
+    read_ok = "ok & (col[None, :] >= 1)" if exclusive else "ok"
+    if group.prologue is None:
+        kw.line(f"v = tl.load({x_ptr} + x_row[:, None] + {source}[None, :] * {sx}, mask={read_ok}, other={identity})"
+                f".to({accumulate})")
+    else:
+        kw.line("# the pointwise ops before the scan, on each element as it is read")
+        if exclusive:
+            kw.line(f"read_ok = {read_ok}")
+            read_ok = "read_ok"
+        place = {d: f"{coords[d]}[:, None]" for d in outer} | {dim: f"{source}[None, :]"}
+        kept = [d for d in range(x.rank) if x.shape[d] != 1]
+        axes = ["cols" if d == dim else "rows" for d in kept]
+        space = Space([[d] for d in kept], [place[d] for d in kept], [read_ok] * len(kept), axes,
+                      {"rows": "row[:, None] * 0", "cols": "col[None, :] * 0"}, {"rows": "ok", "cols": "ok"})
+        before = Emitter(kw, host, group.prologue, Access(kw, host, space))
+        for fused in group.prologue.ops:
+            before.pointwise(fused)
+        kw.line(f"v = tl.where({read_ok}, {before.env[x]}, {identity}).to({accumulate})")
     if product_scan:
         kw.line("s = tl.cumprod(v, axis=1) * carry[:, None]")
     else:
         kw.line("s = tl.cumsum(v, axis=1) + carry[:, None]")
-    kw.line(f"tl.store({o_ptr} + o_row[:, None] + col[None, :] * {so}, s.to({o_ptr}.dtype.element_ty), mask=ok)")
+    kw.line(f"tl.store({o_ptr} + o_row[:, None] + {where}[None, :] * {so}, s.to({o_ptr}.dtype.element_ty), mask=ok)")
     kw.line(f"last = tl.minimum({length} - start, {block}) - 1")
     kw.line(f"carry = tl.sum(tl.where(tl.arange(0, {block})[None, :] == last, s, 0), axis=1)")
     kw.indent -= 1

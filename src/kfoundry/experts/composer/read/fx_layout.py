@@ -1,0 +1,210 @@
+"""Handlers of ops that move elements (flip, roll, padding, concatenation and stacking) and of tensors filled
+with one number inside forward (zeros, ones, full and their `_like` forms): the first become layout ops, read
+by a kernel at moved coordinates; the second `full`, computed where it is used."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kfoundry.experts.composer.ir.builder import norm_dim
+from kfoundry.experts.composer.ir.graph import Value
+from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, scalar_of
+
+if TYPE_CHECKING:
+    from kfoundry.experts.composer.read.lower_fx import FxReader
+
+HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
+handles = HANDLERS.handles
+
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+# -- moves ----------------------------------------------------------------------------------------------
+def _dims(args: tuple) -> tuple:
+    if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+@handles("flip")
+def _flip(r: FxReader, x, *dims, **kwargs):
+    x = r.tensor(x)
+    dims = _dims(dims or (kwargs.get("dims", ()),))
+    return flip(r, x, dims)
+
+
+@handles("fliplr", "flipud")
+def _flip_lr_ud(r: FxReader, x):
+    x = r.tensor(x)
+    return flip(r, x, (1,) if r.key == "fliplr" else (0,))
+
+
+def flip(r: FxReader, x: Value, dims: tuple) -> Value:
+    dims = tuple(sorted({norm_dim(int(scalar_of(d)), x.rank) for d in dims}))
+    if not dims:
+        return x
+    return r.op("flip", [x], dims=dims)
+
+
+@handles("roll")
+def _roll(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, shifts, dims=None")
+    x = r.tensor(a["input"])
+    if a["dims"] is None:
+        raise Unsupported(r.origin or "torch.roll", "a roll of the flattened tensor (no dims)")
+    shifts, dims = ints_of(a["shifts"]), ints_of(a["dims"])
+    if len(shifts) != len(dims):
+        raise Unsupported(r.origin or "torch.roll", f"{len(shifts)} shifts for {len(dims)} dims")
+    total: dict[int, int] = {}
+    for shift, dim in zip(shifts, dims):
+        dim = norm_dim(int(scalar_of(dim)), x.rank)
+        total[dim] = total.get(dim, 0) + int(scalar_of(shift))
+    moves = tuple((dim, shift) for dim, shift in sorted(total.items()) if shift % max(x.shape[dim], 1))
+    return r.op("roll", [x], moves=moves) if moves else x
+
+
+@handles("pad")
+def _pad(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, pad, mode='constant', value=None")
+    return pad(r, r.tensor(a["input"]), ints_of(a["pad"]), a["mode"], a["value"])
+
+
+def pad(r: FxReader, x: Value, widths: tuple, mode: str, value: Any = None) -> Value:
+    """F.pad's (left, right, top, bottom, ...) widths, from the last dim back, as a pad op."""
+    what = r.origin or "F.pad"
+    widths = tuple(int(scalar_of(w)) for w in widths)
+    if len(widths) % 2 or len(widths) // 2 > x.rank:
+        raise Unsupported(what, f"{len(widths)} padding widths for a tensor of {x.rank} dims")
+    if mode not in PAD_MODES:
+        raise Unsupported(what, f"mode={mode!r}")
+    value = 0.0 if value is None else float(scalar_of(value))
+    if mode != "constant" and value:
+        raise Unsupported(what, f"value={value} with mode={mode!r}")
+    moves = []
+    for k in range(len(widths) // 2):
+        dim, before, after = x.rank - 1 - k, widths[2 * k], widths[2 * k + 1]
+        if before or after:
+            if mode != "constant" and (min(before, after) < 0 or max(before, after) > x.shape[dim]
+                                       or mode == "reflect" and max(before, after) >= x.shape[dim]):
+                raise Unsupported(what, f"{mode} padding of {before}, {after} on a dim of {x.shape[dim]}")
+            moves.append((dim, before, after))
+    if not moves:
+        return x
+    return r.op("pad", [x], moves=tuple(sorted(moves)), mode=mode, value=value)
+
+
+@handles("cat", "concat", "concatenate")
+def _cat(r: FxReader, tensors, dim=0, axis=None, **kwargs):
+    kwargs.pop("out", None)
+    return cat(r, list(tensors), int(scalar_of(dim if axis is None else axis)))
+
+
+def cat(r: FxReader, tensors: list, dim: int) -> Value:
+    values = [r.tensor(t, "a tensor to concatenate") for t in tensors]
+    # torch skips 1-D empty tensors in a concatenation of tensors of more dims (a legacy rule)
+    values = [v for v in values if not (v.rank == 1 and v.shape == (0,) and any(u.rank > 1 for u in values))]
+    if not values:
+        raise Unsupported(r.origin or "torch.cat", "nothing to concatenate")
+    dim = norm_dim(dim, values[0].rank)
+    values = [v for v in values if v.shape[dim] != 0] or values[:1]
+    return values[0] if len(values) == 1 else r.op("cat", values, dim=dim)
+
+
+@handles("stack")
+def _stack(r: FxReader, tensors, dim=0, **kwargs):
+    kwargs.pop("out", None)
+    values = [r.tensor(t, "a tensor to stack") for t in tensors]
+    if not values:
+        raise Unsupported(r.origin or "torch.stack", "nothing to stack")
+    dim = norm_dim(int(scalar_of(dim)), values[0].rank + 1)
+    return cat(r, [r.op("unsqueeze", [v], dim=dim) for v in values], dim)
+
+
+@handles("nn.ZeroPad1d", "nn.ZeroPad2d", "nn.ZeroPad3d", "nn.ConstantPad1d", "nn.ConstantPad2d",
+         "nn.ConstantPad3d", "nn.ReflectionPad1d", "nn.ReflectionPad2d", "nn.ReflectionPad3d",
+         "nn.ReplicationPad1d", "nn.ReplicationPad2d", "nn.ReplicationPad3d", "nn.CircularPad1d",
+         "nn.CircularPad2d", "nn.CircularPad3d")
+def _m_pad(r: FxReader, m, path, x):
+    name = type(m).__name__
+    mode = "reflect" if name.startswith("Reflection") else "replicate" if name.startswith("Replication") else \
+        "circular" if name.startswith("Circular") else "constant"
+    return pad(r, r.tensor(x), tuple(m.padding), mode, getattr(m, "value", None) if mode == "constant" else None)
+
+
+# -- tensors of one number --------------------------------------------------------------------------------
+def full(r: FxReader, sizes: tuple, value: Any, dtype: torch.dtype | None, like: Value | None = None) -> Value:
+    """A tensor of `sizes` filled with `value`. Its dtype follows the evaluated precision when it is the default
+    float type (or `like`'s, for the `_like` forms), as a tensor's made by an op would."""
+    if isinstance(value, Value):
+        if value.is_tensor:
+            raise Unsupported(r.origin or "torch.full", "a fill value that is a tensor")
+        value = value.concrete
+    if dtype is None:
+        if like is not None:
+            dtype, fixed = like.dtype, like.fixed_dtype
+        else:
+            dtype = torch.get_default_dtype() if isinstance(value, float) or value is None else \
+                torch.bool if isinstance(value, bool) else torch.int64
+            fixed = not dtype.is_floating_point
+    else:
+        fixed = not dtype.is_floating_point or dtype != (like.dtype if like is not None else torch.get_default_dtype())
+        fixed = fixed or (like is not None and like.fixed_dtype)
+    return r.op("full", [], sizes=tuple(sizes), value=0 if value is None else value, dtype=dtype, fixed_dtype=fixed)
+
+
+def _sizes(args: tuple, kwargs: dict) -> tuple:
+    if "size" in kwargs:
+        return tuple(kwargs.pop("size"))
+    if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+_FACTORY_KEYWORDS = ("device", "layout", "pin_memory", "requires_grad", "memory_format", "out")
+
+
+def _factory_kwargs(kwargs: dict) -> torch.dtype | None:
+    for key in _FACTORY_KEYWORDS:
+        kwargs.pop(key, None)
+    dtype = kwargs.pop("dtype", None)
+    if kwargs:
+        raise Unsupported("a tensor factory", f"unknown argument(s) {', '.join(kwargs)}")
+    return dtype
+
+
+@handles("zeros", "ones")
+def _zeros_ones(r: FxReader, *args, **kwargs):
+    sizes = _sizes(args, kwargs)
+    dtype = _factory_kwargs(kwargs)
+    return full(r, sizes, 0.0 if r.key == "zeros" else 1.0, dtype)
+
+
+@handles("full")
+def _full(r: FxReader, size, fill_value, **kwargs):
+    dtype = _factory_kwargs(kwargs)
+    return full(r, tuple(size), fill_value, dtype)
+
+
+@handles("zeros_like", "ones_like", "full_like")
+def _like(r: FxReader, x, *args, **kwargs):
+    x = r.tensor(x)
+    if r.key == "full_like":
+        value = kwargs.pop("fill_value") if "fill_value" in kwargs else args[0]
+    else:
+        value = 0.0 if r.key == "zeros_like" else 1.0
+    dtype = _factory_kwargs(kwargs)
+    return full(r, r.sizes_of(x), value, dtype, like=x)
+
+
+@handles("new_zeros", "new_ones", "new_full")
+def _new(r: FxReader, x, *args, **kwargs):
+    x = r.tensor(x)
+    if r.key == "new_full":
+        a = bind(args, {k: kwargs.pop(k) for k in ("size", "fill_value") if k in kwargs}, "size, fill_value")
+        sizes, value = tuple(a["size"]), a["fill_value"]
+    else:
+        sizes, value = _sizes(args, kwargs), 0.0 if r.key == "new_zeros" else 1.0
+    dtype = _factory_kwargs(kwargs)
+    return full(r, sizes, value, dtype, like=x)

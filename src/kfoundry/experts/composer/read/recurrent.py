@@ -1,0 +1,159 @@
+"""Recurrent modules (nn.LSTM, nn.GRU, nn.RNN) and their cells read into the composer's ops.
+
+Per layer of a module, the input projection of every step is one GEMM over the whole sequence (the
+hidden-to-hidden bias folded into it where the cell allows), then one `recurrent` op runs the steps (the
+recurrent template: a host loop over time of one fused step kernel). A cell (one step, called by the model's
+own loop) is decomposed: a GEMM of the hidden state whose epilogue adds the input's projection, and the gates'
+pointwise ops. A missing initial state is zero: the first step skips its hidden-state product."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kfoundry.experts.composer.ir.graph import Value
+from kfoundry.experts.composer.read import decompose, fx_layout
+from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported
+
+if TYPE_CHECKING:
+    from kfoundry.experts.composer.read.lower_fx import FxReader
+
+HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
+handles = HANDLERS.handles
+
+
+@dataclass
+class Cell:
+    """One layer's weights and kind: "LSTM", "GRU", "RNN_TANH" or "RNN_RELU"."""
+
+    kind: str
+    hidden: int
+    w_ih: Value
+    w_hh: Value
+    b_ih: Value | None
+    b_hh: Value | None
+
+    @property
+    def folds_hidden_bias(self) -> bool:
+        """The hidden-to-hidden bias adds straight to the gates (not under GRU's reset gate)."""
+        return self.kind != "GRU"
+
+
+def _gate(r: FxReader, gates: Value, k: int, hidden: int) -> Value:
+    return r.op("slice", [gates], dim=gates.rank - 1, start=k * hidden, stop=(k + 1) * hidden, step=1)
+
+
+def _bias_part(r: FxReader, bias: Value | None, k: int, hidden: int) -> Value | None:
+    return None if bias is None else r.op("slice", [bias], dim=0, start=k * hidden, stop=(k + 1) * hidden, step=1)
+
+
+def _add(r: FxReader, a: Value | None, b: Value | None) -> Value | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return r.op("add", [a, b])
+
+
+def step(r: FxReader, cell: Cell, projected: Value, h: Value | None, c: Value | None
+         ) -> tuple[Value, Value | None]:
+    """One time step: `projected` is the input's projection for this step (with the biases the cell folds);
+    h and c are the state (None: zero). Returns the new (h, c)."""
+    hid = cell.hidden
+    w_hh_t = r.op("transpose", [cell.w_hh], dim0=0, dim1=1)
+    if cell.kind == "GRU":
+        hp = decompose.matmul(r.b, h, w_hh_t, r.origin) if h is not None else None
+        hp = _add(r, hp, cell.b_hh) if hp is not None else None
+        parts = [_gate(r, projected, k, hid) for k in range(3)]
+        hidden_parts = [_gate(r, hp, k, hid) if hp is not None else _bias_part(r, cell.b_hh, k, hid)
+                        for k in range(3)]
+        reset = r.op("sigmoid", [_add(r, parts[0], hidden_parts[0])])
+        update = r.op("sigmoid", [_add(r, parts[1], hidden_parts[1])])
+        candidate = parts[2] if hidden_parts[2] is None else r.op("add", [parts[2], r.op("mul", [reset,
+                                                                                                 hidden_parts[2]])])
+        n = r.op("tanh", [candidate])
+        new_h = r.op("mul", [r.op("sub", [1.0, update]), n])
+        if h is not None:
+            new_h = r.op("add", [new_h, r.op("mul", [update, h])])
+        return new_h, None
+    gates = projected
+    if h is not None:
+        gates = r.op("add", [decompose.matmul(r.b, h, w_hh_t, r.origin), projected])
+    if cell.kind == "RNN_TANH":
+        return r.op("tanh", [gates]), None
+    if cell.kind == "RNN_RELU":
+        return r.op("relu", [gates]), None
+    i, f, g, o = (_gate(r, gates, k, hid) for k in range(4))
+    new_c = r.op("mul", [r.op("sigmoid", [i]), r.op("tanh", [g])])
+    if c is not None:
+        new_c = r.op("add", [r.op("mul", [r.op("sigmoid", [f]), c]), new_c])
+    new_h = r.op("mul", [r.op("sigmoid", [o]), r.op("tanh", [new_c])])
+    return new_h, new_c
+
+
+def _project(r: FxReader, cell: Cell, x: Value) -> Value:
+    """x @ w_ih.T + b_ih (+ b_hh where the cell folds it): one GEMM with the biases in its epilogue."""
+    projected = decompose.linear(r.b, x, cell.w_ih, cell.b_ih, r.origin)
+    return _add(r, projected, cell.b_hh) if cell.folds_hidden_bias else projected
+
+
+def _kind(m) -> str:
+    name = type(m).__name__.removesuffix("Cell")
+    if name == "RNN":
+        return "RNN_TANH" if m.nonlinearity == "tanh" else "RNN_RELU"
+    return name
+
+
+def _state_tensors(r: FxReader, state, kind: str) -> tuple[Value | None, Value | None]:
+    if state is None:
+        return None, None
+    if kind == "LSTM":
+        h, c = state
+        return r.tensor(h, "h0"), r.tensor(c, "c0")
+    return r.tensor(state, "h0"), None
+
+
+@handles("nn.LSTM", "nn.GRU", "nn.RNN")
+def _m_recurrent(r: FxReader, m, path, x, state=None):
+    what = r.origin or f"nn.{type(m).__name__}"
+    if m.bidirectional:
+        raise Unsupported(what, "bidirectional")
+    if getattr(m, "proj_size", 0):
+        raise Unsupported(what, "proj_size")
+    if m.dropout and m.training and m.num_layers > 1:
+        raise Unsupported(what, "dropout between layers in training mode")
+    x = r.tensor(x)
+    if x.rank != 3:
+        raise Unsupported(what, "an unbatched sequence")
+    kind = _kind(m)
+    time = 1 if m.batch_first else 0
+    h0, c0 = _state_tensors(r, state, kind)
+    seq, last_h, last_c = x, [], []
+    for layer in range(m.num_layers):
+        cell = Cell(kind, m.hidden_size, r.state(path, f"weight_ih_l{layer}"), r.state(path, f"weight_hh_l{layer}"),
+                    r.state(path, f"bias_ih_l{layer}"), r.state(path, f"bias_hh_l{layer}"))
+        projected = _project(r, cell, seq)
+        h = r.op("select", [h0], dim=0, index=layer) if h0 is not None else None
+        c = r.op("select", [c0], dim=0, index=layer) if c0 is not None else None
+        states = r.op("recurrent", [projected, cell.w_hh, None if cell.folds_hidden_bias else cell.b_hh, h, c],
+                      kind=kind, time=time, hidden=cell.hidden)
+        seq = r.op("select", [states], dim=0, index=0)
+        last = x.shape[time] - 1
+        last_h.append(r.op("select", [seq], dim=time, index=last))
+        if kind == "LSTM":
+            last_c.append(r.op("select", [r.op("select", [states], dim=0, index=1)], dim=time, index=last))
+    h_n = fx_layout.cat(r, [r.op("unsqueeze", [h], dim=0) for h in last_h], 0)
+    if kind != "LSTM":
+        return seq, h_n
+    return seq, (h_n, fx_layout.cat(r, [r.op("unsqueeze", [c], dim=0) for c in last_c], 0))
+
+
+@handles("nn.LSTMCell", "nn.GRUCell", "nn.RNNCell")
+def _m_cell(r: FxReader, m, path, x, state=None):
+    x = r.tensor(x)
+    if x.rank != 2:
+        raise Unsupported(r.origin or f"nn.{type(m).__name__}", "an unbatched input")
+    kind = _kind(m)
+    cell = Cell(kind, m.hidden_size, r.state(path, "weight_ih"), r.state(path, "weight_hh"), r.state(path, "bias_ih"),
+                r.state(path, "bias_hh"))
+    h, c = _state_tensors(r, state, kind)
+    new_h, new_c = step(r, cell, _project(r, cell, x), h, c)
+    return (new_h, new_c) if kind == "LSTM" else new_h

@@ -1,0 +1,58 @@
+"""The recurrent template: LSTM, GRU and RNN layers (batch first or not, with or without an initial state, several
+layers, no biases) composed into a host loop of fused step kernels that the real evaluator passes on CPU."""
+
+import re
+from pathlib import Path
+
+from kfoundry.experts.composer.compose import compose
+from tests.experts.composer.helpers import compose_ok, submit_all, verdict
+
+REPO = Path(__file__).resolve().parents[4]
+
+RECURRENT = '''
+import torch
+from torch import nn
+
+batch, steps, features, hidden = 3, 5, 6, 20
+
+
+class Model(nn.Module):
+    def __init__(self, features, hidden):
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, num_layers=2, batch_first=True)
+        self.gru = nn.GRU(features, hidden, bias=False)
+        self.rnn = nn.RNN(features, hidden, nonlinearity="relu")
+
+    def forward(self, x, h0, c0):
+        out, (h_n, c_n) = self.lstm(x)
+        seq = x.transpose(0, 1)
+        gru_out, gru_h = self.gru(seq, h0[:1])
+        _, rnn_h = self.rnn(seq, h0[1:])
+        return out, h_n, c_n, gru_out, gru_h, rnn_h
+
+
+def get_inputs():
+    return [torch.randn(batch, steps, features), torch.randn(2, batch, hidden), torch.randn(2, batch, hidden)]
+
+
+def get_init_inputs():
+    return [features, hidden]
+'''
+
+
+def test_recurrent_layers_compose_into_step_loops_the_evaluator_passes(tmp_path):
+    path = tmp_path / "recurrent.py"
+    path.write_text(RECURRENT)
+    result = compose_ok(path, max_variants=4)
+    assert "LSTM layer (5 steps)" in result.message and "GRU layer" in result.message and "RNN layer" in result.message
+    source = result.candidates[0].source
+    assert len(re.findall(r"for t\w* in range\(", source)) == 4 and "nn.LSTM" not in source.split("def forward")[1]
+    # the first variant (TF32x3 products) and the last (IEEE)
+    for evaluation in submit_all(path, [result.candidates[0].source, result.candidates[-1].source]).result():
+        verdict(evaluation)
+
+
+def test_a_two_layer_lstm_over_64_steps_composes_to_a_few_kernels():
+    result = compose(REPO / "benchmarks" / "coverage" / "12_lstm_two_layers.py", max_variants=1)
+    assert "of 4 kernel(s)" in result.message and "LSTM layer (64 steps)" in result.message
+    assert len(result.candidates[0].source) < 30_000  # a loop, not 64 unrolled steps
