@@ -282,7 +282,8 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
             import operator
 
             fn = {"sym_add": operator.add, "sym_sub": operator.sub, "sym_mul": operator.mul,
-                  "sym_floordiv": operator.floordiv, "sym_mod": operator.mod, "sym_truediv": operator.truediv}
+                  "sym_floordiv": operator.floordiv, "sym_mod": operator.mod, "sym_truediv": operator.truediv,
+                  "sym_pow": operator.pow}
             out = -args[0] if name == "sym_neg" else fn[name](args[0], args[1])
         else:
             raise KeyError(name)

@@ -263,8 +263,10 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
             why = captured.notes[-1] if captured.notes else unsupported[UNTRACEABLE]
             return ComposeResult([], names, f"Nothing composed for {name}: neither torch.fx nor the dispatch-level "
                                  f"trace can read its forward ({why[:300]}).", captured.notes)
+        # each op with the reason its handler gave, where it gave one
+        described = [f"{n} ({unsupported[n]})" if unsupported[n] else n for n in names]
         return ComposeResult([], names, f"Nothing composed for {name}: the composer has no template for "
-                             f"{', '.join(names)}.", captured.notes)
+                             f"{', '.join(described)}.", captured.notes)
     graph = copy_unwritten_outputs(captured.graph)
     the_plan = plan(graph)
     if not the_plan.groups:

@@ -54,3 +54,9 @@ def test_layout_ops_the_composer_cannot_read_are_named():
     with pytest.raises(ReadFailed) as failed:
         read_model(Fn(lambda x, y: torch.roll(x, 3)), [torch.randn(3, 5, 6), torch.randn(9, 8)])
     assert "torch.roll" in str(failed.value)
+
+
+def test_random_numbers_drawn_in_forward_are_named_with_the_reason():
+    with pytest.raises(ReadFailed) as failed:
+        read_model(Fn(lambda x, y: x + 0.0 * torch.randn_like(x)), [torch.randn(3, 5, 6), torch.randn(9, 8)])
+    assert "generator" in failed.value.unsupported["torch.randn_like"]

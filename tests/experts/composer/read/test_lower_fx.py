@@ -69,3 +69,13 @@ def test_non_tensor_forward_arguments_are_constants():
 
     graph = assert_ir_matches(M(), [torch.randn(3), 1.5])
     assert [v.kind for v in graph.inputs] == ["input", "const"]
+
+
+def test_numbers_computed_from_sizes_and_constants_in_forward_are_folded():
+    class M(nn.Module):
+        def forward(self, x):
+            scale = (x.shape[-1] // 2) ** -0.5  # a power of a size
+            cap = torch.log(torch.tensor(100.0))  # a unary op on a one-number tensor built in forward
+            return torch.clamp(x * scale, max=cap) + torch.exp(torch.tensor(0.5))
+
+    assert_ir_matches(M(), [torch.randn(3, 8) * 10])

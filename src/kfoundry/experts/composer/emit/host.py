@@ -256,7 +256,7 @@ class HostContext:
         if op.name == "sym_numel":
             return f"{name} = {product(self.formula(a[0]))}"
         operator = {"sym_add": "+", "sym_sub": "-", "sym_mul": "*", "sym_floordiv": "//", "sym_mod": "%",
-                    "sym_truediv": "/"}
+                    "sym_truediv": "/", "sym_pow": "**"}
         if op.name == "sym_neg":
             return f"{name} = -{self.size(a[0])}"
         return f"{name} = {self.size(a[0])} {operator[op.name]} {self.size(a[1])}"

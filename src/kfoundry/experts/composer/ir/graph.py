@@ -47,7 +47,7 @@ RECURRENT = frozenset({"recurrent"})
 VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "expand", "flatten", "slice",
                    "select"})
 SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
-                  "sym_mod", "sym_neg", "sym_truediv"})
+                  "sym_mod", "sym_neg", "sym_truediv", "sym_pow"})
 ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | LAYOUTS | RECURRENT | VIEWS | SYMS
 
 

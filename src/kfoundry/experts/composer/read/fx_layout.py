@@ -133,6 +133,14 @@ def _m_pad(r: FxReader, m, path, x):
     return pad(r, r.tensor(x), tuple(m.padding), mode, getattr(m, "value", None) if mode == "constant" else None)
 
 
+# -- random numbers ----------------------------------------------------------------------------------------
+@handles("rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "normal", "bernoulli",
+         "multinomial", "uniform_", "normal_")
+def _random(r: FxReader, *args, **kwargs):
+    raise Unsupported(r.origin or f"torch.{r.key}", "random numbers drawn in forward: no kernel reproduces "
+                      "PyTorch's generator, so no candidate's output could be checked against the reference")
+
+
 # -- tensors of one number --------------------------------------------------------------------------------
 def full(r: FxReader, sizes: tuple, value: Any, dtype: torch.dtype | None, like: Value | None = None) -> Value:
     """A tensor of `sizes` filled with `value`. Its dtype follows the evaluated precision when it is the default

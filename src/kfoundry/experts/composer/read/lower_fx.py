@@ -72,7 +72,7 @@ BINARY_FUNCTIONS = {
     "floor_divide": "floordiv", "floordiv": "floordiv", "pow": "pow", "float_power": "pow",
 }
 SYM_BINARY = {"add": "sym_add", "sub": "sym_sub", "mul": "sym_mul", "floordiv": "sym_floordiv",
-              "remainder": "sym_mod", "div": "sym_truediv"}
+              "remainder": "sym_mod", "div": "sym_truediv", "pow": "sym_pow"}
 _PY_BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
               "floordiv": operator.floordiv, "remainder": operator.mod, "pow": operator.pow, "maximum": max,
               "minimum": min, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
@@ -368,7 +368,7 @@ class FxReader:
         if name == "identity" and isinstance(x, (bool, int, float)):
             return x  # a copy of a constant (aten's lift_fresh_copy of torch.tensor(0.0)) is the constant
         if not isinstance(x, Value):
-            raise Unsupported(self.origin, "a unary op on a constant")
+            return _fold_unary(self.origin, name, x)
         if name == "identity":
             return x
         return self.op(name, [self.tensor(x)])
@@ -407,6 +407,15 @@ class FxReader:
 
     def sizes_of(self, x: Value) -> tuple:
         return tuple(self.size_of(x, d) for d in range(x.rank))
+
+
+def _fold_unary(origin: str, name: str, x: Any) -> float:
+    """A unary op on a number (torch.log(torch.tensor(100.0)) in forward): the number it gives, computed now in
+    float64 as PyTorch computes a 0-d tensor's."""
+    fn = getattr(torch, name, None) or getattr(torch.special, name, None)
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not callable(fn):
+        raise Unsupported(origin, f"{name} of a constant")
+    return float(fn(torch.tensor(float(x), dtype=torch.float64)))
 
 
 def read_graph(trace: Trace, eval_mode: bool = False) -> Graph:
