@@ -49,3 +49,15 @@ def test_the_script_writes_a_table_and_json(coverage, tmp_path, capsys):
     assert folder["summary"]["composer_errors"] == []
     out = capsys.readouterr().out
     assert "composed 2 of 2; composer errors: none" in out and "17_conv3d_groupnorm_min_clamp_dropout" in out
+
+
+def test_every_op_the_corpus_names_composes_but_random_numbers_and_gathers(rows):
+    left = {r.name: r for r in rows if not r.composed}
+    assert set(left) == {"15_randn_noise_forward", "19_windowed_attention"}
+    assert "generator" in left["15_randn_noise_forward"].message
+
+
+def test_the_reach_suite_composes_whole(coverage):
+    suite = REPO / "benchmarks" / "reach_suite"
+    rows = coverage.folder_coverage(suite)
+    assert len(rows) == 6 and all(r.composed for r in rows), [(r.name, r.message) for r in rows]
