@@ -274,6 +274,8 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
             out = args[0][tuple(index)]
         elif name == "select":
             out = args[0].select(at["dim"], at["index"])
+        elif name == "unfold":
+            out = args[0].unfold(at["dim"], at["size"], at["step"])
         elif name == "sym_size":
             out = args[0].shape[at["dim"]]
         elif name == "sym_numel":

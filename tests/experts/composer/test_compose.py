@@ -206,3 +206,34 @@ def test_flips_rolls_pads_cats_and_fills_compose_into_kernels_the_evaluator_pass
 def test_coverage_layout_problems_compose_and_pass_the_evaluator(problem, set_values):
     path = REPO / "benchmarks" / "coverage" / f"{problem}.py"
     verdict(submit(path, first(compose_ok(path, set_values=set_values, max_variants=1)).source, set_values=set_values))
+
+
+SLIDING = '''
+import torch
+from torch import nn
+
+batch, channels, length = 2, 3, 50
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        windows = x.unfold(2, 8, 3)  # windows of 8 every 3 steps: they overlap
+        return windows.mean(-1) * 2.0, torch.relu(windows - windows.amax(-1, keepdim=True))
+
+
+def get_inputs():
+    return [torch.randn(batch, channels, length)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_overlapping_windows_are_read_through_unfolds_strides_and_pass_the_evaluator(tmp_path):
+    path = tmp_path / "sliding.py"
+    path.write_text(SLIDING)
+    result = compose_ok(path, max_variants=1)
+    source = first(result).source
+    assert ".unfold(2, 8, 3)" in source and ".contiguous()" not in source  # read in place, never copied
+    verdict(submit(path, first(result).source))

@@ -58,14 +58,13 @@ def test_unfold_into_windows_that_neither_overlap_nor_leave_gaps_is_a_view(aten)
     assert_ir_matches(Patches(), [torch.randn(2, 3, 10, 9)], aten=aten)  # 10 % 4 and 9 % 5: tails dropped
 
 
-def test_overlapping_windows_are_named_unsupported():
+@pytest.mark.parametrize("aten", [False, True], ids=["fx", "aten"])
+def test_overlapping_and_gapped_windows_are_torchs_unfold_view(aten):
     class Sliding(nn.Module):
         def forward(self, x):
-            return x.unfold(1, 4, 2).mean(-1)
+            return x.unfold(1, 4, 2).mean(-1), x.unfold(-1, 2, 3).amax(-1), x.unfold(0, 2, 1).sum(-1)
 
-    with pytest.raises(ReadFailed) as failed:
-        read_model(Sliding(), [torch.randn(2, 10)])
-    assert "Tensor.unfold" in failed.value.unsupported
+    assert_ir_matches(Sliding(), [torch.randn(3, 10)], aten=aten)
 
 
 @pytest.mark.parametrize("aten", [False, True], ids=["fx", "aten"])

@@ -245,6 +245,10 @@ class HostContext:
         if op.name == "select":
             d = norm_dim(a["dim"], x.rank)
             return xs[:d] + xs[d + 1:]
+        if op.name == "unfold":
+            d = a["dim"]
+            windows = f"({xs[d]} - {a['size']}) // {a['step']} + 1" if a["step"] != 1 else f"{xs[d]} - {a['size'] - 1}"
+            return xs[:d] + [windows] + xs[d + 1:] + [str(a["size"])]
         raise KeyError(op.name)
 
     # -- host steps ----------------------------------------------------------------------------------
@@ -287,6 +291,8 @@ class HostContext:
             return f"{name} = {x}[{index}]"
         if op.name == "select":
             return f"{name} = {x}.select({a['dim']}, {a['index']})"
+        if op.name == "unfold":
+            return f"{name} = {x}.unfold({a['dim']}, {a['size']}, {a['step']})"
         raise KeyError(op.name)
 
 

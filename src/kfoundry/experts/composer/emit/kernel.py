@@ -11,7 +11,7 @@ import torch
 
 from kfoundry.experts.composer.emit import expr
 from kfoundry.experts.composer.emit.host import HostContext, product
-from kfoundry.experts.composer.ir.graph import CONST, LAYOUTS, SYM, Op, Value, moved_dims
+from kfoundry.experts.composer.ir.graph import CONST, LAYOUTS, SYM, VIEWS as VIEW_NAMES, Op, Value, moved_dims
 from kfoundry.experts.composer.plan.fusion import Group, Map
 
 KERNEL_RESERVED = frozenset({
@@ -504,9 +504,18 @@ def _mergeable(value: Value, vmap: Map, d0: int, d1: int) -> bool:
     j = [k for k, d in enumerate(vmap) if d == d1]
     if not i and not j:
         return True
-    if not i or not j:
+    if not i or not j or _unfolded(value):
         return False
     return j[0] > i[0] and all(value.shape[k] == 1 for k in range(i[0] + 1, j[0]))
+
+
+def _unfolded(value: Value) -> bool:
+    """A view of overlapping windows: merging its dims would make the host copy it (`.contiguous()`)."""
+    while value.producer is not None and value.producer.name in VIEW_NAMES:
+        if value.producer.name == "unfold":
+            return True
+        value = value.producer.args[0]
+    return False
 
 
 def accesses_of(group: Group) -> list[tuple[Value, Map]]:

@@ -244,6 +244,12 @@ def infer(name: str, args: list[Any], attrs: dict[str, Any]) -> tuple[tuple[int,
     if name == "select":
         dim = norm_dim(attrs["dim"], x.rank)
         return x.shape[:dim] + x.shape[dim + 1:], x.dtype, x.fixed_dtype
+    if name == "unfold":
+        dim, size, step = attrs["dim"], attrs["size"], attrs["step"]
+        if size > x.shape[dim] or step < 1:
+            raise ShapeError(f"windows of {size} every {step} along a dim of {x.shape[dim]}")
+        windows = (x.shape[dim] - size) // step + 1
+        return x.shape[:dim] + (windows,) + x.shape[dim + 1:] + (size,), x.dtype, x.fixed_dtype
     raise ShapeError(f"no shape rule for {name}")
 
 

@@ -44,8 +44,9 @@ LAYOUTS = frozenset({"flip", "roll", "pad", "cat"})
 # RNN over the steps along dim `time` of the input's projection; the result stacks the hidden states of every
 # step (and an LSTM's cell states) along a new first dim
 RECURRENT = frozenset({"recurrent"})
+# unfold(dim=, size=, step=): windows along dim as a last dim of their own (overlapping where step < size)
 VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "expand", "flatten", "slice",
-                   "select"})
+                   "select", "unfold"})
 SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
                   "sym_mod", "sym_neg", "sym_truediv", "sym_pow"})
 ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | LAYOUTS | RECURRENT | VIEWS | SYMS

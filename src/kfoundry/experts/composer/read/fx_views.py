@@ -111,15 +111,16 @@ def _movedim(r: FxReader, *args, **kwargs):
 
 @handles("unfold")
 def _unfold(r: FxReader, *args, **kwargs):
-    """Tensor.unfold(dim, size, step) with step == size: windows that neither overlap nor leave gaps are a view,
-    the dim cut into (windows, size) with the window's own elements moved last (a tail shorter than a window is
-    dropped, as unfold does). Overlapping windows would need strides no view here has."""
+    """Tensor.unfold(dim, size, step): windows that neither overlap nor leave gaps (step == size) are the dim cut
+    into (windows, size) with the window's own elements moved last (a tail shorter than a window is dropped, as
+    unfold does), views kernels merge well; other steps are torch's own unfold view (overlapping strides), which
+    kernels read through its strides."""
     a = bind(args, kwargs, "input, dimension, size, step")
     x = r.tensor(a["input"])
     dim = norm_dim(int(a["dimension"]), x.rank)
     size, step = int(scalar_of(a["size"])), int(scalar_of(a["step"]))
     if step != size:
-        raise Unsupported("Tensor.unfold", f"windows of {size} every {step} elements (overlapping or with gaps)")
+        return r.op("unfold", [x], dim=dim, size=size, step=step)
     if x.shape[dim] % size:
         x = r.op("slice", [x], dim=dim, start=0, stop=x.shape[dim] // size * size, step=1)
     sizes = r.sizes_of(x)
