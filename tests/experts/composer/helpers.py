@@ -59,20 +59,20 @@ def _evaluate_all(problem: Path, paths: list[Path], options) -> list:
 
 
 def submit_all(problem: Path, sources: list[str], set_values: dict | None = None, eval_mode: bool = False,
-               label: str = "candidate") -> Future:
+               label: str = "candidate", precision: str = "fp32") -> Future:
     """Evaluate candidate sources on the CPU in the background; the future gives their Evaluations."""
     from kfoundry.evaluate import EvalOptions
 
     paths = [write_candidate(source, label) for source in sources]
     options = EvalOptions(device="cpu", trials=1, seed=EVAL_SEED, set_values=dict(set_values or {}),
-                          eval_mode=eval_mode, measure_device=False, timeout_s=240)
+                          eval_mode=eval_mode, measure_device=False, timeout_s=240, precision=precision)
     return _POOL.submit(_evaluate_all, problem, paths, options)
 
 
 def submit(problem: Path, source: str, set_values: dict | None = None, eval_mode: bool = False,
-           label: str = "candidate") -> Future:
+           label: str = "candidate", precision: str = "fp32") -> Future:
     """Evaluate one candidate source on the CPU in the background; the future gives its Evaluation."""
-    future = submit_all(problem, [source], set_values, eval_mode, label)
+    future = submit_all(problem, [source], set_values, eval_mode, label, precision)
     single: Future = Future()
     future.add_done_callback(lambda f: single.set_exception(f.exception()) if f.exception()
                              else single.set_result(f.result()[0]))

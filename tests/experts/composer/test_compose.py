@@ -194,7 +194,10 @@ def test_flips_rolls_pads_cats_and_fills_compose_into_kernels_the_evaluator_pass
     result = compose_ok(path, max_variants=1)
     for name in ("flip", "roll", "pad", "cat", "full"):
         assert name in result.message
-    verdict(submit(path, first(result).source))
+    half = compose_ok(path, max_variants=1, precision="fp16")  # torch.full's fp32 against fp16 inputs stays fp32
+    fp32, fp16 = submit(path, first(result).source), submit(path, first(half).source, precision="fp16")
+    verdict(fp32)
+    verdict(fp16)
 
 
 @pytest.mark.parametrize(("problem", "set_values"), [

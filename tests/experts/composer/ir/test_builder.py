@@ -45,6 +45,15 @@ def test_pointwise_dtypes_follow_pytorch(b):
     assert b.op("argmax", [x], dim=1, keepdim=False).dtype == torch.int64
 
 
+def test_a_tensor_with_a_dtype_of_its_own_pins_the_result(b):
+    x = b.input("x", 0, torch.randn(2, 3))
+    zeros = b.op("full", [], sizes=(2, 3), value=0.0, dtype=torch.float32, fixed_dtype=True)  # torch.zeros in forward
+    assert b.op("mul", [zeros, x]).fixed_dtype  # fp32 zeros times an fp16 input are fp32
+    assert not b.op("mul", [b.op("full", [], sizes=(3,), value=1.0, dtype=torch.float32, fixed_dtype=False), x]).fixed_dtype
+    counted = b.op("cast", [b.op("gt", [x, 0.0])], dtype=torch.float32, follows=True)  # a decomposition's own cast
+    assert not counted.fixed_dtype and not b.op("div", [x, counted]).fixed_dtype
+
+
 @pytest.mark.parametrize("shape,dims,keepdim", [((4, 5, 6), (1,), False), ((4, 5, 6), (0, 2), True),
                                                 ((4, 5), None, False)])
 def test_reduction_shapes(b, shape, dims, keepdim):

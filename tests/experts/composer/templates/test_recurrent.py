@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from kfoundry.experts.composer.compose import compose
-from tests.experts.composer.helpers import compose_ok, submit_all, verdict
+from tests.experts.composer.helpers import compose_ok, submit, submit_all, verdict
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -22,13 +22,15 @@ class Model(nn.Module):
         self.lstm = nn.LSTM(features, hidden, num_layers=2, batch_first=True)
         self.gru = nn.GRU(features, hidden, bias=False)
         self.rnn = nn.RNN(features, hidden, nonlinearity="relu")
+        self.plain = nn.LSTM(features, hidden)
 
     def forward(self, x, h0, c0):
-        out, (h_n, c_n) = self.lstm(x)
+        out, (h_n, c_n) = self.lstm(x, (h0, c0))
         seq = x.transpose(0, 1)
         gru_out, gru_h = self.gru(seq, h0[:1])
         _, rnn_h = self.rnn(seq, h0[1:])
-        return out, h_n, c_n, gru_out, gru_h, rnn_h
+        plain_out, _ = self.plain(seq)
+        return out, h_n, c_n, gru_out, gru_h, rnn_h, plain_out
 
 
 def get_inputs():
@@ -46,10 +48,13 @@ def test_recurrent_layers_compose_into_step_loops_the_evaluator_passes(tmp_path)
     result = compose_ok(path, max_variants=4)
     assert "LSTM layer (5 steps)" in result.message and "GRU layer" in result.message and "RNN layer" in result.message
     source = result.candidates[0].source
-    assert len(re.findall(r"for t\w* in range\(", source)) == 4 and "nn.LSTM" not in source.split("def forward")[1]
+    assert len(re.findall(r"for t\w* in range\(", source)) == 5 and "nn.LSTM" not in source.split("def forward")[1]
     # the first variant (TF32x3 products) and the last (IEEE)
+    half = compose_ok(path, max_variants=1, precision="fp16").candidates[0].source
+    fp16 = submit(path, half, precision="fp16")
     for evaluation in submit_all(path, [result.candidates[0].source, result.candidates[-1].source]).result():
         verdict(evaluation)
+    verdict(fp16)
 
 
 def test_a_two_layer_lstm_over_64_steps_composes_to_a_few_kernels():

@@ -73,9 +73,12 @@ def result_dtype(args: list[Any]) -> torch.dtype:
 
 
 def _follows_precision(args: list[Any], dtype: torch.dtype) -> bool:
-    """A float result follows the evaluation's precision when a float tensor argument of that dtype does."""
-    return dtype.is_floating_point and any(
-        isinstance(a, Value) and a.is_tensor and a.dtype == dtype and not a.fixed_dtype for a in args)
+    """A float result follows the evaluation's precision when a float tensor argument of that dtype does, and no
+    float tensor argument has a dtype of its own (a tensor made in forward, a cast): that one takes part in the
+    promotion whatever the precision (fp32 zeros times an fp16 input are fp32)."""
+    tensors = [a for a in args if isinstance(a, Value) and a.is_tensor]
+    return dtype.is_floating_point and any(a.dtype == dtype and not a.fixed_dtype for a in tensors) and \
+        not any(a.is_float and a.fixed_dtype for a in tensors)
 
 
 def _reshape(shape: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -171,8 +174,8 @@ def infer(name: str, args: list[Any], attrs: dict[str, Any]) -> tuple[tuple[int,
         shape = broadcast(*[t.shape for t in tensors]) if tensors else ()
         if name in COMPARISONS:
             return shape, torch.bool, True
-        if name == "cast":
-            return shape, attrs["dtype"], True
+        if name == "cast":  # a decomposition's cast to its operand's float type follows the precision with it
+            return shape, attrs["dtype"], not attrs.get("follows", False)
         if name == "iota":
             return shape, torch.int64, True
         operands = args[1:] if name == "where" else args

@@ -106,8 +106,8 @@ def nll_loss(b: GraphBuilder, log_probs: Value, target: Value, ignore_index: int
     total = b.op("sum", [per], origin, hint="loss_sum", dims=None, keepdim=False)
     if reduction == "sum":
         return total
-    count = b.op("sum", [b.op("cast", [valid], origin, dtype=per.dtype)], origin, hint="count", dims=None,
-                 keepdim=False)
+    as_float = b.op("cast", [valid], origin, dtype=per.dtype, follows=not per.fixed_dtype)
+    count = b.op("sum", [as_float], origin, hint="count", dims=None, keepdim=False)
     return b.op("div", [total, count], origin, hint="loss")
 
 

@@ -143,22 +143,20 @@ def _random(r: FxReader, *args, **kwargs):
 
 # -- tensors of one number --------------------------------------------------------------------------------
 def full(r: FxReader, sizes: tuple, value: Any, dtype: torch.dtype | None, like: Value | None = None) -> Value:
-    """A tensor of `sizes` filled with `value`. Its dtype follows the evaluated precision when it is the default
-    float type (or `like`'s, for the `_like` forms), as a tensor's made by an op would."""
+    """A tensor of `sizes` filled with `value`. The `_like` and `new_` forms take `like`'s dtype, and follow the
+    evaluated precision with it; the others make PyTorch's default dtype whatever the inputs are (torch.zeros in
+    a model run in fp16 is still fp32), or the dtype given."""
     if isinstance(value, Value):
         if value.is_tensor:
             raise Unsupported(r.origin or "torch.full", "a fill value that is a tensor")
         value = value.concrete
-    if dtype is None:
-        if like is not None:
-            dtype, fixed = like.dtype, like.fixed_dtype
-        else:
+    if like is not None and (dtype is None or dtype == like.dtype):
+        dtype, fixed = like.dtype, like.fixed_dtype
+    else:
+        if dtype is None:
             dtype = torch.get_default_dtype() if isinstance(value, float) or value is None else \
                 torch.bool if isinstance(value, bool) else torch.int64
-            fixed = not dtype.is_floating_point
-    else:
-        fixed = not dtype.is_floating_point or dtype != (like.dtype if like is not None else torch.get_default_dtype())
-        fixed = fixed or (like is not None and like.fixed_dtype)
+        fixed = True
     return r.op("full", [], sizes=tuple(sizes), value=0 if value is None else value, dtype=dtype, fixed_dtype=fixed)
 
 

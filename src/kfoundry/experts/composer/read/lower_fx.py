@@ -334,7 +334,7 @@ class FxReader:
                     bool((value == value.flatten()[0]).all()):  # torch.zeros(3, 4) made at trace time: a fill
                 number = value.flatten()[0].item()
                 return self.op("full", [], sizes=tuple(value.shape), value=number, dtype=value.dtype,
-                               fixed_dtype=value.dtype != torch.get_default_dtype())
+                               fixed_dtype=True)
             shape = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else "not a tensor"
             raise Unsupported("torch.tensor", f"{path}: a tensor of more than one number created in forward ({shape})")
         if isinstance(value, torch.Tensor):
