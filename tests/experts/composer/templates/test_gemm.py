@@ -14,6 +14,7 @@ from tests.experts.composer.helpers import (
     first,
     fixture,
     submit,
+    submit_all,
     verdict,
 )
 
@@ -95,3 +96,43 @@ def test_tf32_variants_copy_an_n_contiguous_b_k_major_first(composed):
     ieee = [c for c in variants if c.config["gemm_1"]["precision"] == c.config["gemm_2"]["precision"] == "ieee"]
     assert ieee and all("_k_major(" not in c.source for c in ieee)
     assert "_k_major" not in first(composed["linear_gelu_scale"][0]).source  # weight.T is K-contiguous already
+
+
+TRIANGLES = '''
+import torch
+from torch import nn
+
+n, m = 70, 45
+
+
+class Model(nn.Module):
+    def forward(self, a, b, c):
+        product = a @ b
+        upper = torch.triu(product, diagonal=3) * 2.0
+        lower = torch.relu(torch.tril(torch.bmm(c, c.transpose(1, 2)), diagonal=-5))
+        other = b.T @ a.T
+        both = torch.triu(other) + other  # the product read past the mask: every tile computes
+        return upper, lower, both
+
+
+def get_inputs():
+    return [torch.randn(n, m), torch.randn(m, n), torch.randn(2, n, m)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_tiles_a_triangle_keeps_nothing_of_skip_their_products_and_pass_the_evaluator(tmp_path):
+    path = tmp_path / "triangles.py"
+    path.write_text(TRIANGLES)
+    result = compose_ok(path, max_variants=4)
+    source = first(result).source
+    kernels = source.split("@triton.jit")
+    skipping = [k for k in kernels if "k_stop = tl.where(" in k]
+    assert len([k for k in kernels if "def _gemm_" in k]) == 3
+    assert len(skipping) == 2 and "pid_n * BN + BN - 1 - pid_m * BM < 3" in skipping[0]
+    assert "pid_n * BN - (pid_m * BM + BM - 1) > -5" in skipping[1]
+    for evaluation in submit_all(path, [c.source for c in result.candidates]).result():  # 32- to 128-row tiles
+        verdict(evaluation)

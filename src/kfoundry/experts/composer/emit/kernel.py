@@ -17,7 +17,7 @@ from kfoundry.experts.composer.plan.fusion import Group, Map
 KERNEL_RESERVED = frozenset({
     "pid", "offs", "mask", "rows", "cols", "row_ok", "col_ok", "rm", "rn", "rk", "m_ok", "n_ok", "acc", "tl",
     "oc", "ci", "k_total", "base", "v", "m_in", "n_in", "k_in", "num_m", "num_n", "tiles_in_group", "first_m",
-    "rows_in_group",
+    "rows_in_group", "k_stop",
     "triton", "c0", "kk", "k0", "a", "b", "rem", "pid_m", "pid_n", "pid_b", "pid_g", "float", "int", "range",
 })
 

@@ -156,6 +156,48 @@ def epilogue(emitter: Emitter, access: Access, group: Group, n_dim: int, n_count
         emitter.store(value, group.vmap[value], extra_mask="m_ok & n_ok" if runs_along_n else "m_ok")
 
 
+# where(col - row OP c, ...): the tile is dead (no element kept) when even its best corner fails the test
+_DEAD_TILE = {
+    "ge": "pid_n * BN + BN - 1 - pid_m * BM < {c}",
+    "gt": "pid_n * BN + BN - 1 - pid_m * BM <= {c}",
+    "le": "pid_n * BN - (pid_m * BM + BM - 1) > {c}",
+    "lt": "pid_n * BN - (pid_m * BM + BM - 1) >= {c}",
+}
+
+
+def dead_tile(group: Group) -> str | None:
+    """A triangle's mask in the epilogue (triu / tril of the product: where(col - row >= c, ..., other)) whose
+    kept side alone reads the product: the condition under which a tile keeps nothing, so that it skips its
+    products (half of them for a triangle). None where the epilogue has no such mask."""
+    out, rank = group.anchor.out, len(group.space)
+    a, b = group.anchor.args
+    if group.reduced or out.rank < 2 or (b.rank == 2 and a.rank > 2):  # rows flattened over several dims
+        return None
+    for where in group.ops:
+        if where.name != "where" or not isinstance(where.args[0], Value):
+            continue
+        test = where.args[0].producer
+        if test is None or test.name not in _DEAD_TILE or test not in group.ops or not isinstance(test.args[1], int):
+            continue
+        diff = test.args[0].producer if isinstance(test.args[0], Value) else None
+        if diff is None or diff.name != "sub" or diff not in group.ops:
+            continue
+        col, row = (a.producer if isinstance(a, Value) else None for a in diff.args)
+        if not (col and row and col.name == row.name == "iota" and col in group.ops and row in group.ops):
+            continue
+        if group.vmap[col.out][col.attrs["dim"]] != rank - 1 or group.vmap[row.out][row.attrs["dim"]] != rank - 2:
+            continue
+        # everything that reads the product other than through the kept side must not be exported
+        reads = {out}
+        for op in group.ops:
+            if op is not where and any(a in reads for a in op.inputs):
+                reads.add(op.out)
+        if where.args[2] in reads or any(v in reads for v in group.exports):
+            continue
+        return _DEAD_TILE[test.name].format(c=test.args[1])
+    return None
+
+
 def _transposed(value) -> bool:
     """Made by swapping its last two dims (a Linear's weight.T): contiguous along K already, as a rule."""
     op = value.producer
@@ -255,16 +297,21 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     b_at = f"kk[:, None] * {sbk} + rn[None, :] * {sbn}"
     a_mask, b_mask = f"(rm[:, None] < {m}) & (kk[None, :] < {k})", f"(kk[:, None] < {k}) & (rn[None, :] < {n})"
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+    k_stop = k
+    dead = dead_tile(group)
+    if dead is not None:
+        kw.line(f"k_stop = tl.where({dead}, 0, {k})  # the triangle keeps nothing of this tile: no products")
+        k_stop = "k_stop"
     if split:
         kw.line("low = tl.zeros((BM, BN), dtype=tl.float32)  # the products with a low part, 2**11 times too large")
         # the tensor cores' own accumulation loses bits a sum of thousands of products shows (0.15 of the fp32
         # tolerance on the H200 for K = 8192): the high products go to `acc` SPLIT_CHUNK steps at a time (0.01)
-        kw.line(f"for k1 in range(0, {k}, BK * {SPLIT_CHUNK}):")
+        kw.line(f"for k1 in range(0, {k_stop}, BK * {SPLIT_CHUNK}):")
         kw.indent += 1
         kw.line("high = tl.zeros((BM, BN), dtype=tl.float32)")
         kw.line(f"for k0 in range(k1, tl.minimum(k1 + BK * {SPLIT_CHUNK}, {k}), BK):")
     else:
-        kw.line(f"for k0 in range(0, {k}, BK):")
+        kw.line(f"for k0 in range(0, {k_stop}, BK):")
     kw.indent += 1
     kw.line("kk = k0 + rk")
     kw.line(f"a = tl.load({based(a_ptr, a_terms)} + {a_at}, mask={a_mask}, other=0.0)")
