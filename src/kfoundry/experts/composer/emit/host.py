@@ -12,7 +12,7 @@ import torch
 
 from kfoundry.experts.composer.ir.builder import norm_dim, norm_dims
 from kfoundry.experts.composer.ir.graph import CONST, INPUT, PARAM, SYM, Value, category
-from kfoundry.experts.composer.plan.fusion import Plan, aligned
+from kfoundry.experts.composer.plan.fusion import HostStep, Plan, aligned
 
 RESERVED = frozenset({"self", "torch", "triton", "tl", "nn", "math", "F", "grid", "ModelNew", "Model"}) | \
     frozenset(keyword.kwlist) | frozenset(dir(builtins))
@@ -69,6 +69,12 @@ class HostContext:
         self._taken: set[str] = set(RESERVED)
         self.allocated: set[Value] = set()
         self._formulas: dict[Value, list[str]] = {}
+        # a part of a concatenation its kernel writes in place -> (the concatenation, the parts before it)
+        self.placements: dict[Value, tuple[Value, list[Value]]] = {}
+        for step in plan.steps:
+            if isinstance(step, HostStep) and step.op.name == "cat":
+                for k, part in enumerate(step.op.args):
+                    self.placements[part] = (step.op.out, list(step.op.args[:k]))
         for value in plan.graph.inputs:
             self.names[value] = self.fresh(value.name)
         for value in plan.graph.params.values():

@@ -506,6 +506,8 @@ def _mergeable(value: Value, vmap: Map, d0: int, d1: int) -> bool:
         return True
     if not i or not j or _unfolded(value):
         return False
+    if value.placed_dim is not None and i[0] < value.placed_dim <= j[0]:
+        return False  # a slice of a concatenation along placed_dim is not contiguous across it
     return j[0] > i[0] and all(value.shape[k] == 1 for k in range(i[0] + 1, j[0]))
 
 
@@ -584,9 +586,19 @@ class KernelCode:
 
 
 def allocate(host: HostContext, values: list[Value], indent: str = "        ") -> list[str]:
+    """Host lines making the tensors kernels write: new ones, or a part's slice of the concatenation it is in."""
     lines = []
     for value in values:
         if value in host.allocated:
+            continue
+        if value in host.placements:
+            joined, before = host.placements[value]
+            lines += allocate(host, [joined], indent)
+            dim = value.placed_dim
+            start = " + ".join(host.formula(p)[dim] for p in before) or "0"
+            lines.append(wrap_call(f"{indent}{host.name(value)} = {host.name(joined)}.narrow({dim}, {start}, "
+                                   f"{host.formula(value)[dim]})"))
+            host.allocated.add(value)
             continue
         lines.append(wrap_call(f"{indent}{host.name(value)} = torch.empty({host.shape_tuple(value)}, "
                                f"device={host.device()}, dtype={host.dtype(value)})"))

@@ -59,6 +59,7 @@ class Value:
     shape: tuple[int, ...] = ()
     dtype: torch.dtype | None = None
     fixed_dtype: bool = False  # set by the program (a cast, an index), not by the evaluation's precision
+    placed_dim: int | None = None  # written into a slice along this dim of a concatenation (the planner's choice)
     path: str | None = None  # PARAM: attribute path on the module ("conv.weight", "layers.0.bias")
     index: int | None = None  # INPUT / CONST: position among forward's arguments
     producer: Op | None = None

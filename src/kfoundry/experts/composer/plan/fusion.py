@@ -30,6 +30,7 @@ from kfoundry.experts.composer.ir.graph import (
     PARAM,
     POINTWISE,
     SYM,
+    SYMS,
     TENSOR,
     Graph,
     Op,
@@ -38,6 +39,7 @@ from kfoundry.experts.composer.ir.graph import (
     dead_code_eliminated,
     moved_dims,
 )
+from kfoundry.experts.composer.plan.concat import computed, sink_through_cats
 from kfoundry.experts.composer.plan.scans import directed_scans
 
 Map = tuple  # tuple[int | None, ...]
@@ -165,6 +167,8 @@ class Planner:
                 self.position[op.out] = self._ready_at(op.args[0])
             elif kind in ("gemm", "conv", "pool", "scan", "recurrent"):
                 self._anchor(op, kind)
+            elif kind == "layout" and self._placeable(op):
+                self._place(op)
             elif kind == "layout":
                 self._layout(op)
             elif kind == "reduction":
@@ -225,6 +229,22 @@ class Planner:
         group = self._new_group(kind, op.out.shape, anchor=op)
         group.vmap[op.out] = tuple(None if s == 1 else i for i, s in enumerate(op.out.shape))
         self.group_of[op.out] = group
+
+    def _placeable(self, op: Op) -> bool:
+        """A concatenation of distinct tensors that kernels compute and nothing else reads."""
+        if op.name != "cat" or len(set(op.args)) != len(op.args):
+            return False
+        users = self.graph.users()
+        return all(computed(part) and part in self.group_of and part not in self.graph.outputs
+                   and all(u is op or u.name in SYMS for u in users.get(part, [])) for part in op.args)
+
+    def _place(self, op: Op) -> None:
+        """The kernels computing the parts write them into slices of the concatenation (a host step allocates it
+        and hands each kernel its slice): no kernel copies them."""
+        self.steps.append(HostStep(op, len(self.steps)))
+        self.position[op.out] = max(self.group_of[part].index for part in op.args)
+        for part in op.args:
+            part.placed_dim = op.attrs["dim"]
 
     def _layout(self, op: Op) -> None:
         """A flip, roll, pad or cat starts a pointwise kernel over its output: its inputs are read from memory at the
@@ -552,4 +572,5 @@ def _substitute(arg, replace: dict):
 
 def plan(graph: Graph) -> Plan:
     """Cut the graph into kernels and host steps, in execution order."""
-    return Planner(sink_views(common_subexpressions(trivial_reductions(directed_scans(graph))))).plan()
+    graph = sink_through_cats(directed_scans(graph))
+    return Planner(sink_views(common_subexpressions(trivial_reductions(graph)))).plan()
