@@ -150,7 +150,7 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
         name = f"row_{config['mode']}_br{config['BR']}" + (f"_bc{config['BC']}" if "BC" in config else "") + \
             f"_w{config['num_warps']}"
     elif group.kind == "recurrent":
-        name = f"{group.anchor.attrs['kind'].split('_')[0].lower()}_steps_bb{config['BB']}_bh{config['BH']}" \
+        name = f"{group.anchor.attrs['kind'].split('_')[0].lower()}_steps_bm{config['BM']}_bn{config['BN']}" \
             f"_bk{config['BK']}_w{config['num_warps']}_{config['precision']}"
     else:
         name = f"{group.kind}_b{config['BLOCK']}_w{config['num_warps']}"

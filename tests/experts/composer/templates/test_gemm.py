@@ -136,3 +136,18 @@ def test_tiles_a_triangle_keeps_nothing_of_skip_their_products_and_pass_the_eval
     assert "pid_n * BN - (pid_m * BM + BM - 1) > -5" in skipping[1]
     for evaluation in submit_all(path, [c.source for c in result.candidates]).result():  # 32- to 128-row tiles
         verdict(evaluation)
+
+
+def test_square_tiles_are_tunable_and_a_retiled_candidate_still_passes(tmp_path):
+    """The grid reads BM and BN from the launch (a META function): 128 x 128 tiles are two tunables the tuner
+    can tell apart, and changing one changes the grid with it."""
+    from kfoundry.experts.tunables import apply_values, find_tunables
+
+    path = tmp_path / "triangles.py"
+    path.write_text(TRIANGLES)
+    source = first(compose_ok(path, max_variants=1)).source
+    tunables = {t.name: t for t in find_tunables(source) if t.base in ("BM", "BN")}
+    assert len(tunables) == 6 and {t.value for t in tunables.values()} == {128}  # three GEMMs
+    retiled = apply_values(source, list(tunables.values()), {name: 32 if "BM" in name else 64 for name in tunables})
+    assert retiled is not None and "BM=32, BN=64" in retiled
+    verdict(submit(path, retiled))

@@ -229,7 +229,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     epilogue(emitter, access, group, 1, cout_group)
     tiles = tile_grid(m_total_host, cout_group_host, config)
     columns = product([str(groups), str(n_phases)])
-    lines.append(kw.launch(f"({tiles}, {columns})",
+    lines.append(kw.launch(f"lambda META: ({tiles}, {columns})",
                            {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
 

@@ -139,9 +139,12 @@ TILE_MASKS = {"m": "m_ok", "n": "n_ok"}
 
 
 def tile_grid(m_total: str, n_total: str, config: dict) -> str:
+    """The number of tiles, from the launch's own BM / BN (the grid is a function of the launch's constants: a
+    tile size is written once, where the tuner changes it, and 128 x 128 tiles are not two equal numbers in the
+    grid that it could not tell apart)."""
     if config["BN"] == "full":
-        return f"triton.cdiv({m_total}, {config['BM']})"
-    return f"triton.cdiv({m_total}, {config['BM']}) * triton.cdiv({n_total}, {config['BN']})"
+        return f'triton.cdiv({m_total}, META["BM"])'
+    return f'triton.cdiv({m_total}, META["BM"]) * triton.cdiv({n_total}, META["BN"])'
 
 
 def epilogue(emitter: Emitter, access: Access, group: Group, n_dim: int, n_count: str) -> None:
@@ -351,6 +354,6 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     epilogue(emitter, access, group, rank - 1, n)
     batch_total = product([sizes[e[0]] for e in batch_entries]) if batch_entries else None
     tiles = tile_grid(m_total, sizes[rank - 1], config)
-    grid = f"({tiles}, {batch_total})" if batch_total else f"({tiles},)"
+    grid = f"lambda META: ({tiles}, {batch_total})" if batch_total else f"lambda META: ({tiles},)"
     lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)

@@ -1,7 +1,7 @@
 """The recurrent template: one layer of an LSTM, GRU or Elman RNN as a host loop over time of one fused step kernel.
 
 The input projection of every step (x @ W_ih.T + biases) is a GEMM before this kernel. Each step's kernel
-computes a (BB batch rows x BH hidden units) tile of every gate at once: the hidden state times the gate's rows
+computes a (BM batch rows x BN hidden units) tile of every gate at once: the hidden state times the gate's rows
 of W_hh (one `tl.dot` per gate, the hidden state loaded once per k-block for all of them), then the step's
 projection added and the cell's update in registers. It writes the step's hidden state (and an LSTM's cell
 state) straight into the layer's output at that step, where the next step reads it: the gates never reach memory.
@@ -16,8 +16,9 @@ from kfoundry.experts.composer.plan.fusion import Group
 from kfoundry.experts.composer.templates.gemm import dot_precisions
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
-TILES = [{"BB": 16, "BH": 32, "BK": 32, "num_warps": 4}, {"BB": 32, "BH": 64, "BK": 32, "num_warps": 4},
-         {"BB": 16, "BH": 64, "BK": 64, "num_warps": 4}, {"BB": 64, "BH": 32, "BK": 32, "num_warps": 4}]
+# BM batch rows and BN hidden units per program, BK hidden units per step of the product (the tuner knows the names)
+TILES = [{"BM": 16, "BN": 32, "BK": 32, "num_warps": 4}, {"BM": 32, "BN": 64, "BK": 32, "num_warps": 4},
+         {"BM": 16, "BN": 64, "BK": 64, "num_warps": 4}, {"BM": 64, "BN": 32, "BK": 32, "num_warps": 4}]
 
 
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
@@ -61,7 +62,7 @@ def recurrent_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
     n_batch = kw.arg("n_batch", f"{new_h}.shape[{batch}]")
     hidden = kw.arg("hidden", f"{wn}.shape[1]")
     first = kw.constexpr("FIRST", f"{t} == 0" if h0 is None else "False")
-    bb, bh, bk = (kw.constexpr(name, str(config[name])) for name in ("BB", "BH", "BK"))
+    bb, bh, bk = (kw.constexpr(name, str(config[name])) for name in ("BM", "BN", "BK"))
     precise = config.get("precision", "ieee") != "default"
     if precise:
         kw.constexpr("DOT_PRECISION", f'"{config["precision"]}" if {pn}.dtype == torch.float32 else "tf32"')
@@ -125,6 +126,6 @@ def recurrent_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
         body.append(f"{prev_c} = {on}[1].select({time}, {t} - 1) if {t} else "
                     f"{host.name(c0) if c0 is not None else new_c}")
     lines.extend(f"{indent}    {line}" for line in body)
-    grid = f"(triton.cdiv({new_h}.shape[{batch}], {config['BB']}), triton.cdiv({wn}.shape[1], {config['BH']}))"
+    grid = f'lambda META: (triton.cdiv({new_h}.shape[{batch}], META["BM"]), triton.cdiv({wn}.shape[1], META["BN"]))'
     lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"])}, indent=indent + "    "))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
