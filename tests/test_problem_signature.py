@@ -92,6 +92,13 @@ PROBLEMS = {
                   "gemm", "gemm+pointwise"),
     "gemm_cumsum": ("self.fc = nn.Linear(16, 8)", "x", "return torch.cumsum(self.fc(x), dim=-1)",
                     "torch.randn(4, 16)", "gemm", "gemm+scan"),
+    "lstm": ("self.rnn = nn.LSTM(6, 5, num_layers=2)", "x", "return self.rnn(x)[0]", "torch.randn(7, 3, 6)",
+             "recurrent", "recurrent"),
+    "gru_head": ("self.rnn = nn.GRU(6, 5)\n        self.head = nn.Linear(5, 2)", "x",
+                 "return self.head(self.rnn(x)[1][0])", "torch.randn(7, 3, 6)", "recurrent", "recurrent+gemm"),
+    "rnn_cell_loop": ("self.cell = nn.RNNCell(6, 5)", "x",
+                      "h = torch.zeros(3, 5)\n        for t in range(7):\n            h = self.cell(x[t], h)\n"
+                      "        return h", "torch.randn(7, 3, 6)", "recurrent", "recurrent"),
     "attention_out_proj": ("self.out = nn.Linear(4, 4)", "q, k, v",
                            "return self.out(torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v)", QKV,
                            "attention", "attention+gemm"),
@@ -129,8 +136,8 @@ def test_scan_and_pooling_are_no_longer_reductions_nor_sdpa_a_gemm():
 
 
 def test_class_order_and_labels():
-    assert CLASSES == ("conv", "attention", "gemm", "scan", "pooling", "norm", "softmax", "reduction",
-                       "pointwise", "other")
+    assert CLASSES == ("conv", "attention", "recurrent", "gemm", "scan", "pooling", "norm", "softmax",
+                       "reduction", "pointwise", "other")
     assert kind_of(["aten.avg_pool2d", "aten.mul"]) == "pooling+pointwise"
     assert kind_of(["aten.max_pool2d_with_indices", "aten.sum"]) == "pooling+reduction"
     assert kind_of(["aten.mm", "aten._softmax"]) == "gemm+softmax"  # no second gemm: not attention
@@ -139,6 +146,16 @@ def test_class_order_and_labels():
     assert problem_class(["aten.view"]) == "other" and problem_class(["aten.relu"]) == "pointwise"
     # two attentions in a row, each with its own gemm, softmax, gemm
     assert kind_of(["aten.bmm", "aten._softmax", "aten.bmm"] * 2) == "attention"
+
+
+def test_a_recurrence_is_a_repeated_step_of_two_gemms_and_a_gate_not_a_repeated_layer():
+    step = ["aten.t", "aten.addmm", "aten.t", "aten.addmm", "aten.add", "aten.tanh"]
+    assert kind_of(step * 4) == "recurrent" and kind_of(step * 2) == "gemm+pointwise"  # three steps at least
+    mlp = ["aten.t", "aten.addmm", "aten.tanh"]  # a deep MLP: one gemm per repeated layer
+    assert kind_of(mlp * 6) == "gemm+pointwise"
+    ffn = ["aten.addmm", "aten.gelu", "aten.addmm", "aten.add"]  # a transformer's feed-forward layers
+    assert kind_of(ffn * 4) == "gemm+pointwise"
+    assert op_category("aten._thnn_fused_lstm_cell") == "recurrent" and op_category("aten.lstm") == "recurrent"
 
 
 def test_old_stored_signature_gets_the_new_class():

@@ -32,6 +32,9 @@ CATEGORIES: dict[str, frozenset[str]] = {
                             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math",
                             "_scaled_dot_product_fused_attention_overrideable", "_flash_attention_forward",
                             "_efficient_attention_forward", "_native_multi_head_attention"}),
+    "recurrent": frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
+                            "rnn_relu_cell", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "_cudnn_rnn",
+                            "miopen_rnn", "mkldnn_rnn_layer"}),
     "gemm": frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot", "einsum",
                        "tensordot", "addbmm"}),
     "norm": frozenset({"native_layer_norm", "layer_norm", "native_batch_norm", "batch_norm",
@@ -61,8 +64,10 @@ CATEGORIES: dict[str, frozenset[str]] = {
 # or a second pass over a smaller output. Scan and pooling come before norm, softmax and reduction: a scan's
 # carry across blocks and a pooling window's stencil decide how the kernel walks the data, while a norm, a
 # softmax or a reduction next to them is row statistics that fits inside that walk; plain reductions last.
-# kind_of's label names the second class present as well, so nothing is hidden by the order.
-PRIMARY_ORDER = ("conv", "attention", "gemm", "scan", "pooling", "norm", "softmax", "reduction")
+# A recurrent layer (LSTM, GRU, RNN: a step of gemms and gates repeated over time) comes before gemm for the
+# same reason attention does. kind_of's label names the second class present as well, so nothing is hidden
+# by the order.
+PRIMARY_ORDER = ("conv", "attention", "recurrent", "gemm", "scan", "pooling", "norm", "softmax", "reduction")
 CLASSES = PRIMARY_ORDER + ("pointwise", "other")
 
 
@@ -90,6 +95,7 @@ def op_categories(ops: list[str]) -> list[str]:
     ops, that is (norms and reductions in it keep theirs). A gemm, softmax, gemm of linear layers (an MLP
     with a softmax) counts too: it has attention's structure, and attention's fused kernel fits it."""
     cats = [op_category(op) for op in ops]
+    _mark_recurrence(ops, cats)
     start = 0
     while True:
         span = _attention_span(cats, start)
@@ -102,6 +108,44 @@ def op_categories(ops: list[str]) -> list[str]:
             if cats[i] in ("gemm", "softmax", "pointwise"):
                 cats[i] = "attention"
         start = last + 1
+
+
+GATES = frozenset({"sigmoid", "tanh"})
+MAX_STEP_OPS = 48  # the longest step of a recurrence looked for (an LSTM step decomposed is about 15 ops)
+
+
+def _mark_recurrence(ops: list[str], cats: list[str]) -> None:
+    """Mark "recurrent" the gemm and pointwise ops of a recurrence written out step by step: a block of ops
+    with two gemms or more (the input's and the hidden state's) and a sigmoid or tanh gate, repeated three
+    times or more in a row. An MLP's repeated layer has one gemm per block, a transformer's gelu or softmax."""
+    names = [short_name(op).removesuffix("_") for op in ops]
+    i = 0
+    while i < len(names):
+        found = None
+        for period in range(2, MAX_STEP_OPS + 1):
+            block = names[i:i + period]
+            if len(block) < period or sum(cats[i + k] == "gemm" for k in range(period)) < 2 or \
+                    not GATES & set(block) or _repeats_inside(block):
+                continue
+            if names[i + period:i + 2 * period] == block and names[i + 2 * period:i + 3 * period] == block:
+                found = period
+                break
+        if found is None:
+            i += 1
+            continue
+        end = i + found
+        while names[end:end + found] == names[i:i + found]:
+            end += found
+        for k in range(i, end):
+            if cats[k] in ("gemm", "pointwise"):
+                cats[k] = "recurrent"
+        i = end
+
+
+def _repeats_inside(block: list[str]) -> bool:
+    """The block is a shorter block repeated (two layers of an MLP, not one step)."""
+    n = len(block)
+    return any(n % q == 0 and block == block[:q] * (n // q) for q in range(1, n))
 
 
 def _attention_span(cats: list[str], start: int) -> tuple[int, int] | None:

@@ -19,3 +19,13 @@ def test_more_islands_than_strategies_start_the_table_over_and_an_unknown_class_
     assert table_for("no such class") == STRATEGIES["other"]
     own, others = assignment("softmax", 0, 1)
     assert own == STRATEGIES["softmax"][0] and others == []
+
+
+def test_every_problem_class_has_a_table_and_advice():
+    from pathlib import Path
+
+    from kfoundry.problem_signature import CLASSES
+
+    advice = Path(__file__).resolve().parents[2] / "src" / "kfoundry" / "experts" / "prompts" / "advice"
+    assert set(STRATEGIES) == set(CLASSES)
+    assert {p.stem for p in advice.glob("*.j2")} == set(CLASSES)

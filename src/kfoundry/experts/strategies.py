@@ -70,6 +70,21 @@ STRATEGIES: dict[str, tuple[Strategy, ...]] = {
         ("split row", "partial maxima and sums from several programs per row and a finishing step, for a few "
                       "very long rows"),
     ),
+    "recurrent": _table(
+        ("projection then fused steps", "the input's projection for every time step as one GEMM up front, then "
+                                        "per step one kernel: each program a tile of batch rows x hidden units "
+                                        "of every gate (the hidden state times each gate's rows of W_hh), the "
+                                        "step's projection added and the cell update in registers, h (and c) "
+                                        "written straight into the output at that step"),
+        ("persistent over time", "one launch for the whole sequence: programs own hidden units, keep their "
+                                 "rows of W_hh on chip, and meet at every step through a flag or counter in "
+                                 "global memory before reading the new hidden state"),
+        ("batched gates GEMM", "per step one GEMM of the hidden state against all of W_hh (the gates side by "
+                               "side) with the projection added in its epilogue, then one small pointwise "
+                               "kernel for the cell update: simple, two launches a step"),
+        ("layers as a wavefront", "for stacked layers, layer l's step t runs beside layer l-1's step t+1 in the "
+                                  "same launch, so the grid has twice the work while the sequence is walked"),
+    ),
     "scan": _table(
         ("block scan with a carry", "one program per row (or per independent sequence) looping over blocks "
                                     "in order: scan inside the block (tl.associative_scan / tl.cumsum), add "
