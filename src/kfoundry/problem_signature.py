@@ -119,15 +119,23 @@ def _mark_recurrence(ops: list[str], cats: list[str]) -> None:
     with two gemms or more (the input's and the hidden state's) and a sigmoid or tanh gate, repeated three
     times or more in a row. An MLP's repeated layer has one gemm per block, a transformer's gelu or softmax."""
     names = [short_name(op).removesuffix("_") for op in ops]
+    # running counts of gemms and gates: a block's are a difference (problem_class runs on every retrieval)
+    gemms, gates = [0], [0]
+    for name, cat in zip(names, cats):
+        gemms.append(gemms[-1] + (cat == "gemm"))
+        gates.append(gates[-1] + (name in GATES))
+    if gemms[-1] < 6 or not gates[-1]:  # three steps of two gemms, and a gate
+        return
+    n = len(names)
     i = 0
-    while i < len(names):
+    while i < n:
         found = None
-        for period in range(2, MAX_STEP_OPS + 1):
-            block = names[i:i + period]
-            if len(block) < period or sum(cats[i + k] == "gemm" for k in range(period)) < 2 or \
-                    not GATES & set(block) or _repeats_inside(block):
+        for period in range(2, min(MAX_STEP_OPS, (n - i) // 3) + 1):
+            if names[i + period] != names[i] or gemms[i + period] - gemms[i] < 2 or gates[i + period] == gates[i]:
                 continue
-            if names[i + period:i + 2 * period] == block and names[i + 2 * period:i + 3 * period] == block:
+            block = names[i:i + period]
+            if names[i + period:i + 2 * period] == block and names[i + 2 * period:i + 3 * period] == block \
+                    and not _repeats_inside(block):
                 found = period
                 break
         if found is None:
