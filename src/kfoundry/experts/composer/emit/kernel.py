@@ -373,10 +373,13 @@ class Emitter:
                      f"{var} = tl.load({address}){convert}")
         return var, axes
 
+    def host_size(self, value: Value, dim: int) -> str:
+        """The host expression of value's size along dim (of the tensor the kernel is handed)."""
+        return f"{self.access.pointer(value, ())[1]}.shape[{dim}]"
+
     def size_arg(self, value: Value, dim: int) -> str:
         """A kernel parameter holding value's size along dim."""
-        _, host_name = self.access.pointer(value, ())
-        return self.kw.arg(f"{value.name}_n{dim}", f"{host_name}.shape[{dim}]")
+        return self.kw.arg(f"{value.name}_n{dim}", self.host_size(value, dim))
 
     def layout(self, op: Op) -> str:
         """A flip, roll, pad or cat: each element read from its input at the moved coordinate."""
@@ -393,7 +396,7 @@ class Emitter:
             for dim, shift in op.attrs["moves"]:
                 n = self.size_arg(x, dim)
                 # the host gives the shift in [0, n): every term stays non-negative, whatever % does with signs
-                s = self.kw.arg(f"shift{dim}", f"({shift}) % {self.access.pointer(x, ())[1]}.shape[{dim}]")
+                s = self.kw.arg(f"shift{dim}", f"({shift}) % {self.host_size(x, dim)}")
                 sources[dim] = f"(({coords[dim][0]} + {n} - {s}) % {n})"
             var, axes = self.gather(op, 0, sources, mask_of([c[1] for c in coords.values()]), "0")
             self.bind(op.out, var, span | axes)
@@ -436,7 +439,7 @@ class Emitter:
                 inside, source = f"({c} >= {start}) & ({c} < {start} + {n})", f"({c} - {start})"
             else:
                 inside, source = f"({c} < {n})", c
-            sizes.append(f"{self.access.pointer(arg, ())[1]}.shape[{dim}]")
+            sizes.append(self.host_size(arg, dim))
             var, found = self.gather(op, position, {dim: source}, mask_of([mask, inside]), "0")
             axes |= found
             if result is not None:

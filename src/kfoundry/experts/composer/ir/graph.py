@@ -49,6 +49,7 @@ VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "e
                    "select", "unfold"})
 SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
                   "sym_mod", "sym_neg", "sym_truediv", "sym_pow"})
+SHAPE_QUERIES = frozenset({"sym_size", "sym_numel"})  # they read a tensor's shape, which the host computes itself
 ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | LAYOUTS | RECURRENT | VIEWS | SYMS
 
 
@@ -118,6 +119,10 @@ class Graph:
                 found.setdefault(arg, []).append(op)
         return found
 
+    def data_users(self) -> dict[Value, list[Op]]:
+        """The users that read each value's data (a size query needs only its shape)."""
+        return {v: [op for op in ops if op.name not in SHAPE_QUERIES] for v, ops in self.users().items()}
+
     def dump(self) -> str:
         lines = [f"inputs: {self.inputs}", f"params: {list(self.params)}"]
         lines += [repr(op) for op in self.ops]
@@ -152,9 +157,6 @@ def moved_dims(op: Op) -> tuple[int, ...]:
     if op.name == "cat":
         return (op.attrs["dim"],)
     raise KeyError(op.name)
-
-
-SHAPE_QUERIES = frozenset({"sym_size", "sym_numel"})  # they read a tensor's shape, which the host computes itself
 
 
 def dead_code_eliminated(graph: Graph) -> Graph:

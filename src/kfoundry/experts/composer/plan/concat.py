@@ -10,7 +10,6 @@ from kfoundry.experts.composer.ir.graph import (
     INPUT,
     PARAM,
     POINTWISE,
-    SYMS,
     TENSOR,
     Graph,
     Op,
@@ -34,7 +33,7 @@ def sink_through_cats(graph: Graph) -> Graph:
 
 
 def _sink_one(graph: Graph) -> bool:
-    users = {v: [op for op in ops if op.name not in SYMS] for v, ops in graph.users().items()}
+    users = graph.data_users()
     for index, op in enumerate(graph.ops):
         if op.name not in POINTWISE or op.name in INDEX:
             continue

@@ -30,7 +30,6 @@ from kfoundry.experts.composer.ir.graph import (
     PARAM,
     POINTWISE,
     SYM,
-    SYMS,
     TENSOR,
     Graph,
     Op,
@@ -234,9 +233,9 @@ class Planner:
         """A concatenation of distinct tensors that kernels compute and nothing else reads."""
         if op.name != "cat" or len(set(op.args)) != len(op.args):
             return False
-        users = self.graph.users()
+        users = self.graph.data_users()
         return all(computed(part) and part in self.group_of and part not in self.graph.outputs
-                   and all(u is op or u.name in SYMS for u in users.get(part, [])) for part in op.args)
+                   and users.get(part) == [op] for part in op.args)
 
     def _place(self, op: Op) -> None:
         """The kernels computing the parts write them into slices of the concatenation (a host step allocates it

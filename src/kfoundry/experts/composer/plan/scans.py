@@ -8,7 +8,7 @@ the scan (attrs "reverse", "exclusive") the scan kernel reads and writes at the 
 
 from __future__ import annotations
 
-from kfoundry.experts.composer.ir.graph import INDEX, POINTWISE, SCANS, SYMS, Graph, Op, Value, dead_code_eliminated
+from kfoundry.experts.composer.ir.graph import INDEX, POINTWISE, SCANS, Graph, Op, Value, dead_code_eliminated
 
 
 def identity_of(scan: Op) -> float:
@@ -21,11 +21,6 @@ def directed_scans(graph: Graph) -> Graph:
         changed = _exclusive(graph) or _reversed(graph)
         graph = dead_code_eliminated(graph)
     return graph
-
-
-def _data_users(graph: Graph) -> dict[Value, list[Op]]:
-    """Users that read a value's data (a size query needs only its shape)."""
-    return {v: [op for op in ops if op.name not in SYMS] for v, ops in graph.users().items()}
 
 
 def _replace(graph: Graph, old: Value, new: Value) -> None:
@@ -67,7 +62,7 @@ def _unflips(value: Value, dim: int, users: dict[Value, list[Op]]) -> list[tuple
 def _reversed(graph: Graph) -> bool:
     """flip(scan(flip(x))) along the scan's dim, or with pointwise ops of flipped tensors in place of flip(x):
     the scan, reversed (pointwise ops commute with a flip)."""
-    users = _data_users(graph)
+    users = graph.data_users()
     for outer in graph.ops:
         if outer.name != "flip" or len(outer.attrs["dims"]) != 1:
             continue

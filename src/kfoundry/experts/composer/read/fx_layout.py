@@ -10,6 +10,7 @@ import torch
 
 from kfoundry.experts.composer.ir.builder import norm_dim
 from kfoundry.experts.composer.ir.graph import Value
+from kfoundry.experts.composer.read.fx_views import call_sizes
 from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, scalar_of
 
 if TYPE_CHECKING:
@@ -22,16 +23,10 @@ PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
 # -- moves ----------------------------------------------------------------------------------------------
-def _dims(args: tuple) -> tuple:
-    if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
-        return tuple(args[0])
-    return tuple(args)
-
-
 @handles("flip")
 def _flip(r: FxReader, x, *dims, **kwargs):
     x = r.tensor(x)
-    dims = _dims(dims or (kwargs.get("dims", ()),))
+    dims = call_sizes(dims or (kwargs.get("dims", ()),))
     return flip(r, x, dims)
 
 
@@ -127,10 +122,18 @@ def _stack(r: FxReader, tensors, dim=0, **kwargs):
          "nn.ReplicationPad1d", "nn.ReplicationPad2d", "nn.ReplicationPad3d", "nn.CircularPad1d",
          "nn.CircularPad2d", "nn.CircularPad3d")
 def _m_pad(r: FxReader, m, path, x):
-    name = type(m).__name__
-    mode = "reflect" if name.startswith("Reflection") else "replicate" if name.startswith("Replication") else \
-        "circular" if name.startswith("Circular") else "constant"
+    mode = pad_mode(type(m).__name__)
     return pad(r, r.tensor(x), tuple(m.padding), mode, getattr(m, "value", None) if mode == "constant" else None)
+
+
+def pad_mode(name: str) -> str:
+    """The F.pad mode of a padding module or ATen op: ReflectionPad2d, replication_pad1d, _pad_circular, ..."""
+    name = name.lower().lstrip("_")
+    for prefix, mode in (("reflection", "reflect"), ("replication", "replicate"), ("circular", "circular"),
+                         ("pad_circular", "circular")):
+        if name.startswith(prefix):
+            return mode
+    return "constant"
 
 
 # -- random numbers ----------------------------------------------------------------------------------------
@@ -161,11 +164,7 @@ def full(r: FxReader, sizes: tuple, value: Any, dtype: torch.dtype | None, like:
 
 
 def _sizes(args: tuple, kwargs: dict) -> tuple:
-    if "size" in kwargs:
-        return tuple(kwargs.pop("size"))
-    if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
-        return tuple(args[0])
-    return tuple(args)
+    return tuple(kwargs.pop("size")) if "size" in kwargs else call_sizes(args)
 
 
 _FACTORY_KEYWORDS = ("device", "layout", "pin_memory", "requires_grad", "memory_format", "out")

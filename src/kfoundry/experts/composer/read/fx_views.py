@@ -20,7 +20,8 @@ handles = HANDLERS.handles
 
 
 # -- views and sizes -------------------------------------------------------------------------------------
-def _sizes(args: tuple) -> tuple:
+def call_sizes(args: tuple) -> tuple:
+    """Sizes or dims passed as separate arguments (x.view(2, 3)) or as one sequence (x.view((2, 3)))."""
     if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):
         return tuple(args[0])
     return tuple(args)
@@ -28,7 +29,7 @@ def _sizes(args: tuple) -> tuple:
 
 @handles("view", "reshape")
 def _view(r: FxReader, x, *args, **kwargs):
-    sizes = _sizes(args or tuple(kwargs.get("shape", kwargs.get("size", ()))))
+    sizes = call_sizes(args or tuple(kwargs.get("shape", kwargs.get("size", ()))))
     if len(sizes) == 1 and isinstance(sizes[0], torch.dtype):
         raise Unsupported("Tensor.view(dtype)")
     return r.op("reshape", [r.tensor(x)], sizes=sizes)
@@ -41,7 +42,7 @@ def _view_as(r: FxReader, x, other):
 
 @handles("expand")
 def _expand(r: FxReader, x, *args, **kwargs):
-    return r.op("expand", [r.tensor(x)], sizes=_sizes(args or tuple(kwargs.get("size", ()))))
+    return r.op("expand", [r.tensor(x)], sizes=call_sizes(args or tuple(kwargs.get("size", ()))))
 
 
 @handles("expand_as")
@@ -82,7 +83,7 @@ def _squeeze(r: FxReader, *args, **kwargs):
 
 @handles("permute")
 def _permute(r: FxReader, x, *dims, **kwargs):
-    return r.op("permute", [r.tensor(x)], dims=_sizes(dims or tuple(kwargs.get("dims", ()))))
+    return r.op("permute", [r.tensor(x)], dims=call_sizes(dims or tuple(kwargs.get("dims", ()))))
 
 
 @handles("transpose", "swapaxes", "swapdims")

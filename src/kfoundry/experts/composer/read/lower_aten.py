@@ -185,9 +185,7 @@ def _constant_pad(r: AtenReader, x, pad, value=0):
 @aten("reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
       "replication_pad3d", "_pad_circular")
 def _mode_pad(r: AtenReader, x, padding):
-    mode = "reflect" if r.key.startswith("reflection") else "replicate" if r.key.startswith("replication") else \
-        "circular"
-    return fx_layout.pad(r, r.tensor(x), tuple(padding), mode)
+    return fx_layout.pad(r, r.tensor(x), tuple(padding), fx_layout.pad_mode(r.key))
 
 
 @aten("max", "min")
