@@ -1,0 +1,19 @@
+"""A row softmax over 4096 x 393216 fp32: 6.4 GB in, 6.4 GB out (12.9 GB each as float64 truth)."""
+import torch
+import torch.nn as nn
+
+rows = 4096
+cols = 393216
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(rows, cols)]
+
+
+def get_init_inputs():
+    return []
