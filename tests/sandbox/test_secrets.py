@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from kfoundry.llm.redact import MASK
+from kfoundry.redact import MASK
 from kfoundry.sandbox import secrets
 
 

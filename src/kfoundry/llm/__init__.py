@@ -1,18 +1,30 @@
 """LLM providers: OpenAI(-compatible), Anthropic, a shell command, record and replay; retries,
-tokens, cost and budgets. The SDKs are imported only when such a provider is made."""
+tokens, cost and budgets. The SDKs are imported only when such a provider is made.
 
-from kfoundry.llm.budget import Budget
-from kfoundry.llm.ensemble import Ensemble, parse_weights
-from kfoundry.llm.errors import REASONS, LLMError
-from kfoundry.llm.pricing import Price, Pricing
-from kfoundry.llm.provider import Provider
-from kfoundry.llm.record import RecordingProvider, record_provider
-from kfoundry.llm.reply import LLMReply, Request
-from kfoundry.llm.retry import RetryPolicy
-from kfoundry.llm.specs import ACCEPTED_FORMS, make_provider, parse_spec
+The names below are imported on first use, so that importing a light submodule (kfoundry.llm.settings,
+kfoundry.llm.cost_text, which the configuration and the progress panel need) does not load the
+providers, the retry policy and tenacity with them: `kfoundry eval` and its evaluation processes use no LLM."""
 
-__all__ = [
-    "ACCEPTED_FORMS", "REASONS", "Budget", "Ensemble", "LLMError", "LLMReply", "Price", "Pricing",
-    "Provider", "RecordingProvider", "Request", "RetryPolicy", "make_provider", "parse_spec",
-    "parse_weights", "record_provider",
-]
+from importlib import import_module
+from typing import Any
+
+_WHERE = {
+    "ACCEPTED_FORMS": "specs", "REASONS": "errors", "Budget": "budget", "Ensemble": "ensemble",
+    "LLMError": "errors", "LLMReply": "reply", "Price": "pricing", "Pricing": "pricing", "Provider": "provider",
+    "RecordingProvider": "record", "Request": "reply", "RetryPolicy": "retry", "make_provider": "specs",
+    "parse_spec": "specs", "parse_weights": "ensemble", "record_provider": "record",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'kfoundry.llm' has no attribute {name!r}")
+    value = getattr(import_module(f"kfoundry.llm.{_WHERE[name]}"), name)
+    globals()[name] = value  # the next lookup is a plain one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

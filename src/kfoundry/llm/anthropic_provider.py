@@ -12,10 +12,10 @@ from typing import Any
 from kfoundry.llm.errors import LLMError
 from kfoundry.llm.pricing import Pricing
 from kfoundry.llm.provider import Provider
-from kfoundry.llm.redact import Redactor
 from kfoundry.llm.reply import LLMReply, Request
 from kfoundry.llm.retry import RetryPolicy, call_with_retries
 from kfoundry.llm.sdk_errors import classify
+from kfoundry.redact import Redactor
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 # The Messages API requires max_tokens; this is what we ask for when the caller does not say.

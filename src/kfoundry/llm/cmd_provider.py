@@ -15,8 +15,8 @@ from pathlib import Path
 
 from kfoundry.llm.errors import LLMError
 from kfoundry.llm.provider import Provider
-from kfoundry.llm.redact import Redactor
 from kfoundry.llm.reply import LLMReply, Request
+from kfoundry.redact import Redactor
 
 _STDERR_TAIL = 2000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from kfoundry.llm.redact import Redactor
 from kfoundry.llm.retry import Failure, parse_retry_after
+from kfoundry.redact import Redactor
 
 _MAX_DETAIL = 300
 

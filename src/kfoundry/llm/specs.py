@@ -13,8 +13,8 @@ from kfoundry.errors import UsageError
 from kfoundry.llm.errors import LLMError
 from kfoundry.llm.pricing import Pricing
 from kfoundry.llm.provider import Provider
-from kfoundry.llm.redact import Redactor, scrub_url
 from kfoundry.llm.retry import RetryPolicy
+from kfoundry.redact import Redactor, scrub_url
 
 ACCEPTED_FORMS = (
     "openai:MODEL                OpenAI's API (key: OPENAI_API_KEY or [keys] openai)",

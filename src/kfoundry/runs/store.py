@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from kfoundry.errors import ProblemError, UsageError
-from kfoundry.llm.redact import Redactor
 from kfoundry.llm.reply import LLMReply
+from kfoundry.redact import Redactor
 from kfoundry.runs import queries
 from kfoundry.runs.errors import RunStoreError
 from kfoundry.source_identity import source_hash as hash_source

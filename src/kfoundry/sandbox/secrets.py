@@ -8,7 +8,7 @@ import dataclasses
 import os
 from typing import Any
 
-from kfoundry.llm.redact import Redactor
+from kfoundry.redact import Redactor
 from kfoundry.sandbox.environment import looks_secret
 
 MIN_LENGTH = 8  # shorter values ("1", "true") are not treated as secrets: replacing them would garble text
@@ -28,7 +28,7 @@ def known() -> list[str]:
 
 
 def scrub(text: str, values: list[str] | None = None, rewrite: dict[str, str] | None = None) -> str:
-    """`text` with every secret value and anything shaped like a key masked (kfoundry.llm.redact), and
+    """`text` with every secret value and anything shaped like a key masked (kfoundry.redact), and
     each key of `rewrite` replaced by its value (paths)."""
     return _scrub(text, Redactor(known() if values is None else values), rewrite)
 
