@@ -1,13 +1,15 @@
 """kfoundry.problem: checking problem files, --set overrides, building inputs and models, cost."""
 
 import ast
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from kfoundry.errors import ProblemError, UsageError
 from kfoundry.problem import (build_model, cast_floats, init_inputs_of, load_problem_module, make_inputs,
-                              measure_cost, parse_set_values, read_problem, torch_dtype)
+                              measure_cost, parse_set_values, problem_folders, read_problem, torch_dtype)
 from tests.helpers import marker_line
 
 
@@ -118,29 +120,74 @@ def test_override_of_an_unknown_name_lists_the_constants(problems_dir):
     assert "batch_size, dim, dim2, eps, mode" in message
 
 
-def test_override_of_a_chained_assignment_is_refused(tmp_path):
-    path = tmp_path / "chained.py"
-    path.write_text("import torch\nrows = cols = 4\nclass Model: pass\n"
-                    "def get_inputs(): return []\ndef get_init_inputs(): return []\n")
-    with pytest.raises(UsageError, match="'rows' is assigned together with other names on line 2"):
-        read_problem(path, {"rows": 8})
+def _problem(tmp_path, name: str, sizes: str, init: str) -> Path:
+    """A problem file whose sizes are written as `sizes` and whose get_init_inputs returns `init`."""
+    path = tmp_path / name
+    path.write_text(f"import torch\n{sizes}\nclass Model: pass\n"
+                    f"def get_inputs(): return []\ndef get_init_inputs(): return {init}\n")
+    return path
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"height": 16}, [16, 512, 16 * 512]),
+    ({"width": 8}, [512, 8, 512 * 8]),
+    ({"height": 16, "width": 8}, [16, 8, 128]),
+])
+def test_override_of_a_chained_assignment(tmp_path, overrides, expected):
+    path = _problem(tmp_path, "chained.py", "height = width = 512\nn = height * width", "[height, width, n]")
+    module = load_problem_module(read_problem(path, overrides))
+    assert module.get_init_inputs() == expected
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"h": 2}, [2, 128, 256]),
+    ({"w": 4}, [128, 4, 512]),
+    ({"h": 2, "w": 4}, [2, 4, 8]),
+])
+def test_override_of_a_tuple_assignment_from_literals(tmp_path, overrides, expected):
+    path = _problem(tmp_path, "pair.py", "h, w = 128, 128\nn = h * w", "[h, w, n]")
+    module = load_problem_module(read_problem(path, overrides))
+    assert module.get_init_inputs() == expected
 
 
 def test_override_of_one_name_of_a_tuple_assignment(tmp_path):
-    path = tmp_path / "tuple.py"
-    path.write_text("import torch\nd, h, w = 16, 64, 64\nsize = d * h * w\nclass Model: pass\n"
-                    "def get_inputs(): return []\ndef get_init_inputs(): return [size]\n")
+    path = _problem(tmp_path, "tuple.py", "d, h, w = 16, 64, 64\nsize = d * h * w", "[size]")
     module = load_problem_module(read_problem(path, {"h": 2}))
     assert (module.d, module.h, module.w) == (16, 2, 64)
     assert module.get_init_inputs() == [16 * 2 * 64]
 
 
-def test_override_of_a_name_unpacked_from_an_expression_is_refused(tmp_path):
-    path = tmp_path / "unpacked.py"
-    path.write_text("import torch\nd, h = divmod(64, 3)\nclass Model: pass\n"
-                    "def get_inputs(): return []\ndef get_init_inputs(): return []\n")
-    with pytest.raises(UsageError, match="line 2 unpacks 'h' from an expression"):
-        read_problem(path, {"h": 2})
+def test_override_of_names_unpacked_from_an_expression(tmp_path):
+    path = _problem(tmp_path, "unpacked.py", "size = 64\nh, w = divmod(size, 3)\nn = h * w", "[h, w, n]")
+    assert load_problem_module(read_problem(path)).get_init_inputs() == [21, 1, 21]
+    assert load_problem_module(read_problem(path, {"h": 2})).get_init_inputs() == [2, 1, 2]
+    assert load_problem_module(read_problem(path, {"h": 2, "w": 5})).get_init_inputs() == [2, 5, 10]
+    # the unpacking still runs as written (the override follows it), so `size` still counts for it
+    assert load_problem_module(read_problem(path, {"size": 7, "w": 5})).get_init_inputs() == [2, 5, 10]
+
+
+def test_override_of_a_starred_unpacking_follows_the_statement(tmp_path):
+    path = _problem(tmp_path, "starred.py", "a, *rest, b = 1, 2, 3, 4", "[a, rest, b]")
+    assert load_problem_module(read_problem(path, {"b": 9})).get_init_inputs() == [1, [2, 3], 9]
+
+
+def test_an_override_after_a_statement_keeps_the_line_numbers(tmp_path):
+    path = tmp_path / "lines.py"
+    path.write_text("import torch\nh, w = (\n    divmod(64, 3))\nclass Model:\n"
+                    "    def boom(self):\n        raise ValueError(h)\n"
+                    "def get_inputs(): return []\ndef get_init_inputs(): return [h, w]\n")
+    module = load_problem_module(read_problem(path, {"h": 5}))
+    assert module.get_init_inputs() == [5, 1]
+    assert module.Model.boom.__code__.co_firstlineno == 5
+    with pytest.raises(ValueError) as info:
+        module.Model().boom()
+    assert info.traceback[-1].lineno + 1 == 6  # pytest counts from 0
+
+
+def test_an_unknown_name_beside_a_chained_assignment_is_still_refused(tmp_path):
+    path = _problem(tmp_path, "chained.py", "height = width = 512", "[height]")
+    with pytest.raises(UsageError, match="no module-level constant 'depth'.*height, width"):
+        read_problem(path, {"depth": 3})
 
 
 def test_overrides_keep_the_line_numbers_of_the_file(problems_dir):
@@ -177,6 +224,33 @@ def test_a_failing_top_level_is_a_problem_error(problems_dir):
     problem = read_problem(problems_dir / "bad" / "top_level_raises.py")  # parses and names everything
     with pytest.raises(ProblemError, match="failed to load: ModuleNotFoundError: No module named"):
         load_problem_module(problem)
+
+
+def test_a_problem_imports_the_modules_beside_it_from_anywhere(tmp_path, monkeypatch):
+    """As `python problem.py` has it: the problem's folder first on sys.path, whatever the working directory;
+    a second load moves it first again rather than adding it twice."""
+    folder = tmp_path / "proj"
+    (folder / "kf_test_layers").mkdir(parents=True)
+    (folder / "kf_test_layers" / "__init__.py").write_text("def scaled(x):\n    return 3 * x\n")
+    (folder / "kf_test_sibling.py").write_text("SIZE = 7\n")
+    path = folder / "problem.py"
+    path.write_text("import torch\nfrom kf_test_layers import scaled\nfrom kf_test_sibling import SIZE\n"
+                    "class Model(torch.nn.Module):\n    def forward(self, x):\n        return scaled(x)\n"
+                    "def get_inputs(): return [torch.ones(SIZE)]\ndef get_init_inputs(): return []\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in ("kf_test_layers", "kf_test_sibling"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    module = load_problem_module(read_problem(path))
+    assert sys.path[0] == str(folder.resolve())
+    assert module.Model()(torch.ones(2)).tolist() == [3.0, 3.0]
+    assert make_inputs(module, seed=0, dtype=torch.float32, device="cpu")[0].shape == (7,)
+    assert str(folder.resolve()) in problem_folders()
+    sys.path.insert(0, str(tmp_path))
+    load_problem_module(read_problem(path))
+    assert sys.path[0] == str(folder.resolve()) and sys.path.count(str(folder.resolve())) == 1
 
 
 def test_get_inputs_raising_is_a_problem_error(problems_dir):
@@ -260,3 +334,48 @@ def test_torch_dtype():
     assert torch_dtype("bf16") is torch.bfloat16
     with pytest.raises(UsageError, match="unknown precision 'fp8'"):
         torch_dtype("fp8")
+
+
+CUDA_ASKING = """import torch
+import torch.nn as nn
+
+OFFSET = torch.ones(1).cuda()
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(64, 32).cuda()
+
+    def forward(self, x):
+        return self.linear(x.to("cuda")) + torch.zeros(32, device="cuda")
+
+
+def get_inputs():
+    return [torch.randn(16, 64).cuda()]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_main_process_reads_a_problem_that_asks_for_cuda_on_the_host(tmp_path):
+    """Problems written for a GPU box call .cuda(): read in the main process (sizing, signature, the composer),
+    what they ask of CUDA stays on the meta device or the CPU, and no CUDA context can be made meanwhile."""
+    import torch
+
+    from kfoundry.evaluate.memory_plan import problem_sizes
+    from kfoundry.problem import on_host
+    from kfoundry.problem_signature import signature
+
+    path = tmp_path / "asks_cuda.py"
+    path.write_text(CUDA_ASKING)
+    sizes = problem_sizes(read_problem(path), "fp32", False)
+    assert (sizes.input_bytes, sizes.output_bytes) == (16 * 64 * 4, 16 * 32 * 4)
+    recorded = signature(path)
+    assert "aten.addmm" in recorded["ops"] and recorded["outputs"] == [{"shape": [16, 32], "dtype": "float32"}]
+    before = torch.cuda._lazy_init
+    with on_host(), pytest.raises(ProblemError, match="never uses the GPU"):
+        torch.cuda._lazy_init()
+    assert torch.cuda._lazy_init is before and not torch.cuda.is_initialized()

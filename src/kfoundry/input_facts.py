@@ -147,9 +147,18 @@ def problem_facts(problem_path: str | Path, set_values: dict[str, Any] | None = 
     described from one draw on the meta device (shapes and dtypes, no values)."""
     import torch
 
-    from kfoundry.problem import load_problem_module, make_inputs, read_problem, tensor_bytes, torch_dtype
+    from kfoundry.problem import on_host, read_problem
 
     problem = read_problem(problem_path, set_values)
+    with on_host():  # the main process never touches the GPU, whatever the problem asks
+        return _facts(problem, precision, outputs)
+
+
+def _facts(problem, precision: str, outputs: list[dict[str, Any]] | None) -> ProblemFacts:
+    import torch
+
+    from kfoundry.problem import load_problem_module, make_inputs, tensor_bytes, torch_dtype
+
     module = load_problem_module(problem)
     dtype = torch_dtype(precision)
     overrides = dict(problem.overrides)

@@ -4,6 +4,7 @@ inputs with a seed on a device and precision, and measuring the problem's cost o
 from __future__ import annotations
 
 import ast
+from contextlib import contextmanager
 import hashlib
 import importlib.util
 import json
@@ -79,26 +80,52 @@ def _module_constants(tree: ast.Module) -> dict[str, tuple[ast.stmt, int | None]
 
 
 def apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> ast.Module:
-    """Replace the value of each overridden module-level assignment, in place, so constants
-    derived from it later in the file follow it."""
+    """Give each overridden module-level constant its new value, in place, so constants derived from it
+    later in the file follow it: where the file writes the name's own value (`n = 4`, or `h` of
+    `h, w = 4, 4`) that value is replaced; otherwise (`h = w = 4`, `h, w = size()`) the assignment runs
+    as written and one to the new value follows it, on the same line (tracebacks keep their lines)."""
     constants = _module_constants(tree)
+    following: dict[int, list[ast.stmt]] = {}  # id(statement) -> the overrides that run right after it
     for name, value in overrides.items():
         if name not in constants:
             known = ", ".join(sorted(n for n in constants if not n.startswith("_"))) or "none"
             raise UsageError(f"--set {name}: {path} has no module-level constant {name!r} (constants: {known})")
         node, position = constants[name]
         literal = source_ast.parse(repr(value), mode="eval").body  # lists and tuples too, not only scalars
-        for child in ast.walk(literal):
-            ast.copy_location(child, node.value)
-        if position is None:
-            if isinstance(node, ast.Assign) and len(node.targets) > 1:
-                raise UsageError(f"--set {name}: {name!r} is assigned together with other names on line {node.lineno}")
-            node.value = literal
-        elif isinstance(node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == len(node.targets[0].elts):
-            node.value.elts[position] = literal
-        else:
-            raise UsageError(f"--set {name}: line {node.lineno} unpacks {name!r} from an expression, not a literal tuple")
+        if not _replace_value(node, position, literal):
+            following.setdefault(id(node), []).append(_assignment(name, literal, node))
+    if following:
+        tree.body = [after for node in tree.body for after in (node, *following.get(id(node), ()))]
     return ast.fix_missing_locations(tree)
+
+
+def _replace_value(node: ast.stmt, position: int | None, literal: ast.expr) -> bool:
+    """Put `literal` where the file writes the value of the name alone; False where it does not."""
+    if isinstance(node, ast.AnnAssign) or (position is None and len(node.targets) == 1):
+        _locate(literal, node.value)
+        node.value = literal
+        return True
+    if position is None or len(node.targets) != 1:
+        return False
+    names, values = node.targets[0], node.value
+    if not isinstance(values, (ast.Tuple, ast.List)) or len(values.elts) != len(names.elts):
+        return False
+    if any(isinstance(e, ast.Starred) for e in [*names.elts, *values.elts]):
+        return False  # `a, *b = ...`: positions do not pair up
+    _locate(literal, values.elts[position])
+    values.elts[position] = literal
+    return True
+
+
+def _assignment(name: str, literal: ast.expr, after: ast.stmt) -> ast.Assign:
+    assignment = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=literal)
+    _locate(assignment, after)
+    return assignment
+
+
+def _locate(new: ast.AST, old: ast.AST) -> None:
+    for child in ast.walk(new):
+        ast.copy_location(child, old)
 
 
 def read_source(path: Path, error: type[Exception], what: str) -> str:
@@ -155,7 +182,29 @@ def load_module(path: Path, source: str | ast.Module, module_name: str) -> Modul
     return module
 
 
+_problem_folders: set[str] = set()  # folders load_problem_module put on sys.path
+
+
+def problem_folders() -> frozenset[str]:
+    """The problems' folders that this process put on its sys.path (each goes to its own problem's
+    workers only: kfoundry.evaluate.process)."""
+    return frozenset(_problem_folders)
+
+
+def _import_from_folder_of(path: Path) -> None:
+    """The problem's folder first on sys.path, as `python problem.py` has it: its own modules import."""
+    folder = str(path.resolve().parent)
+    if sys.path[:1] == [folder]:
+        return
+    if folder not in sys.path:
+        _problem_folders.add(folder)
+    elif folder in _problem_folders:
+        sys.path.remove(folder)  # ours, from an earlier load: moved, not repeated
+    sys.path.insert(0, folder)
+
+
 def load_problem_module(problem: ProblemSource) -> ModuleType:
+    _import_from_folder_of(problem.path)
     try:
         module = load_module(problem.path, problem.syntax_tree(), f"kfoundry_problem_{problem.content_hash}")
     except Exception as exc:  # the user's problem file failed while running its top level
@@ -164,6 +213,59 @@ def load_problem_module(problem: ProblemSource) -> ModuleType:
         if not hasattr(module, name):
             raise ProblemError(f"problem {problem.path} defines no {name} after loading")
     return module
+
+
+class _HostOnly:
+    """A torch function mode (made on first use: torch is imported late) that keeps a problem's tensors off the
+    GPU while the main process reads it: `.cuda()` is the tensor itself, and a CUDA device given to a factory or
+    to `.to()` becomes `device` (the meta device or the CPU)."""
+
+    @staticmethod
+    def make(device: str):
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        def host(value):
+            text = str(value) if isinstance(value, (str, torch.device)) else ""
+            return device if text.startswith("cuda") else value
+
+        class HostOnly(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = dict(kwargs or {})
+                if func is torch.Tensor.cuda:
+                    return args[0]
+                if "device" in kwargs:
+                    kwargs["device"] = host(kwargs["device"])
+                if func is torch.Tensor.to:
+                    args = tuple(host(a) if i else a for i, a in enumerate(args))
+                return func(*args, **kwargs)
+
+        return HostOnly()
+
+
+@contextmanager
+def on_host(device: str = "cpu"):
+    """While the main process loads, builds or runs a problem (sizing it, its signature, the composer's trace):
+    whatever the problem asks of CUDA stays on `device`, and a CUDA context it would still make is refused,
+    so that the main process never holds GPU memory (its evaluation processes run it on the GPU)."""
+    import torch
+
+    if torch.cuda.is_initialized():  # an API user's process that uses the GPU already: theirs to decide
+        with _HostOnly.make(device):
+            yield
+        return
+    lazy_init = torch.cuda._lazy_init
+
+    def refuse() -> None:
+        raise ProblemError("the problem asked for the GPU while kfoundry read it in its main process, which "
+                           "never uses the GPU (its evaluation processes run the problem there)")
+
+    torch.cuda._lazy_init = refuse  # torch's one door to a CUDA context, looked up by name
+    try:
+        with _HostOnly.make(device):
+            yield
+    finally:
+        torch.cuda._lazy_init = lazy_init
 
 
 def torch_dtype(precision: str):

@@ -255,13 +255,14 @@ def _recorded(problem, seed: int, device: str) -> tuple[Any, Any, list, tuple[li
     land there), and the ops of one forward."""
     import torch
 
-    from kfoundry.problem import build_model, init_inputs_of, load_problem_module, make_inputs
+    from kfoundry.problem import build_model, init_inputs_of, load_problem_module, make_inputs, on_host
 
-    module = load_problem_module(problem)
-    with torch.device(device):
-        model = build_model(module.Model, init_inputs_of(module), seed, None, device, eval_mode=False)
-        inputs = make_inputs(module, seed, None, device)
-    return module, model, inputs, record_ops(model, inputs)
+    with on_host(device):  # the main process never touches the GPU, whatever the problem asks
+        module = load_problem_module(problem)
+        with torch.device(device):
+            model = build_model(module.Model, init_inputs_of(module), seed, None, device, eval_mode=False)
+            inputs = make_inputs(module, seed, None, device)
+        return module, model, inputs, record_ops(model, inputs)
 
 
 def signature(problem_path: str | Path, set_values: dict[str, Any] | None = None, device: str = "cpu",

@@ -1,12 +1,16 @@
 """kfoundry.evaluate.process: scrubbed environments, private directories, timeouts that kill. Workers run under a `sh` wrapper here where the test is about the process, not
 about Python (no torch import: fast)."""
 
+import json
 import os
 import signal
+import sys
 import time
 
-
-from kfoundry.evaluate.process import Worker, work_root
+from kfoundry import paths
+from kfoundry.evaluate.process import Worker, problem_environment, work_root
+from kfoundry.sandbox.environment import IMPORT_PATH_ENV, SYS_PATH_ENV
+from kfoundry.sandbox.policy import PRIVATE_ENV
 
 GIB = 1 << 30
 
@@ -128,3 +132,39 @@ def test_a_candidate_worker_reports_its_wait_and_exit_and_skips_the_teardown(tmp
         assert outcome.wait_s is not None and outcome.wait_s >= 0
         assert outcome.exit_s is not None and 0 <= outcome.exit_s < outcome.elapsed_s
         assert ran is teardown, label
+
+
+def test_a_worker_is_told_the_parents_import_path_its_problems_folder_and_what_is_private(tmp_path, monkeypatch):
+    """What the worker's start (kfoundry.sandbox.environment, kfoundry.sandbox.policy) reads: the entries this
+    process added at run time, the problem's folder (for its own workers only) and the private paths."""
+    added, project = tmp_path / "added", tmp_path / "project"
+    added.mkdir()
+    problem = project / "problem.py"
+    project.mkdir()
+    problem.write_text("x = 1\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(added)])
+    cache = tmp_path / "evaluator-cache"
+    script = "env > env.txt"
+    with _shell_worker(script, extra_env=problem_environment(problem, [cache])) as worker:
+        worker.run(ready_timeout_s=0, job={"kind": "candidate"}, timeout_s=30)
+        env = dict(line.split("=", 1) for line in (worker.workdir / "env.txt").read_text().splitlines() if "=" in line)
+    assert {"path": str(added), "site": False} in json.loads(env[SYS_PATH_ENV])
+    assert json.loads(env[IMPORT_PATH_ENV]) == [str(project.resolve())]
+    private = json.loads(env[PRIVATE_ENV])
+    assert os.path.realpath(cache) in private and os.path.realpath(paths.cache_dir()) in private
+    with _shell_worker(script) as worker:  # a worker of no problem: this process's own private paths still
+        worker.run(ready_timeout_s=0, job={"kind": "candidate"}, timeout_s=30)
+        env = dict(line.split("=", 1) for line in (worker.workdir / "env.txt").read_text().splitlines() if "=" in line)
+    assert IMPORT_PATH_ENV not in env and os.path.realpath(paths.cache_dir()) in json.loads(env[PRIVATE_ENV])
+
+
+def test_what_a_workers_sandbox_could_not_open_is_logged_once(caplog):
+    from kfoundry.evaluate import process
+
+    note = f"/nowhere/{time.time()}: not readable by candidates, it lies in the private /nowhere"
+    with caplog.at_level("WARNING", logger="kfoundry.sandbox"):
+        for _ in range(3):
+            process._note_unreadable({"unreadable": [note], "missing": []})
+        process._note_unreadable({"unreadable": "not a list"})
+        process._note_unreadable(None)
+    assert [r.getMessage() for r in caplog.records] == [f"sandbox: {note}"]

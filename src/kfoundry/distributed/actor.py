@@ -36,6 +36,14 @@ def relabel(data: dict[str, Any], paths: dict[str, str]) -> dict[str, Any]:
     return json.loads(text)
 
 
+def _import_from(folder: Path) -> None:
+    """The driver's problem folder on this process's import path where this node sees it (the driver's own
+    machine, a shared file system), for the problem's own modules: every worker gets this process's import
+    path, readable (kfoundry.sandbox.environment, kfoundry.sandbox.policy)."""
+    if folder.is_dir() and str(folder) not in sys.path:
+        sys.path.append(str(folder))
+
+
 class EvaluationWorker:
     """Wrapped by `ray.remote` in kfoundry.distributed.ray_evaluator; plain here so that importing it needs
     no Ray."""
@@ -54,6 +62,7 @@ class EvaluationWorker:
         path = self.workdir / "problem" / problem_name
         path.parent.mkdir()
         path.write_text(problem_text, encoding="utf-8")
+        _import_from(Path(driver_problem).parent)
         self.evaluator = Evaluator(path, replace(options, wrapper=guard_wrapper(options)))
         prepared = self.evaluator.prepare()
         self.paths = {str(path): driver_problem}

@@ -294,6 +294,8 @@ def _child(request: dict[str, Any], fds: list[int], keep_out: list[int]) -> None
             if fd > 2:
                 os.close(fd)
         os.chdir(request["cwd"])
+        if sys.path[:1] == ["/"]:  # the server's own working directory, as `python -m` put it first
+            sys.path[0] = request["cwd"]
         from kfoundry.evaluate.process import CHANNEL_FD_ENV
 
         env = dict(request["env"])
@@ -368,6 +370,9 @@ def main() -> int:
     from kfoundry.sandbox.process_flags import make_non_dumpable
 
     make_non_dumpable()
+    from kfoundry.sandbox.environment import extend_sys_path
+
+    extend_sys_path()  # the parent's import path entries that a fresh interpreter lacks: torch may be in one
     import torch  # noqa: F401 -- what every worker would import: done once, here
     # torch imports its compiler front end lazily, at the first call of a function it keeps out of tracing
     # (torch.manual_seed, torch.softmax): 1.3-2.6 CPU-seconds in every judge and worker otherwise
@@ -378,6 +383,11 @@ def main() -> int:
     except ImportError:
         pass
     import kfoundry.evaluate.worker  # noqa: F401
+    # the jobs' modules (0.1 s), which a child would otherwise import after its fork, each time
+    import kfoundry.evaluate.baseline_job  # noqa: F401
+    import kfoundry.evaluate.candidate_job  # noqa: F401
+    import kfoundry.evaluate.judge_job  # noqa: F401
+    import kfoundry.evaluate.reference_job  # noqa: F401
     import kfoundry.sandbox.lifeline  # noqa: F401
     import kfoundry.sandbox.policy  # noqa: F401
 

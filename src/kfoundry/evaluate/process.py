@@ -13,6 +13,7 @@ compute-sanitizer may print freely (stdout and stderr go to a log file).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -29,8 +30,9 @@ import kfoundry
 from kfoundry.evaluate import forkserver, gpu_lock
 from kfoundry.evaluate.memory_guard import MemoryGuard
 from kfoundry.evaluate.workdirs import WORK_DIR_ENV, WorkDir
-from kfoundry.sandbox.environment import evaluation_environment
-from kfoundry.sandbox.policy import SHARED_MEMORY
+from kfoundry.problem import problem_folders
+from kfoundry.sandbox.environment import IMPORT_PATH_ENV, SYS_PATH_ENV, evaluation_environment, missing_entries
+from kfoundry.sandbox.policy import PRIVATE_ENV, SHARED_MEMORY, private_paths
 
 STDERR = "stderr.log"
 CHANNEL_FD_ENV = "KFOUNDRY_CHANNEL_FD"
@@ -38,6 +40,8 @@ MAX_LINE = 1 << 20  # a longer line from a worker is dropped, not parsed
 SELF_DEADLINE_GRACE_S = 30.0  # a worker ends itself this long after its job's timeout
 READY_TIMEOUT_S = 300.0  # a worker's start-up (imports, CUDA context) before its job's own time counts
 _ENDED = object()  # the worker's pipe closed
+log = logging.getLogger("kfoundry.sandbox")
+_said: set[str] = set()  # the sandbox's notes already logged by this process
 
 
 class WorkerEnded(Exception):
@@ -132,11 +136,21 @@ def _own_environment(workdir: Path, device: str, label: str, sandbox: str, chann
 PRIVATE = frozenset(_own_environment(Path("/"), "cpu", "", "on", 0))  # their names
 
 
+def problem_environment(problem: Path, private: list[Path] | None = None) -> dict[str, str]:
+    """The variables that give a worker (judge, baseline process, candidate) the problem's folder first on
+    its sys.path (kfoundry.sandbox.environment), and its sandbox the private paths the caller knows beside
+    this process's own (kfoundry.sandbox.policy.private_paths): an evaluator's cache folder."""
+    return {IMPORT_PATH_ENV: json.dumps([str(Path(problem).resolve().parent)]),
+            PRIVATE_ENV: json.dumps(private_paths(private or []))}
+
+
 def _device_environment(device: str) -> dict[str, str]:
     """A worker's environment before its own variables and the caller's extra ones."""
     env = evaluation_environment()  # an allow-list: no key reaches an evaluation process
     env.update({"PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")])),
                 "PYTHONUNBUFFERED": "1"})
+    # what this process imports from, a worker imports from (problems' folders: each its own workers')
+    env[SYS_PATH_ENV] = json.dumps(missing_entries(env, leave_out=problem_folders()))
     env.pop(gpu_lock.ENV_LOCK, None)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
@@ -148,9 +162,11 @@ def _device_environment(device: str) -> dict[str, str]:
 
 
 def _shared(env: dict[str, str]) -> dict[str, str]:
-    """What a fork server starts with: what is read at import (the allow-list, PYTHONPATH, TRITON_INTERPRET),
-    not a worker's own variables, nor our settings (KFOUNDRY_*), which are read when the job runs."""
-    return {k: v for k, v in env.items() if k not in PRIVATE and not k.startswith("KFOUNDRY_")}
+    """What a fork server starts with: what is read at import (the allow-list, PYTHONPATH, TRITON_INTERPRET,
+    the parent's import path), not a worker's own variables, nor our settings (KFOUNDRY_*), which are read
+    when the job runs."""
+    return {k: v for k, v in env.items()
+            if k not in PRIVATE and (not k.startswith("KFOUNDRY_") or k == SYS_PATH_ENV)}
 
 
 def start_servers(device: str, extra_envs: dict[str, dict[str, str] | None]) -> None:
@@ -185,6 +201,7 @@ class Worker:
             env["KFOUNDRY_SANDBOX_INET"] = "1"  # Nsight Compute's injected library reports over localhost TCP
         (self.workdir / "tmp").mkdir()
         env.update(extra_env or {})
+        env.setdefault(PRIVATE_ENV, json.dumps(private_paths()))
         self._stderr = open(self.workdir / STDERR, "wb")
         self.started = time.monotonic()
         try:
@@ -232,6 +249,8 @@ class Worker:
                     continue
                 if isinstance(message, dict):
                     message["_received"] = time.time()
+                    if message.get("phase") == "ready":
+                        _note_unreadable(message.get("sandbox"))
                     self._inbox.put(message)
         self._inbox.put(_ENDED)
 
@@ -406,6 +425,16 @@ class Worker:
         self.close()
 
 
+def _note_unreadable(sandbox: Any) -> None:
+    """What a worker's sandbox could not open of the import path, logged once per process: a candidate that
+    imports it will fail."""
+    notes = sandbox.get("unreadable") if isinstance(sandbox, dict) else None
+    for note in notes if isinstance(notes, list) else []:
+        if isinstance(note, str) and note not in _said:
+            _said.add(note)
+            log.warning("sandbox: %s", note)
+
+
 def _remove_ipc_leftovers(pid: int) -> None:
     """What CUDA IPC leaves in /dev/shm for a process that was killed or skipped its teardown: torch's
     reference-count files (torch_<pid>_*) and the driver's event segments (cuda.shm.<dev>.<pid hex>.*)."""
@@ -438,6 +467,14 @@ class WorkerPool:
         with self._lock:
             while not self._closed and len(self._ready) < self.spares:
                 self._ready.append(self._start())
+
+    def resize(self, spares: int) -> None:
+        """Keep `spares` started ahead from now on; those beyond it are closed now."""
+        with self._lock:
+            self.spares = spares
+            extra, self._ready = self._ready[spares:], self._ready[:spares]
+        for worker in extra:
+            worker.close()
 
     def take(self) -> Worker:
         with self._lock:

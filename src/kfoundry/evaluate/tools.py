@@ -74,8 +74,10 @@ def run_replay(evaluator, candidate: Path, *, wrapper: list[str] | None = None, 
                timeout_s: float = 600.0, label: str = "replay") -> dict[str, Any]:
     """Replay one forward of the candidate in a fresh worker (under `wrapper`); what happened."""
     prepared = evaluator.prepare()
+    # the problem's folder on its import path, as in every worker of the evaluation it replays
+    env = {**evaluator._problem_env(), **(extra_env or {})}
     with Worker(evaluator.device, wrapper=wrapper, memory_limit_bytes=evaluator.memory_limit,
-                extra_env=extra_env, label=label, sandbox=evaluator.options.sandbox) as worker:
+                extra_env=env, label=label, sandbox=evaluator.options.sandbox) as worker:
         shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
         written = prepared.write_inputs("0", worker.workdir)
         written.rename(worker.workdir / "inputs_0.pt")

@@ -4,8 +4,13 @@ copy of ours with secrets filtered out (a key under an unexpected name would sli
 
 from __future__ import annotations
 
+import functools
+import json
 import os
-from collections.abc import Mapping
+import site
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
 
 ALLOWED = {
     "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "PWD",
@@ -18,10 +23,18 @@ ALLOWED = {
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
     "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
     "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    # JAX's GPU memory: without them a process that imports jax takes 75% of every GPU (kfoundry doctor)
+    "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
 }
 ALLOWED_PREFIXES = ("LC_", "KFOUNDRY_WORKER_", "KFOUNDRY_GPU_", "KFOUNDRY_SANDBOX", "KFOUNDRY_MEMORY_GUARD",
                     "KFOUNDRY_WORK_DIR", "NCU_", "NV_COMPUTE_PROFILER_", "COMPUTE_SANITIZER_")
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+# JSON [{"path": ..., "site": bool}]: the parent's import path entries that a fresh interpreter with the
+# evaluation environment lacks (added at run time, by .pth files of another prefix, its user site under a
+# HOME the worker does not share); read when a process starts, fork servers included
+SYS_PATH_ENV = "KFOUNDRY_SYS_PATH"
+# JSON list: folders put first on a worker's sys.path, as `python problem.py` has its folder
+IMPORT_PATH_ENV = "KFOUNDRY_WORKER_IMPORT_PATH"
 
 
 def looks_secret(name: str) -> bool:
@@ -33,3 +46,69 @@ def evaluation_environment(base: Mapping[str, str] | None = None) -> dict[str, s
     env = os.environ if base is None else base
     return {name: value for name, value in env.items()
             if (name in ALLOWED or name.startswith(ALLOWED_PREFIXES)) and not looks_secret(name)}
+
+
+def _entry(path: str) -> str:
+    return os.path.abspath(path or os.getcwd())
+
+
+def _site_dirs() -> set[str]:
+    """The site folders of this process (their .pth files matter), the user's included."""
+    found = set(site.getsitepackages()) if hasattr(site, "getsitepackages") else set()
+    if site.ENABLE_USER_SITE:
+        found.add(site.getusersitepackages())
+    return {_entry(path) for path in found}
+
+
+@functools.lru_cache(maxsize=8)
+def _fresh_sys_path(env: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    """sys.path of a fresh interpreter started with `env` (and a HOME of its own, as a worker's) in /, but
+    for its first entry (its script's folder, or its working directory); empty when it cannot tell."""
+    code = "import json, sys; print(json.dumps(sys.path[1:]))"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env={**dict(env), "HOME": "/nonexistent"}, cwd="/",
+                              capture_output=True, text=True, timeout=60)
+        return frozenset(_entry(path) for path in json.loads(done.stdout.strip().splitlines()[-1]))
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return frozenset()
+
+
+def missing_entries(env: Mapping[str, str], leave_out: Iterable[str] = ()) -> list[dict]:
+    """This process's import path entries that a fresh interpreter with `env` lacks (SYS_PATH_ENV's
+    value), in their order, but for those in `leave_out` (problems' folders: each goes to its own
+    workers only) and those that do not exist."""
+    # what shapes sys.path, and what the interpreter may need to start at all
+    shaping = tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON") or k == "LD_LIBRARY_PATH"))
+    fresh = _fresh_sys_path(shaping)
+    skip = {_entry(path) for path in leave_out}
+    sites = _site_dirs()
+    entries = dict.fromkeys(_entry(path) for path in sys.path if isinstance(path, str))
+    return [{"path": path, "site": path in sites} for path in entries
+            if path not in fresh and path not in skip and os.path.exists(path)]
+
+
+def _json_list(text: str | None) -> list:
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+def extend_sys_path(env: Mapping[str, str] | None = None) -> None:
+    """In an evaluation process, before it imports anything else: the parent's entries that it lacks
+    (SYS_PATH_ENV, appended; a site folder through site.addsitedir, so that its .pth files count), then
+    the problem's folder first (IMPORT_PATH_ENV). Safe to call again (a forked worker repeats its
+    server's)."""
+    env = os.environ if env is None else env
+    for item in _json_list(env.get(SYS_PATH_ENV)):
+        path = item.get("path") if isinstance(item, dict) else None
+        if not isinstance(path, str) or path in sys.path:
+            continue
+        if item.get("site"):
+            site.addsitedir(path)
+        else:
+            sys.path.append(path)
+    folders = [path for path in _json_list(env.get(IMPORT_PATH_ENV)) if isinstance(path, str)]
+    if folders and sys.path[:len(folders)] != folders:
+        sys.path[:0] = folders

@@ -10,7 +10,7 @@ import errno
 import os
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # syscall numbers: the same in the generic and the x86_64 tables
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
@@ -66,6 +66,10 @@ class Rules:
     tcp_connect_ports: list[int] | None = None
     handle_tcp: bool = True  # False: TCP left alone (Nsight Compute reports over a port not known ahead)
     scope: bool = True  # ABI>=6: no signals to, and no abstract unix sockets of, processes outside
+    # folders whose names may be listed (and those of every folder beneath), no file in them read: a
+    # folder of sys.path that holds something private, whose other entries are granted one by one
+    listing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the policy could not grant, for the record
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -185,7 +189,8 @@ def restrict(rules: Rules) -> str:
     if ruleset_fd < 0:
         raise LandlockUnavailable(f"landlock_create_ruleset: {_why(err)}")
     try:
-        for paths, access in ((rules.read, _READ), (rules.write, _WRITE), (rules.devices, _DEVICE)):
+        for paths, access in ((rules.read, _READ), (rules.write, _WRITE), (rules.devices, _DEVICE),
+                              (rules.listing, FS_READ_DIR)):
             for path in paths:
                 _add_path(ruleset_fd, os.fspath(path), access & handled_fs)
         if net:

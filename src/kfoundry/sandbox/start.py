@@ -1,7 +1,9 @@
 """Entry point of every evaluation process (`python -m kfoundry.sandbox.start`): the sandbox first,
 then the worker (kfoundry.evaluate.worker), whose package imports torch.
 
-A candidate's worker restricts itself (kfoundry.sandbox.policy) before anything else runs in it; the
+Every one of them first completes its import path as the parent's (kfoundry.sandbox.environment: the
+parent's entries it lacks, the problem's folder first). A candidate's worker then restricts itself
+(kfoundry.sandbox.policy, whose rules open that import path for reading) before anything else runs in it; the
 judge and the baseline process, which never run a candidate, only make themselves non-dumpable. The
 record of what held goes to the parent with the worker's `ready`. Every one of them then keeps a
 lifeline (kfoundry.sandbox.lifeline): it ends itself and what it started when its parent is gone.
@@ -17,6 +19,9 @@ REFERENCE_LABELS = ("judge", "baselines")  # they never import a candidate
 
 
 def main() -> int:
+    from kfoundry.sandbox.environment import extend_sys_path
+
+    extend_sys_path()
     label = os.environ.get("KFOUNDRY_WORKER_LABEL", "")
     # every worker that runs a candidate's code (its evaluation, a replay under ncu or compute-sanitizer)
     if label not in REFERENCE_LABELS and os.environ.get("KFOUNDRY_SANDBOX", "on") != "off":

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from kfoundry.errors import ProblemError
+from kfoundry.problem import on_host
 from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, Plan, plan
@@ -201,11 +202,13 @@ def compose(problem_path: str | Path, *, set_values: dict | None = None, precisi
     Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
     composer does not understand is reported in `unsupported`."""
     sample = _load(problem_path, set_values, eval_mode)
-    result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
+    with on_host(sample.device):  # its forward is traced in the main process, which never touches the GPU
+        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
     if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
         # what failed on the meta device (shapes only) may work with real data: once more on the CPU
         sample = _load(problem_path, set_values, eval_mode, "cpu")
-        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
+        with on_host("cpu"):
+            result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
     return result
 
 

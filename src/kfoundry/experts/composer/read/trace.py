@@ -19,6 +19,7 @@ from kfoundry.problem import (
     init_inputs_of,
     load_problem_module,
     make_inputs,
+    on_host,
     read_problem,
 )
 
@@ -68,11 +69,12 @@ def load_sample(problem_path: str | Path, set_values: dict | None = None, eval_m
     problems trace instantly; a problem that needs real data falls back to "cpu" (see compose).
     Raises kfoundry.errors.ProblemError for a bad problem file."""
     source = read_problem(problem_path, set_values)
-    module = load_problem_module(source)
-    with torch.device(device):  # tensors created in __init__ and get_inputs() land there
-        init_inputs = init_inputs_of(module)
-        model = build_model(module.Model, init_inputs, SAMPLE_SEED, None, device, eval_mode)
-        inputs = make_inputs(module, SAMPLE_SEED + 1, None, device)
+    with on_host(device):  # the main process never touches the GPU, whatever the problem asks
+        module = load_problem_module(source)
+        with torch.device(device):  # tensors created in __init__ and get_inputs() land there
+            init_inputs = init_inputs_of(module)
+            model = build_model(module.Model, init_inputs, SAMPLE_SEED, None, device, eval_mode)
+            inputs = make_inputs(module, SAMPLE_SEED + 1, None, device)
     return Sample(source, module, model, init_inputs, inputs, eval_mode, device)
 
 
