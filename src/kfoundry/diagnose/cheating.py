@@ -15,7 +15,8 @@ MORE: dict[str, str] = {
                         "kernel on them",
     "aten-compute": "look for tensor operators (+, *, @), tensor methods (.sum(), .exp()) and F.* calls in forward",
     "library-kernel": "a matmul or convolution needs its own tiled kernel (tl.dot in Triton)",
-    "ghost-replay": "the output must come from the kernels' stores into a freshly allocated tensor",
+    "ghost-replay": "the output must come from the kernels' stores in this call, not from a tensor kept or "
+                    "filled outside them",
     "output-caching": "do not keep outputs or inputs on self; recompute on every call",
     "side-stream": "no torch.cuda.Stream, no non-default stream in launches",
     "physical-limit": "check that every element is read and every output written",

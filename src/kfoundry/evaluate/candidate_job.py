@@ -27,8 +27,8 @@ from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
 from kfoundry.evaluate.gpu_lock import process_lock
 from kfoundry.evaluate.reference_job import plain, synchronize
 from kfoundry.evaluate.timing import flush_page_cache, spent  # imported first: a candidate cannot swap its timers
-from kfoundry.guard.dynamic import (LaunchTracker, OpRecorder, cuda_kernel_names, global_state, library_kernels,
-                                    profile_kernels, state_changes)
+from kfoundry.guard.dynamic import (LaunchTracker, OpRecorder, cuda_kernel_names, fill_poison, global_state,
+                                    held_storages, kept_outputs, library_kernels, profile_kernels, state_changes)
 from kfoundry.types import to_jsonable
 
 CANDIDATE_MODULE = "kfoundry_candidate"
@@ -256,7 +256,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
         channel.phase("guard")
         phase = "guard"
         profile: dict[str, Any] = {}
-        guard_runs(job, tracker, run, exchange, guard, device, source, profile, gpu, seconds)
+        guard_runs(job, tracker, run, exchange, guard, device, source, profile, gpu, seconds, model)
         guard["state_changes"] = state_changes(state_before, global_state())
         if tracker.compiled:
             from kfoundry.evaluate.kernel_metadata import triton_metadata
@@ -290,21 +290,12 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
 
 def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict[str, Any], device: str,
-               source: str, profile: dict[str, Any], gpu, seconds: Counter) -> None:
+               source: str, profile: dict[str, Any], gpu, seconds: Counter, model: torch.nn.Module) -> None:
     """The extra runs the guard judges: kernels off (ghost), new data in the same tensors and the
     same data in new tensors (caching), sparse outliers (shortcuts), and on a GPU the kernel list
     (which also goes to `profile`, with each launch's duration, for the diagnosis)."""
     seeds, probe_seed = job["trial_seeds"], job["probe_seed"]
-    # On inputs no run has seen yet: memory freed by the trials holds their right answers, and an
-    # output buffer that reuses it (CPU allocators do, whatever the poison) would pass a ghost run on them.
-    inputs = exchange.inputs("probe")
-    tracker.ghost = True
-    try:
-        out = run(inputs, probe_seed, phase="guard")
-    finally:
-        tracker.ghost = False
-    exchange.check("ghost", "probe", out, then="0")
-    del out
+    ghost_run(tracker, run, exchange, model, probe_seed, gpu)
     # same addresses, new data: a result cached by address would come back
     inputs = exchange.inputs("0")
     run(inputs, seeds[0], phase="guard")
@@ -336,6 +327,35 @@ def guard_runs(job, tracker: LaunchTracker, run, exchange: Exchange, guard: dict
             profile["kernels"] = trace["kernels"]
         except Exception as exc:  # the profiler is a check, not a requirement
             guard["profile_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def ghost_run(tracker: LaunchTracker, run, exchange: Exchange, model: torch.nn.Module, probe_seed: int,
+              gpu) -> None:
+    """Kernels off, on inputs no run has seen: the output must not be right. Every tensor forward
+    allocates uninitialised is poisoned (the recorder), so what memory freed by earlier calls holds
+    (their right answers, on a problem whose output barely depends on its inputs) cannot pass.
+    An output the model holds (a buffer its kernels rewrite, or a value computed once) is right
+    either way: it is poisoned and forward runs again with its kernels, which must rewrite it."""
+    inputs = exchange.inputs("probe")
+    tracker.ghost = True
+    try:
+        out = run(inputs, probe_seed, OpRecorder(tracker), phase="guard")
+    finally:
+        tracker.ghost = False
+    kept = kept_outputs(out, held_storages(model))
+    exchange.check("ghost", "probe", out, then="probe" if kept else "0")
+    del out, inputs
+    if not kept:
+        return
+    with gpu("guard"):
+        saved = [tensor.clone() for tensor in kept]
+        for tensor in kept:
+            fill_poison(tensor)
+    again = exchange.inputs("probe")
+    exchange.check("ghost kept", "probe", run(again, probe_seed, OpRecorder(tracker), phase="guard"), then="0")
+    with gpu("guard"):  # as it was: the later checks judge the candidate, not this probe's poison
+        for tensor, value in zip(kept, saved):
+            tensor.copy_(value)
 
 
 def time_candidate(job: dict[str, Any], model, run_inputs: list, device: str,

@@ -49,9 +49,12 @@ def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[s
         "library_kernels", "profile_error") if key in report})
     findings = dynamic_findings(report)
     if not weak.get("random"):
-        if not weak.get("near_zero") and checks.passed("ghost"):
-            findings.append(Finding("ghost-replay", "with its kernels turned off (Triton launches skipped, extension "
-                                    "results poisoned) the candidate still returned the right output"))
+        # Input-independent problems need no exception: the ghost run poisons whatever forward allocates
+        # uninitialised, so an earlier call's answer left in memory cannot pass. Near-zero ones do: a
+        # kernel that accumulates into torch.zeros leaves the right answer with its launches skipped.
+        ghost = ghost_finding(checks) if not weak.get("near_zero") else None
+        if ghost is not None:
+            findings.append(ghost)
         for label, what in (("cache refill", "new data written into the same input tensors"),
                             ("cache moved", "the new data in new tensors")):
             if checks.passed(label) is False:
@@ -63,6 +66,19 @@ def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[s
                                     "the inputs"))
     failures, warnings = split(findings, policy)
     return fail_with(evaluation, failures, warnings)
+
+
+def ghost_finding(checks) -> Finding | None:
+    """The ghost run's verdict: right with the kernels turned off means they do not make the output,
+    unless the output is a tensor the model holds and the kernels rewrite it ("ghost kept")."""
+    if not checks.passed("ghost") or checks.passed("ghost kept"):
+        return None
+    off = ("with its kernels turned off (Triton launches skipped, extension results poisoned, every tensor its "
+           "forward allocated uninitialised filled with NaN)")
+    if checks.passed("ghost kept") is False:
+        return Finding("ghost-replay", f"{off} the candidate still returned the right output: a tensor it keeps "
+                       "between calls, which its kernels do not rewrite (poisoned, it came back poisoned)")
+    return Finding("ghost-replay", f"{off} the candidate still returned the right output")
 
 
 def timing_guard(evaluator: "Evaluator", evaluation: Evaluation) -> bool:

@@ -3,8 +3,12 @@
 - `LaunchTracker` wraps Triton's launch path (JIT, interpreter, autotuner, heuristics) and the
   functions of extensions built by `load_inline`/`load`: it counts the candidate's kernel launches,
   pauses the op recorder inside them (Triton's interpreter issues ATen ops per launch), and in
-  ghost mode turns them into no-ops (Triton) or poisons what they return (extensions).
-- `OpRecorder` records the ATen ops run during forward outside those launches.
+  ghost mode turns them into no-ops (Triton) or poisons what they return and the buffers of this
+  forward they were handed (extensions).
+- `OpRecorder` records the ATen ops run during forward outside those launches, and fills every
+  tensor forward allocates uninitialised with poison: memory the kernels do not write reads as
+  NaN, never as what an earlier call left there (a caching allocator hands that back).
+- `held_storages` / `kept_outputs`: outputs that are tensors the model keeps between calls.
 - `global_state` snapshots the flags and the timing functions a candidate must not change.
 - `profile_kernels` (GPU) names the kernels and streams a forward used.
 """
@@ -21,6 +25,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kfoundry.guard.allowlist import ATEN_ALLOWED, aten_name
 
+# ATen ops whose result is new storage with undefined contents (zeros, full, ... define theirs)
+UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                           "new_empty_strided"})
+RESIZING = frozenset({"resize_", "resize_as_", "_resize_output_"})  # what they grow is undefined
 LIBRARY_KERNEL = re.compile(r"cublas|cutlass|cudnn|xmma|nvjet|magma|cutensor|gemm|gemv|conv|winograd|implicit_convolve",
                             re.IGNORECASE)
 
@@ -28,12 +36,14 @@ LIBRARY_KERNEL = re.compile(r"cublas|cutlass|cudnn|xmma|nvjet|magma|cutensor|gem
 class LaunchTracker:
     def __init__(self) -> None:
         self.depth = 0
+        self.extension_depth = 0  # inside an extension's function (its C++ allocations reach the recorder)
         self.launches = 0
         self.extension_calls = 0
         self.ghost = False
         self.kernel_names: set[str] = set()
         self.compiled: dict[str, Any] = {}  # kernel name -> the last CompiledKernel its launch returned
         self.protected: set[int] = set()  # ids of the forward's inputs, never poisoned
+        self.fresh: set[int] = set()  # storages (data pointers) created by the recorded forward's ops
         self._undo: list[Callable[[], None]] = []
 
     # -- Triton ----------------------------------------------------------------------------
@@ -108,28 +118,73 @@ class LaunchTracker:
             self.launches += 1
             self.extension_calls += 1
         self.depth += 1
+        self.extension_depth += 1
         try:
             result = fn(*args, **kwargs)
         finally:
             self.depth -= 1
+            self.extension_depth -= 1
         if outermost and self.ghost:
-            _poison(result)
-            if result is None:  # an in-place style kernel: poison what it may have written
-                for value in list(args) + list(kwargs.values()):
-                    if isinstance(value, torch.Tensor) and value.is_floating_point() and id(value) not in self.protected:
-                        value.fill_(float("nan"))
+            # what the kernel wrote is lost: its results, and the buffers this forward allocated and
+            # handed to it (an out= style kernel). Never the inputs, nor what the model holds (its
+            # weights): a kept output is judged by the guard's second look (kept_outputs)
+            for tensor in _tensors(result):
+                if id(tensor) not in self.protected:
+                    fill_poison(tensor)
+            for tensor in _tensors(list(args) + list(kwargs.values())):
+                if id(tensor) not in self.protected and storage_of(tensor) in self.fresh:
+                    fill_poison(tensor)
         return result
 
 
-def _poison(value: Any) -> None:
+def fill_poison(tensor: torch.Tensor) -> None:
+    """NaN (floats, complex) or a sentinel (integers, bool): what no kernel is expected to write."""
+    if tensor.is_floating_point() or tensor.is_complex():
+        tensor.fill_(float("nan"))
+    elif tensor.dtype == torch.bool:
+        tensor.fill_(True)
+    elif tensor.dtype == torch.uint8:
+        tensor.fill_(255)
+    else:
+        try:
+            tensor.fill_(torch.iinfo(tensor.dtype).max // 2)
+        except TypeError:  # quantized and other dtypes with no integer range: left as they are
+            pass
+
+
+def storage_of(tensor: torch.Tensor) -> int:
+    """Where a tensor's storage begins (0 for none): views of one storage share it."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def _tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors in a value, in lists, tuples and dicts (a few levels deep)."""
     if isinstance(value, torch.Tensor):
-        if value.is_floating_point():
-            value.fill_(float("nan"))
-        else:
-            value.fill_(torch.iinfo(value.dtype).max if value.dtype != torch.bool else True)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _poison(item)
+        return [value]
+    if depth > 3:
+        return []
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item, depth + 1)]
+    return []
+
+
+def held_storages(model: torch.nn.Module) -> set[int]:
+    """The storages of every tensor the model holds between calls: parameters, buffers and tensor
+    attributes of its modules (also in lists, tuples and dicts)."""
+    held = {storage_of(t) for module in model.modules() for t in _tensors(vars(module))}
+    held.discard(0)
+    return held
+
+
+def kept_outputs(out: Any, held: set[int]) -> list[torch.Tensor]:
+    """The output tensors that live in storage the model holds: a buffer the kernels rewrite on every
+    call, or a value computed once and returned again."""
+    return [t for t in _tensors(out) if t.numel() and storage_of(t) in held]
 
 
 class ExtensionProxy:
@@ -153,18 +208,50 @@ class ExtensionProxy:
 
 
 class OpRecorder(TorchDispatchMode):
-    """Records the ATen ops that run outside the candidate's own launches."""
+    """Records the ATen ops that run outside the candidate's own launches, and poisons every tensor
+    forward allocates uninitialised: in Python, and in an extension's C++ (at::empty goes through the
+    dispatcher too), not in Triton's interpreter. One `with` per forward."""
 
     def __init__(self, tracker: LaunchTracker) -> None:
         super().__init__()
         self.tracker = tracker
         self.ops: dict[str, int] = {}
 
+    def __enter__(self):
+        self.tracker.fresh = set()
+        return super().__enter__()
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.tracker.depth == 0:
-            name = aten_name(func)
+        kwargs = kwargs or {}
+        inside = self.tracker.depth != 0
+        if inside and not self.tracker.extension_depth:  # Triton's interpreter at work
+            return func(*args, **kwargs)
+        name = aten_name(func)
+        if not inside:
             self.ops[name] = self.ops.get(name, 0) + 1
-        return func(*args, **(kwargs or {}))
+        resized = args[0] if name in RESIZING and args and isinstance(args[0], torch.Tensor) else None
+        before = (storage_of(resized), resized.untyped_storage().nbytes()) if resized is not None else None
+        out = func(*args, **kwargs)
+        if name in UNINITIALISED and isinstance(out, torch.Tensor):
+            fill_poison(out)
+        returned = _tensors(out if isinstance(out, (tuple, list)) else [out])
+        for tensor, schema in zip(returned, func._schema.returns):
+            if schema.alias_info is None:  # new storage, not a view nor an argument written in place
+                self.tracker.fresh.add(storage_of(tensor))
+        if resized is not None and id(resized) not in self.tracker.protected:
+            self._grown(resized, *before)
+        return out
+
+    def _grown(self, tensor: torch.Tensor, old_storage: int, old_nbytes: int) -> None:
+        """After a resize: poison the bytes its storage gained (what it had is kept, and defined)."""
+        storage = tensor.untyped_storage()
+        size = tensor.element_size()
+        if storage.data_ptr() != old_storage:
+            self.tracker.fresh.add(storage.data_ptr())
+        if storage.nbytes() <= old_nbytes or size == 0:
+            return
+        whole = tensor.new_empty(0).set_(storage, 0, (storage.nbytes() // size,), (1,))
+        fill_poison(whole[-(-old_nbytes // size):])
 
     def compute_ops(self) -> list[str]:
         return sorted(name for name in self.ops if name not in ATEN_ALLOWED)
