@@ -43,3 +43,18 @@ def assert_golden(path: Path, text: str) -> None:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), "golden", "now", n=2))
         raise AssertionError(f"{path.name} changed (if that is meant, rerun with {UPDATE_GOLDEN_ENV}=1 and "
                              f"commit the golden files with the change):\n{diff[:6000]}")
+
+
+def linked_unreadable_dependency(tmp_path: Path) -> Path:
+    """A PYTHONPATH folder whose typing_extensions (which torch imports as it loads) is a link to a copy
+    outside every folder a candidate's sandbox reads: the judge, unsandboxed, imports it; a candidate's
+    worker that imports torch itself (as every worker does on a GPU) meets the report's
+    `PermissionError: [Errno 13] Permission denied: '<that folder>/...'` before any of the candidate's code."""
+    import typing_extensions
+
+    hidden, entry = tmp_path / "hidden", tmp_path / "deps"
+    hidden.mkdir()
+    entry.mkdir()
+    (hidden / "typing_extensions.py").write_text(Path(typing_extensions.__file__).read_text())
+    (entry / "typing_extensions.py").symlink_to(hidden / "typing_extensions.py")
+    return entry

@@ -8,8 +8,10 @@ already started, rather than from two new ones that import torch and Triton agai
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,41 @@ def test_eval_without_a_terminal_prints_a_line_per_phase(problems_dir, candidate
     assert phases[0] == "evaluating", result.stderr
     assert any(p.startswith("reference") for p in phases) and any(p.startswith("candidate") for p in phases)
     assert result.stdout.startswith("ok  correct on 1 trials")  # the report itself stays on stdout
+
+
+# `kfoundry eval` itself, then what it imported (on its way out, whatever its exit): argv[1] is the file for it
+REPORT_MODULES = """import json, sys
+from kfoundry.cli import main
+out = sys.argv.pop(1)
+sys.argv[0] = "kfoundry"
+try:
+    main()
+finally:
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+# the LLM stack (SDKs, retries, providers) and the experience library's retrieval; the configuration's LLM
+# settings and the library's command-line mount are neither
+EVAL_MUST_NOT_IMPORT = (
+    "tenacity", "openai", "anthropic", "httpx", "bm25s", "jax", "jaxlib", "sentence_transformers",
+    "kfoundry.llm.provider", "kfoundry.llm.openai_provider", "kfoundry.llm.anthropic_provider",
+    "kfoundry.llm.cmd_provider", "kfoundry.llm.replay", "kfoundry.llm.record", "kfoundry.llm.ensemble",
+    "kfoundry.llm.budget", "kfoundry.llm.retry", "kfoundry.llm.sdk_errors", "kfoundry.llm.specs",
+    "kfoundry.library.store", "kfoundry.library.text_index", "kfoundry.library.embeddings",
+)
+
+
+def test_eval_imports_neither_the_llm_stack_nor_the_library(problems_dir, candidates_dir, tmp_path):
+    """The main process of `kfoundry eval`, run for real: a broken LLM SDK or retrieval library must not stop it."""
+    out = tmp_path / "modules.json"
+    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(out), "eval", str(problems_dir / "affine.py"),
+                           str(candidates_dir / "affine_ok.py"), "--device", "cpu", "--trials", "1"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    modules = json.loads(out.read_text())
+    assert "kfoundry.evaluate.evaluator" in modules  # it did evaluate, in this process
+    found = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in EVAL_MUST_NOT_IMPORT))
+    assert not found, f"kfoundry eval imported {found}"
 
 
 def test_eval_json_wrong_output(problems_dir, candidates_dir):
@@ -427,3 +464,154 @@ def test_the_seed_setting_fixes_the_search_seed_too(tmp_path):
     assert run.eval.seed == 11 and run.search.seed == 3
     run, _ = load_run_config({}, env={}, cwd=tmp_path)
     assert run.eval.seed is None and run.search.seed == 0
+
+
+# -- the main process never touches the GPU (a GPU machine only) -----------------------------------------------
+
+GPU_EXAMPLE = TESTS_DIR.parent / "examples" / "pointwise_chain"
+SAMPLE_EVERY_S = 0.2
+
+
+def _family(root: int) -> set[int]:
+    """The processes descended from `root` now (its workers, the fork servers' children, what they started)."""
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    family: set[int] = set()
+    found = {root}
+    while found:
+        family |= found
+        found = {pid for pid, parent in parents.items() if parent in found and pid not in family}
+    return family - {root}
+
+
+class GpuWatch:
+    """What NVML listed while a command ran: the main process's holdings and its workers'."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.main: list[tuple[int, str]] = []  # (bytes, a line saying when, where and how much)
+        self.workers: dict[int, str] = {}  # pid -> the last line seen of it
+
+    def sample(self, main_pid: int, seconds: float) -> None:
+        from kfoundry.gpu_usage import gpu_usage
+
+        usage = gpu_usage()
+        family = _family(main_pid)
+        self.samples += 1
+        for gpu, holder in usage.processes():
+            line = f"at {seconds:.1f} s, GPU {gpu.index}: {holder.describe()}"
+            if holder.pid == main_pid:
+                self.main.append((holder.used_bytes or 0, line))
+            elif holder.pid in family:
+                self.workers[holder.pid] = line
+
+    def main_report(self) -> str:
+        most = max(self.main)[1]
+        return f"in {len(self.main)} of {self.samples} samples; the most {most}; the first {self.main[0][1]}"
+
+
+def _watch_gpu(args: list, cwd: Path, timeout_s: float) -> tuple[int, int, GpuWatch, str]:
+    """Run `python -m kfoundry ARGS`, sampling NVML every SAMPLE_EVERY_S: (exit code, pid, watch, output)."""
+    log = cwd / "command.log"
+    watch = GpuWatch()
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "kfoundry", *map(str, args)], stdout=out,
+                                   stderr=subprocess.STDOUT, cwd=cwd, env=dict(os.environ, COLUMNS="200"))
+        started = time.monotonic()
+        try:
+            while process.poll() is None and time.monotonic() - started < timeout_s:
+                watch.sample(process.pid, time.monotonic() - started)
+                time.sleep(SAMPLE_EVERY_S)
+        finally:
+            if process.poll() is None:
+                process.kill()  # past timeout_s: its workers end with it (their lifelines)
+            process.wait()
+    return process.returncode, process.pid, watch, log.read_text(errors="replace")
+
+
+def _gpu_command(command: str, tmp_path: Path) -> list:
+    if command == "optimize":  # programmatic experts; the experience library (BM25 retrieval) on, in tmp_path
+        return ["optimize", GPU_EXAMPLE / "problem.py", "--llm", "none", "--max-evals", "3", "--trials", "2",
+                "--library", tmp_path / "library.sqlite", "-o", tmp_path / "run", "--quiet"]
+    suite, solutions = tmp_path / "suite", tmp_path / "solutions"
+    suite.mkdir()
+    solutions.mkdir()
+    shutil.copy(GPU_EXAMPLE / "problem.py", suite / "1_pointwise_chain.py")
+    shutil.copy(GPU_EXAMPLE / "kernel.py", solutions / "1_pointwise_chain.py")
+    return ["bench", suite, "--method", "solutions", solutions, "--trials", "2", "--timing-trials", "20",
+            "-o", tmp_path / "bench"]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("command", ["optimize", "bench"])
+def test_the_main_process_never_holds_gpu_memory(command, tmp_path):
+    """The main process makes no CUDA context and starts no JAX backend (kfoundry.library.text_index): NVML never
+    lists it among the GPU's processes, while it lists the workers it started."""
+    from kfoundry.gpu_usage import gpu_usage
+
+    usage = gpu_usage()
+    if not usage.available:
+        pytest.skip(f"NVML cannot be read here: {usage.reason}")
+    code, pid, watch, output = _watch_gpu(_gpu_command(command, tmp_path), tmp_path, timeout_s=600)
+    assert not watch.main, f"kfoundry {command}'s main process (pid {pid}) held GPU memory {watch.main_report()}"
+    assert code == 0, f"kfoundry {command} exited {code}:\n{output[-4000:]}"
+    assert watch.workers, (f"in {watch.samples} samples NVML listed no process of kfoundry {command} (pid {pid}) "
+                           "holding GPU memory, so the check saw nothing: are NVML's pids this container's?")
+
+
+# -- environment faults ---------------------------------------------------------------------------------
+
+needs_landlock = pytest.mark.skipif(not __import__("kfoundry.sandbox.landlock", fromlist=["x"]).abi_version(),
+                                    reason="the kernel enforces no Landlock: nothing is denied")
+
+
+def _unreadable_dependency_env(tmp_path: Path) -> dict:
+    """The report's machine: a dependency on PYTHONPATH that the candidates' sandbox cannot read (a link out of
+    every folder it reads); workers import torch themselves, as on a GPU."""
+    from tests.helpers import linked_unreadable_dependency
+
+    return {"PYTHONPATH": str(linked_unreadable_dependency(tmp_path)), "KFOUNDRY_FORK_SERVER": "0"}
+
+
+def _kfoundry_with(env: dict, *args, timeout: float = 300) -> subprocess.CompletedProcess:
+    full = dict(os.environ, COLUMNS="200", **env)
+    return subprocess.run([str(KFOUNDRY), *map(str, args)], capture_output=True, text=True, timeout=timeout, env=full)
+
+
+@needs_landlock
+def test_eval_stops_with_one_message_and_exit_2_when_a_worker_cannot_import_a_dependency(
+        problems_dir, candidates_dir, tmp_path):
+    env = _unreadable_dependency_env(tmp_path)
+    args = ("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--device", "cpu", "--trials", "1")
+    result = _kfoundry_with(env, *args)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""  # no verdict, no diagnosis
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: environment fault: a candidate's worker process cannot "
+                                                     "read")
+    assert "fix: make " in result.stderr and "Traceback" not in result.stderr
+    record = single_json_object(_kfoundry_with(env, *args, "--json").stdout)
+    assert record["status"] == "environment_error" and "PermissionError: [Errno 13]" in record["cause"]
+    assert record["fix"].startswith("make ")
+
+
+@needs_landlock
+def test_optimize_stops_at_once_without_spending_an_evaluation(problems_dir, candidates_dir, tmp_path):
+    run = tmp_path / "run"
+    result = _kfoundry_with(_unreadable_dependency_env(tmp_path), "optimize", problems_dir / "affine.py", "--device",
+                            "cpu", "--trials", "1", "--max-evals", "6", "--islands", "1", "--no-library",
+                            "--seed-kernel", candidates_dir / "affine_ok.py", "-o", run, "--json")
+    assert result.returncode == 2, result.stderr
+    record = single_json_object(result.stdout)
+    assert record["status"] == "environment_error" and "cannot read" in record["cause"]
+    assert f"continue with kfoundry optimize --resume {run}" in " ".join(result.stderr.split())
+    from kfoundry.runs import RunStore
+
+    with RunStore.open(run, resume=False) as store:
+        assert store.finished_evaluations() == {} and not (run / "result.json").exists()

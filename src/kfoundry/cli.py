@@ -15,7 +15,7 @@ from rich.table import Table
 
 from kfoundry.cli_help import (Backend, Expert, LogLevel, Policy, Precision, Sandbox, Selection, Topology,
                                complete_baselines, complete_gpu, flags_show_no_type, one_line_summaries)
-from kfoundry.errors import KFoundryError, UsageError
+from kfoundry.errors import EnvironmentFault, KFoundryError, UsageError
 from kfoundry.sandbox.process_flags import make_non_dumpable
 
 flags_show_no_type()
@@ -26,6 +26,18 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 2  # an EnvironmentFault: the machine, not the input nor a candidate (kfoundry doctor)
+
+
+def error_record(exc: KFoundryError) -> dict:
+    """--json's one object for an error: an environment fault says its cause and fix apart."""
+    if isinstance(exc, EnvironmentFault):
+        return exc.to_dict()
+    return {"status": "error", "message": str(exc)}
+
+
+def exit_code(exc: KFoundryError) -> int:
+    return EXIT_ENVIRONMENT if isinstance(exc, EnvironmentFault) else EXIT_BAD_INPUT
 
 
 def _version(value: bool) -> None:
@@ -173,9 +185,9 @@ def _run_evaluation(problem: Path, candidate: Path, options, as_json: bool):
     except KFoundryError as exc:
         logs.outcome(f"error: {exc}")
         if as_json:
-            print(json.dumps({"status": "error", "message": str(exc)}))
+            print(json.dumps(error_record(exc)))
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise typer.Exit(exit_code(exc))
 
 
 def _run_config(values: dict, config: Optional[Path] = None):
@@ -227,6 +239,7 @@ EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run both models in .eva
 SET_OPT = typer.Option(None, "--set", metavar="<NAME=VALUE>", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
 MEMORY_LIMIT_OPT = typer.Option(None, "--memory-limit", help="GB of host memory the evaluation may plan for (default: what is free: MemAvailable or the cgroup's limit less its usage).")
 CONFIG_OPT = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present).")
+MEMORY_TIER_OPT = typer.Option(None, "--memory-tier", help="Where the judge keeps the expected outputs: auto (default: the first that fits), resident (every set on the device), host (every set's expected outputs in host memory), per-set (one set at a time, computed again).")
 WORKERS_OPT = typer.Option(None, "--workers", help="Candidates evaluated at once (default: by CPU cores and free memory; 1 on CPU).")
 LOG_FILE_OPT = typer.Option(None, "--log-file", help="Append a full log of the run to this file: the settings and their sources, every progress message and phase line, warnings and the result, timestamped.")
 LOG_LEVEL_OPT = typer.Option(None, "--log-level", help="The log file's level: debug (adds the whole result records), info (default), warning or error.")
@@ -250,6 +263,7 @@ def eval_command(
     policy: Optional[Policy] = typer.Option(None, help="strict (default): all computation in the candidate's own kernels; permissive: PyTorch compute is a warning."),
     wrapper: Optional[str] = typer.Option(None, help="Run the candidate's worker under this command (e.g. 'compute-sanitizer --tool memcheck')."),
     memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
+    memory_tier: Optional[str] = MEMORY_TIER_OPT,
     sandbox: Optional[Sandbox] = typer.Option(None, help=SANDBOX_HELP),
     config: Optional[Path] = CONFIG_OPT,
     log_file: Optional[Path] = LOG_FILE_OPT,
@@ -258,7 +272,8 @@ def eval_command(
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM: verdict, correctness, timing and the diagnosis.
 
-    Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
+    Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage, a bad problem file or an
+    environment fault (our imports, CUDA, GPU memory held by others: see kfoundry doctor).
     """
     run, settings = _run_config(locals(), config)
     _say_settings(settings, ("eval",))
@@ -298,7 +313,8 @@ def diagnose_command(
     """Evaluate CANDIDATE against PROBLEM and print only its diagnosis: structured findings (what
     failed and where, the error's pattern, the roofline and the bottleneck) and a next step.
 
-    Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage or a bad problem file.
+    Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage, a bad problem file or an
+    environment fault.
     """
     run, settings = _run_config(locals(), config)
     _say_settings(settings, ("eval",))
@@ -344,7 +360,8 @@ def generate_command(
     """One expert step: ask the LLM for a candidate, write it, evaluate it, print the verdict and
     the diagnosis.
 
-    Exit code: 0 when the candidate is ok, 1 when it is not (or no usable reply came), 2 for bad usage.
+    Exit code: 0 when the candidate is ok, 1 when it is not (or no usable reply came), 2 for bad usage or an
+    environment fault.
     """
     from kfoundry.generate import generate, make_llm
 
@@ -367,9 +384,9 @@ def generate_command(
                                                          "no usable reply"), result.to_dict())
     except KFoundryError as exc:
         if as_json:
-            print(json.dumps({"status": "error", "message": str(exc)}))
+            print(json.dumps(error_record(exc)))
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise typer.Exit(exit_code(exc))
     if as_json:
         print(json.dumps(result.to_dict()))
         raise typer.Exit(0 if result.ok else 1)
@@ -440,6 +457,7 @@ def optimize_command(
     policy: Optional[Policy] = typer.Option(None, help="strict (default) or permissive."),
     set_: Optional[list[str]] = SET_OPT,
     memory_limit: Optional[float] = MEMORY_LIMIT_OPT,
+    memory_tier: Optional[str] = MEMORY_TIER_OPT,
     workers: Optional[int] = WORKERS_OPT,
     sandbox: Optional[Sandbox] = typer.Option(None, help=SANDBOX_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
@@ -449,7 +467,8 @@ def optimize_command(
     kernels from the library, the composer's kernels), then multi-island evolution with the tuner and,
     with --llm, the LLM experts. Writes RUN_DIR/best.py, result.json, history.json, report.html.
 
-    Exit code: 0 when a verified candidate was found, 1 when none was, 2 for bad usage.
+    Exit code: 0 when a verified candidate was found, 1 when none was, 2 for bad usage or an environment
+    fault (the run stops at once; what it evaluated is kept for --resume).
     """
     from kfoundry import logs
     from kfoundry.config import load_run_config
@@ -486,9 +505,13 @@ def optimize_command(
                          f"{result['correct']} correct; run folder {result['run_dir']}", result)
     except KFoundryError as exc:
         if as_json:
-            print(json.dumps({"status": "error", "message": str(exc)}))
+            print(json.dumps(error_record(exc)))
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_BAD_INPUT)
+        run_dir = getattr(exc, "run_dir", None)
+        if run_dir:
+            err.print(f"no candidate was charged with it; once it is fixed, continue with "
+                      f"kfoundry optimize --resume {escape(run_dir)}", highlight=False)
+        raise typer.Exit(exit_code(exc))
     except KeyboardInterrupt as exc:
         run_dir = getattr(exc, "run_dir", None)
         if run_dir:
@@ -568,8 +591,11 @@ def _mount_library() -> None:
     from kfoundry.bench.cli import register as register_bench
     from kfoundry.runs.report_cli import register as register_report
 
+    from kfoundry.doctor.cli import register as register_doctor
+
     register_bench(app)
     register_report(app)
+    register_doctor(app)
 
 
 _mount_library()

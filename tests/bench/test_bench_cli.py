@@ -177,3 +177,21 @@ def test_kernelbench_samples_policy_marks_and_outputs(app, tmp_path):
     assert "2/3" in table[0] and table[1].rstrip().endswith("yes")
     assert "1 of 2 passed" in result.output and "to compare with published numbers" in result.output
     assert any(len(line) > 80 for line in lines)  # piped: nothing cut to the 80 columns
+
+
+def test_an_environment_fault_exits_2_with_its_cause_and_fix(app, suite, tmp_path, monkeypatch):
+    """The judge cannot import an installed package (a broken copy of sympy shadows it on the workers'
+    PYTHONPATH): the first problem is recorded as environment_error and the bench stops, exit code 2."""
+    deps = tmp_path / "deps" / "sympy"
+    deps.mkdir(parents=True)
+    (deps / "__init__.py").write_text("from sympy.kf_missing_half import core  # a broken copy\n")
+    monkeypatch.setenv("PYTHONPATH", str(deps.parent))
+    out = tmp_path / "out"
+    result = invoke(app, "bench", suite, "--method", "reference", *SMALL, "--problems", "1-2", "-o", out)
+    assert result.exit_code == 2, result.output
+    assert "error: environment fault: the judge process (it computes the expected outputs) failed while " \
+           "importing sympy" in " ".join(result.output.split())
+    assert "fix:" in result.output and "--resume" in result.output and "Traceback" not in result.output
+    record = json.loads((out / "bench.json").read_text())
+    assert [p["status"] for p in record["problems"]] == ["environment_error"]
+    assert record["pending"] == ["2_row_softmax"]

@@ -327,3 +327,74 @@ def test_the_optimize_method_reports_its_best_candidates_policy_warnings(tmp_pat
     assert by_name["1_a"].runtime_stats["max_ms"] == 1.5 and by_name["1_a"].compiled
     assert not by_name["2_b"].calls_pytorch and by_name["2_b"].compiled  # wrong output: it compiled
     assert report.metrics()["passed_calling_pytorch"] == 2
+
+
+# -- environment faults ------------------------------------------------------------------------------
+
+class MachineFails(FakeOptimize):
+    """A search that meets an environment fault on the named problems (its evaluations would all fail)."""
+
+    def __init__(self, on):
+        super().__init__()
+        self.on = set(on)
+
+    def __call__(self, problem_path=None, preflight=True, **kw):
+        assert not preflight  # the bench checked the machine once, as it started
+        if problem_path is not None and Path(problem_path).stem in self.on:
+            self.calls.append({"name": Path(problem_path).stem})
+            from kfoundry.errors import EnvironmentFault
+
+            raise EnvironmentFault("CUDA could not start in the judge process: RuntimeError: No CUDA GPUs are "
+                                   "available", "check that the NVIDIA driver is loaded")
+        return super().__call__(problem_path, **kw)
+
+
+def test_an_environment_fault_stops_the_bench_records_the_problem_and_resume_runs_it_again(tmp_path, suite):
+    from kfoundry.errors import EnvironmentFault
+
+    out = tmp_path / "out"
+    failing = MachineFails({"2_b"})
+    with pytest.raises(EnvironmentFault, match="No CUDA GPUs are available"):
+        run_bench(suite, settings(), out, optimize_fn=failing)
+    assert [c["name"] for c in failing.calls] == ["1_a", "2_b"]  # the next problem would fail the same way
+    record = json.loads((out / "bench.json").read_text())
+    statuses = {p["name"]: p["status"] for p in record["problems"]}
+    assert statuses == {"1_a": "ok", "2_b": "environment_error"} and record["pending"] == ["3_c"]
+    faulty = next(p for p in record["problems"] if p["name"] == "2_b")
+    assert faulty["message"].startswith("environment fault: CUDA could not start") and "fix:" in faulty["message"]
+    assert not record["complete"] and record["environment_error"] == faulty["message"]
+    assert record["metrics"]["problems"] == 1  # a problem the machine failed on says nothing of the method
+    again = FakeOptimize()
+    report = run_bench(suite, settings(), out, resume=True, optimize_fn=again)
+    assert [c["name"] for c in again.calls] == ["2_b", "3_c"] and report.reused == ["1_a"]
+    assert [r.status for r in report.results] == ["ok", "no_correct", "ok"] and report.complete
+
+
+def test_with_devices_an_environment_fault_starts_no_more_problems(tmp_path, suite):
+    from kfoundry.errors import EnvironmentFault
+
+    failing = MachineFails({"1_a"})
+    with pytest.raises(EnvironmentFault):
+        run_bench(suite, settings(options=EvalOptions(), devices="cpu:1,cpu:1"), tmp_path / "out",
+                  optimize_fn=failing)
+    record = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert {p["name"]: p["status"] for p in record["problems"]}["1_a"] == "environment_error"
+    assert "3_c" not in [c["name"] for c in failing.calls]  # none starts once the fault is known
+
+
+def test_the_machine_is_checked_before_the_first_problem(tmp_path, suite, monkeypatch):
+    import kfoundry.doctor as doctor
+    from kfoundry.doctor.check import problem
+    from kfoundry.errors import EnvironmentFault
+
+    lines = []
+    risk = problem("gpu 0", "other processes hold 60.0 GiB", "stop them")
+    monkeypatch.setattr(doctor, "preflight", lambda device, sandbox: [risk])
+    run_bench(suite, settings(), tmp_path / "out", optimize_fn=FakeOptimize(), progress=lines.append)
+    assert lines[0] == "warning: environment: gpu 0: other processes hold 60.0 GiB (fix: stop them)"
+    fatal = problem("import path", "a worker cannot import torch", "install torch", fatal=True)
+    monkeypatch.setattr(doctor, "preflight", lambda device, sandbox: [fatal])
+    fake = FakeOptimize()
+    with pytest.raises(EnvironmentFault, match="import path: a worker cannot import torch"):
+        run_bench(suite, settings(), tmp_path / "out2", optimize_fn=fake)
+    assert fake.calls == [] and not (tmp_path / "out2").exists()

@@ -87,3 +87,101 @@ def test_orders_from_many_threads_each_get_their_own_answer(tmp_path: Path, prob
         evaluator.judge.worker.kill()
         with pytest.raises(JudgeGone):
             ask("0")
+
+
+# -- the environment's faults ------------------------------------------------------------------------
+
+def _broken_copy(folder: Path, package: str) -> Path:
+    """A copy of `package` on a PYTHONPATH folder that shadows the installed one, half of it missing."""
+    (folder / package).mkdir(parents=True)
+    (folder / package / "__init__.py").write_text(f"from {package}.kf_missing_half import core  # a broken copy\n")
+    return folder
+
+
+def test_a_judge_that_cannot_import_an_installed_package_is_an_environment_fault(tmp_path, monkeypatch,
+                                                                                  problems_dir):
+    """sympy, shadowed on the workers' PYTHONPATH by a broken copy: torch imports it while the reference runs
+    (the failing frame is sympy's, not the problem's), so the fault is the environment's, not the problem's."""
+    import pytest
+
+    from kfoundry.errors import EnvironmentFault
+    from kfoundry.evaluate import EvalOptions, Evaluator
+
+    monkeypatch.setenv("PYTHONPATH", str(_broken_copy(tmp_path / "deps", "sympy")))
+    with Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=1, timeout_s=120)) as evaluator:
+        with pytest.raises(EnvironmentFault) as caught:
+            evaluator.prepare()
+    fault = caught.value
+    assert fault.cause.startswith("the judge process (it computes the expected outputs) failed while importing "
+                                  f"sympy ({tmp_path / 'deps' / 'sympy' / '__init__.py'})")
+    assert "No module named 'sympy.kf_missing_half'" in fault.cause
+    assert f"sympy in {tmp_path / 'deps'} is broken" in fault.fix and "off PYTHONPATH" in fault.fix
+
+
+def test_a_baseline_process_that_dies_before_it_is_ready_is_an_environment_fault(tmp_path: Path) -> None:
+    """torch itself broken on the baseline process's import path: it dies importing it, before any of the
+    problem's code ran; a verdict that waits for its figures gets the fault, a candidate's request does not."""
+    import os
+
+    import pytest
+
+    import kfoundry
+    from kfoundry.errors import EnvironmentFault
+
+    shadow = _broken_copy(tmp_path / "shadow", "torch")
+    root = str(Path(kfoundry.__file__).resolve().parent.parent)
+    worker = baseline_worker("cpu", None, {"PYTHONPATH": f"{shadow}{os.pathsep}{root}"})
+    baselines = Baselines("cpu", _job(tmp_path), 120.0, None, {}, lambda message: None, worker=worker)
+    try:
+        with pytest.raises(EnvironmentFault) as caught:
+            baselines.result()
+        with pytest.raises(EnvironmentFault):
+            baselines.available(["eager"])
+        assert "baselines" in baselines.so_far()["errors"]  # a candidate's request for eager's median: no raise
+    finally:
+        baselines.close()
+    fault = caught.value
+    assert fault.cause.startswith("the baseline process (it times eager and torch.compile) failed while importing "
+                                  "torch")
+    assert "No module named 'torch.kf_missing_half'" in fault.cause
+
+
+def _gpu(monkeypatch, *processes):
+    from kfoundry import gpu_usage
+    from kfoundry.gpu_usage import GpuMemory, GpuUsage
+
+    usage = GpuUsage([GpuMemory(0, "NVIDIA H200", "GPU-0", 140 << 30, 1 << 30, tuple(processes))], "nvml")
+    monkeypatch.setattr(gpu_usage, "gpu_usage", lambda: usage)
+
+
+REFERENCE_OOM = {"problem_error": "the problem's Model raised OutOfMemoryError: CUDA out of memory. Tried to "
+                                  "allocate 40.00 GiB. GPU 0 has a total capacity of 139.81 GiB",
+                 "traceback": ""}
+
+
+def test_a_reference_out_of_memory_names_who_holds_the_gpu(monkeypatch) -> None:
+    """Another process holds most of the GPU: an environment fault naming it and how much it holds."""
+    import os
+
+    from kfoundry.errors import EnvironmentFault
+    from kfoundry.evaluate.judge import environment_fault
+    from kfoundry.gpu_usage import GpuProcess
+
+    _gpu(monkeypatch, GpuProcess(os.getpid(), 2 << 30, "kfoundry judge"), GpuProcess(1, 120 << 30, "python train.py"))
+    fault = environment_fault(REFERENCE_OOM, "cuda:0", "/p/problem.py", "the judge process", "the reference")
+    assert isinstance(fault, EnvironmentFault)
+    assert fault.cause == ("the reference ran out of GPU memory (it asked for 40.00 GiB) while other processes hold "
+                           "120.00 GiB of it: GPU 0: pid 1 (python train.py) holds 120.00 GiB")
+    assert "stop those processes" in fault.fix
+
+
+def test_a_reference_out_of_memory_on_a_gpu_of_its_own_is_the_problems_with_the_figures(monkeypatch) -> None:
+    import os
+
+    from kfoundry.evaluate.judge import environment_fault
+    from kfoundry.gpu_usage import GpuProcess
+
+    _gpu(monkeypatch, GpuProcess(os.getpid(), 138 << 30, "kfoundry judge"))
+    holders = environment_fault(REFERENCE_OOM, "cuda:0", "/p/problem.py", "the judge process", "the reference")
+    assert holders == (f"GPU 0 (NVIDIA H200): 1.0 of 140.0 GiB free; pid {os.getpid()} (kfoundry judge) holds "
+                       "138.00 GiB (kfoundry)")

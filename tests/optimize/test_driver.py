@@ -218,3 +218,55 @@ def test_reject_similar_drops_llm_proposals_close_to_a_candidate_already_seen(tm
     assert dropped >= 1  # the stand-in's kernels differ only in their block size and warps
     assert result["evaluations"] < 6
 
+
+
+# -- environment faults ------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not __import__("kfoundry.sandbox.landlock", fromlist=["x"]).abi_version(),
+                    reason="the kernel enforces no Landlock: nothing is denied")
+def test_an_environment_fault_stops_the_run_at_once_and_charges_no_candidate(tmp_path, monkeypatch):
+    """Every candidate's worker fails to import a dependency (the judge imports it fine): the search stops at
+    the first, with the fault, before it counts an evaluation; no verdict is stored for any candidate, nothing
+    goes to the library, and the run is kept for --resume, its candidates still to be evaluated."""
+    from kfoundry.errors import EnvironmentFault
+    from kfoundry.runs import RunStore
+    from tests.helpers import linked_unreadable_dependency
+
+    monkeypatch.setenv("PYTHONPATH", str(linked_unreadable_dependency(tmp_path)))
+    monkeypatch.setenv("KFOUNDRY_FORK_SERVER", "0")  # workers import torch themselves, as on a GPU
+    library = tmp_path / "lib.sqlite"
+    with pytest.raises(EnvironmentFault) as caught:
+        optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL], library=str(library),
+                 settings=OptimizeSettings(islands=1, compose_variants=2), max_evals=6)
+    fault = caught.value
+    assert "a candidate's worker process cannot read" in fault.cause and fault.run_dir == str(tmp_path / "run")
+    with RunStore.open(tmp_path / "run", resume=False) as store:
+        assert store.candidates() and store.finished_evaluations() == {}
+        kinds = [event["kind"] for event in store.events()]
+        assert "evaluated" not in kinds and "environment_fault" in kinds
+        assert len(store.in_flight()) <= 3  # started, cut short: evaluated again by --resume
+    if library.exists():  # opened, seeded with its own items: nothing of this run is in it
+        stats = Library(str(library)).stats()
+        assert stats["step_outcomes"] == {} and set(stats["by_origin"]) <= {"seed"}, stats
+
+
+def test_a_certain_failure_found_before_the_run_stops_it_before_its_first_candidate(tmp_path, monkeypatch):
+    """optimize runs kfoundry doctor's cheap checks first: a certain failure is the run's EnvironmentFault,
+    before any evaluation, and leaves no run directory; a risk is a note of the run."""
+    import kfoundry.doctor as doctor
+    from kfoundry.doctor.check import problem
+    from kfoundry.errors import EnvironmentFault
+
+    fatal = problem("import path", "a worker cannot import what it needs to start: torch (/x: not readable)",
+                    "install torch", fatal=True)
+    monkeypatch.setattr(doctor, "preflight", lambda device, sandbox: [fatal])
+    with pytest.raises(EnvironmentFault, match="import path: a worker cannot import"):
+        optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL], library="off")
+    assert not (tmp_path / "run").exists()
+    risk = problem("jax", "JAX is installed and XLA_PYTHON_CLIENT_PREALLOCATE is not false", "export ...")
+    monkeypatch.setattr(doctor, "preflight", lambda device, sandbox: [risk])
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[AFFINE_KERNEL], library="off",
+                      settings=OptimizeSettings(islands=1, compose_variants=0), max_evals=1)
+    assert result["evaluations"] == 1
+    assert "environment: jax: JAX is installed and XLA_PYTHON_CLIENT_PREALLOCATE is not false (fix: export ...)" \
+        in result["notes"]

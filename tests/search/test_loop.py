@@ -190,3 +190,31 @@ def test_seed_evaluates_the_first_population_at_once_and_records_it_in_order():
     assert queue.most == 4
     assert [e["id"] for e in events if e["event"] == "evaluated"] == ["s0", "s1", "s2", "s3"]
     assert loop.search.evals == 4
+
+
+def test_an_environment_fault_stops_the_search_and_no_child_is_recorded():
+    """A fault of the machine's, not the candidate's: the search stops at once, the child that met it is
+    not recorded (no verdict, no evaluation counted), and the children in flight are not waited for."""
+    import pytest
+
+    from kfoundry.errors import EnvironmentFault
+
+    started = []
+
+    class FailingMachine:
+        async def submit(self, individual):
+            started.append(individual.id)
+            if len(started) == 1:
+                raise EnvironmentFault("CUDA could not start", "check the driver")
+            await asyncio.sleep(30)  # the others would take long: the loop must not wait for them
+            return evaluate(individual)
+
+    events = []
+    loop = _loop(StopRules(max_evals=20), queue=FailingMachine(), events=events, concurrency=3)
+    begun = time.monotonic()
+    with pytest.raises(EnvironmentFault):
+        asyncio.run(loop.run())
+    assert time.monotonic() - begun < 10
+    assert loop.individuals == {} and loop.search.evals == 0
+    assert [e for e in events if e["event"] == "evaluated"] == []
+    assert any(e["event"] == "environment_fault" and e["cause"] == "CUDA could not start" for e in events)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kfoundry.cli_help import BenchMethod, LogLevel, Policy, Precision, complete_baselines
-from kfoundry.errors import KFoundryError
+from kfoundry.errors import EnvironmentFault, KFoundryError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -83,6 +83,8 @@ def bench_command(
                                              "cuda:0,cuda:1 or all (cpu:N on CPU)."),
     memory_limit: float | None = typer.Option(None, "--memory-limit", help="GB of host memory each problem's "
                                               "evaluation may plan for (default: what is free)."),
+    memory_tier: str | None = typer.Option(None, "--memory-tier", help="Where the judge keeps the expected outputs: "
+                                           "auto (default), resident, host or per-set."),
     workers: int | None = typer.Option(None, "--workers", help="Candidates evaluated at once per device."),
     config: Path | None = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present)."),
     log_file: Path | None = typer.Option(None, "--log-file", help="Append a full log of the bench to this file: the "
@@ -100,7 +102,9 @@ def bench_command(
 
     Usage: kfoundry bench SUITE --method reference | --method solutions DIR | --method optimize [--llm SPEC].
 
-    Exit code: 0 when the bench ran, whatever the problems' verdicts; 2 for bad usage or a bad suite.
+    Exit code: 0 when the bench ran, whatever the problems' verdicts; 2 for bad usage, a bad suite or an
+    environment fault (our imports, CUDA, GPU memory held by others: see kfoundry doctor), which stops the
+    bench at the problem it met, recorded as environment_error.
 
     Interrupted (exit code 130), it keeps what finished: run it again with --resume.
     """
@@ -135,6 +139,9 @@ def bench_command(
                          f"written to {target}", report.to_dict())
     except KFoundryError as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        if isinstance(exc, EnvironmentFault):
+            err.print("the bench stopped: no problem is judged by a machine that fails; once it is fixed, run the "
+                      "same command with --resume", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT)
     print_report(report, console)
     console.print(f"written: {escape(str(target))}/bench.json, bench.csv, bench.html, eval_results.json, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import shutil
 import tempfile
 import time
@@ -26,7 +27,7 @@ from kfoundry.bench.results import (FIGURES, CandidateResult, ProblemResult, Sam
                                    labels_from_run_result)
 from kfoundry.bench.settings import describe
 from kfoundry.bench.suite import SolutionFile, SuiteProblem, find_samples, solution_candidates
-from kfoundry.errors import CandidateFileError, ProblemError, UsageError
+from kfoundry.errors import CandidateFileError, EnvironmentFault, ProblemError, UsageError
 from kfoundry.evaluate.options import EvalOptions
 from kfoundry.problem import read_problem
 
@@ -83,8 +84,8 @@ def run_problem(problem: SuiteProblem, config: RunConfig, run_dir: Path, rel_run
 
         result.status = R.TOO_LARGE if is_too_large(exc) else R.PROBLEM_ERROR
         result.message, result.compiled = str(exc), False
-    except UsageError:
-        raise  # bad settings are the same for every problem: stop with the message
+    except (UsageError, EnvironmentFault):
+        raise  # bad settings, or a machine that fails: the same for every problem, so the bench stops
     except Exception as exc:  # noqa: BLE001 -- one problem's fault never ends the bench
         result.status, result.message, result.compiled = R.ERROR, f"{type(exc).__name__}: {exc}", False
     result.duration_s = round(time.monotonic() - started, 3)
@@ -138,6 +139,16 @@ def _evaluate(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
         result.labels = labels_from_evaluation(reported)
     else:  # no sample was judged: the labels of any that was
         result.labels = next((labels_from_evaluation(r) for r in records.values() if r is not None), {})
+
+
+def environment_error(problem: SuiteProblem, config: RunConfig, fingerprint: str, set_values: dict[str, Any],
+                      run_dir: str, fault: EnvironmentFault, started: float) -> ProblemResult:
+    """The record of the problem that met an environment fault: no verdict, the fault's message."""
+    result = _base(problem, config, fingerprint, set_values, run_dir)
+    result.status, result.message = R.ENVIRONMENT_ERROR, str(fault)
+    result.duration_s = round(time.monotonic() - started, 3)
+    result.finished_at = time.time()
+    return result
 
 
 def _judge(evaluator: Any, problem: SuiteProblem, config: RunConfig, candidate: Path, run_dir: Path,
@@ -206,7 +217,9 @@ def _optimize(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
               result: ProblemResult, optimize_fn: OptimizeFn | None, progress: Progress | None = None,
               resume: bool = False) -> None:
     optimize = optimize_fn or default_optimize()  # the runner resolves it first: this is for direct calls
-    extra = {"progress": progress} if progress is not None and optimize_fn is None else {}
+    extra: dict[str, Any] = {"progress": progress} if progress is not None and optimize_fn is None else {}
+    if _takes(optimize, "preflight"):
+        extra["preflight"] = False  # the bench checked the machine once, as it started
     search = config.search
     budget = {"max_evals": search.max_evals, "max_time_s": config.bench.time_per_problem,
               "max_cost": search.max_cost, "target_speedup": search.target_speedup}
@@ -220,6 +233,14 @@ def _optimize(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
         _read_best_evaluation(result, run_dir)
     if not (run_dir / "report.html").exists():
         write_report_quietly(run_dir)
+
+
+def _takes(function: Callable[..., Any], name: str) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def _read_best_evaluation(result: ProblemResult, run_dir: Path) -> None:

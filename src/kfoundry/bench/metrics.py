@@ -33,7 +33,8 @@ Outcome = Mapping[str, Any]
 
 # statuses whose candidate did not compile and load: a compile error (in any phase), and the bench's own
 # statuses (kfoundry.bench.results) where no candidate loaded: missing file, reference failed, harness fault
-NOT_COMPILED = ("compile_error", "no_solution", "problem_error", "too_large", "error", "no_correct")
+NOT_COMPILED = ("compile_error", "no_solution", "problem_error", "too_large", "error", "no_correct",
+                "environment_error")
 
 
 def compiled_from(status: str, phase: str | None = None) -> bool:

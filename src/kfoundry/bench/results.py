@@ -16,6 +16,8 @@ NO_CORRECT = "no_correct"  # --method optimize: the search found no correct cand
 PROBLEM_ERROR = "problem_error"  # the reference itself failed: the problem cannot be judged
 TOO_LARGE = "too_large"  # the problem needs more memory than the machine has (at its --set sizes)
 ERROR = "error"  # the harness failed on this problem (the bench goes on)
+# the machine failed (our imports, CUDA, GPU memory held by others): the bench stops, and --resume runs it again
+ENVIRONMENT_ERROR = "environment_error"
 
 LABEL_KEYS = ("device", "torch", "triton", "precision", "tolerance", "trials", "timing_trials", "statistic",
               "policy", "timing")

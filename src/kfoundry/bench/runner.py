@@ -1,6 +1,10 @@
 """Running a bench: every problem of the selection by one method, each in its own run directory
 (OUT/runs/<problem>/), bench.json rewritten after each so that a killed bench resumes
-(`resume=True`) with its finished problems kept."""
+(`resume=True`) with its finished problems kept.
+
+The machine is checked first (kfoundry.doctor's cheap checks); an environment fault met on a problem (our
+imports, CUDA, GPU memory held by others) is recorded as that problem's `environment_error` and stops the
+bench, since the next problem would fail the same way; --resume runs that problem again."""
 
 from __future__ import annotations
 
@@ -14,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from kfoundry.bench import kernelbench, outputs
 from kfoundry.bench import settings as bench_settings
-from kfoundry.bench.methods import (OptimizeFn, clear_run_dir, default_optimize, fingerprint_file, resumable,
-                                   run_problem)
+from kfoundry.bench.methods import (OptimizeFn, clear_run_dir, default_optimize, environment_error, fingerprint_file,
+                                   resumable, run_problem)
 from kfoundry.bench.metrics import summarize
-from kfoundry.bench.results import ProblemResult, merge_labels
+from kfoundry.bench.results import ENVIRONMENT_ERROR, ProblemResult, merge_labels
 from kfoundry.bench.suite import Suite, module_constants
-from kfoundry.errors import UsageError
+from kfoundry.errors import EnvironmentFault, UsageError
 from kfoundry.search.stop import clear_stop_request, request_stop, stop_requested
 
 if TYPE_CHECKING:
@@ -39,17 +43,22 @@ class BenchReport:
     kept: list[ProblemResult] = field(default_factory=list)  # earlier results outside the selection
     reused: list[str] = field(default_factory=list)  # finished by an earlier call (--resume)
     interrupted: bool = False
+    environment_error: str | None = None  # the fault that stopped the bench
     started_at: float = field(default_factory=time.time)
 
     @property
     def complete(self) -> bool:
-        return not self.pending and not self.interrupted
+        return not self.pending and not self.interrupted and self.environment_error is None
+
+    def judged(self) -> list[ProblemResult]:
+        """The results that say something of the method: not a problem the machine failed on."""
+        return [r for r in self.results if r.status != ENVIRONMENT_ERROR]
 
     def labels(self) -> dict[str, str]:
         return merge_labels(self.results, bench_settings.labels(self.config))
 
     def metrics(self) -> dict[str, Any]:
-        return summarize([r.to_dict() for r in self.results])
+        return summarize([r.to_dict() for r in self.judged()])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +71,7 @@ class BenchReport:
             "metrics": self.metrics(),
             "complete": self.complete,
             "interrupted": self.interrupted,
+            "environment_error": self.environment_error,
             "started_at": self.started_at,
             "updated_at": time.time(),
             "problems": [r.to_dict() for r in self.results],
@@ -74,7 +84,7 @@ class BenchReport:
     def save(self) -> None:
         outputs.write_json(self.out, self.to_dict())
         outputs.write_csv(self.out, self.results)
-        kernelbench.write(self.out, self.results + self.kept, self.suite.level)
+        kernelbench.write(self.out, self.judged() + self.kept, self.suite.level)
 
 
 def problem_set_values(config: RunConfig, path: Path) -> dict[str, Any]:
@@ -97,16 +107,31 @@ def missing_set_values(config: RunConfig, path: Path) -> list[str]:
     return sorted(set(config.eval.set_values) - module_constants(path))
 
 
+def check_machine(config: RunConfig, say: Progress) -> None:
+    """kfoundry doctor's cheap checks, once for the whole bench: an EnvironmentFault where every problem
+    would fail, a warning line for each risk."""
+    from kfoundry.doctor import preflight, stop_or_warn
+
+    devices = config.bench.device_list()
+    device = devices[0] if len(set(devices)) == 1 else config.eval.device
+    for warning in stop_or_warn(preflight(device, config.eval.sandbox)):
+        say(f"warning: environment: {warning}")
+
+
 def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool = False,
               progress: Progress | None = None, optimize_fn: OptimizeFn | None = None,
-              write_html: bool = True, finished: Callable[[str], None] | None = None) -> BenchReport:
+              write_html: bool = True, finished: Callable[[str], None] | None = None,
+              check: bool = True) -> BenchReport:
     """Run (or, with `resume`, finish) a bench; returns its report, also written to `out`.
     A KeyboardInterrupt stops it after saving what is done (`report.interrupted`). `finished` is
     told each problem's name once it is done with (judged, kept from an earlier call, or stopped).
 
     A --set NAME that a problem has no constant for is said before that problem runs, and the
     problem runs without it (at its own value of what the --set would have changed); a NAME that no
-    problem of the selection has is bad usage."""
+    problem of the selection has is bad usage.
+
+    `check`: the machine first (check_machine). An EnvironmentFault on a problem is saved as its
+    environment_error, then raised: the bench stops there."""
     bench_settings.validate(config)
     _check_set_values(suite, config)
     method = config.bench.method
@@ -119,6 +144,8 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
     if previous and not resume:
         raise UsageError(f"{out} already holds a bench ({len(previous)} problem(s) finished): add --resume to "
                          "continue it, or choose another --out")
+    if check:
+        check_machine(config, say)
     out.mkdir(parents=True, exist_ok=True)
     report = BenchReport(suite=suite, config=config, out=out)
     selected = {p.name for p in suite.problems}
@@ -133,7 +160,7 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
         set_values = problem_set_values(config, problem.path)
         fingerprint = bench_settings.fingerprint(config, problem.path.read_text(encoding="utf-8"), set_values)
         earlier = previous.get(problem.name)
-        if earlier is not None and earlier.fingerprint == fingerprint:
+        if earlier is not None and earlier.fingerprint == fingerprint and earlier.status != ENVIRONMENT_ERROR:
             with lock:
                 report.results.append(earlier)
                 report.reused.append(problem.name)
@@ -157,9 +184,24 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
         say(f"  [{index}/{total}] {problem.name}: {method}{where}"
             + (" (resuming its interrupted search)" if going_on else ""))
         local = config if device is None else replace(config, eval=replace(config.eval, device=device))
-        result = run_problem(problem, local, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
-                             progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
-                             optimize_fn=optimize_fn, resume=going_on)
+        started = time.monotonic()
+        try:
+            result = run_problem(problem, local, run_dir, f"{RUNS_DIR}/{problem.name}", fingerprint, set_values,
+                                 progress=lambda m, name=problem.name: say(f"  {name}: {m}"),
+                                 optimize_fn=optimize_fn, resume=going_on)
+        except EnvironmentFault as fault:
+            if len(devices) > 1:
+                request_stop()  # before this problem's device is free: no other problem starts on it
+            result = environment_error(problem, local, fingerprint, set_values, f"{RUNS_DIR}/{problem.name}", fault,
+                                       started)
+            say(f"[{index}/{total}] {problem.name}: {ENVIRONMENT_ERROR}{where}: {fault.cause}")
+            with lock:
+                report.results.append(result)
+                report.pending.remove(problem.name)
+                report.environment_error = str(fault)
+                report.save()
+            done(problem.name)
+            raise
         if stop_requested() and method == "optimize":  # a search cut short: it runs again with --resume
             say(f"[{index}/{total}] {problem.name}: stopped by the interrupt{where}")
             done(problem.name)
@@ -196,6 +238,9 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
                 say("interrupted: the problems running stop once their evaluations in flight are judged "
                     "(run again with --resume)")
                 request_stop()
+                raise
+            except EnvironmentFault:
+                request_stop()  # the other problems would fail the same way: none more starts
                 raise
             finally:
                 pool.shutdown(wait=True, cancel_futures=stop_requested())

@@ -11,11 +11,14 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from kfoundry.errors import ProblemError
+from kfoundry.errors import EnvironmentFault, KFoundryError, ProblemError
+from kfoundry.evaluate import environment_faults as faults
 from kfoundry.evaluate.process import Worker, WorkerEnded, WorkerOutcome
 
 Progress = Callable[[str], None]
 ANSWER_TIMEOUT_S = 900.0  # one order: a recomputed set of a large problem on the CPU can take minutes
+JUDGE_PROCESS = "the judge process (it computes the expected outputs)"
+BASELINE_PROCESS = "the baseline process (it times eager and torch.compile)"
 
 
 class JudgeGone(RuntimeError):
@@ -50,8 +53,10 @@ class Judge:
         tail = self.worker.stderr_tail()[-1500:]
         return f"the judge process ended (exit code {self.worker.process.returncode})" + (f": {tail}" if tail else "")
 
-    def prepare(self, job: dict[str, Any], timeout_s: float, progress: Progress) -> dict[str, Any]:
-        """Send the problem; wait for the judge's prepared record (or a ProblemError)."""
+    def prepare(self, job: dict[str, Any], timeout_s: float, progress: Progress,
+                on_plan: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Send the problem; wait for the judge's prepared record (or a ProblemError). `on_plan` answers the
+        judge's `plan` request (GPU: the memory it measured -> the tier, or {"refuse": why})."""
         self.worker.send(job)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -62,8 +67,15 @@ class Judge:
             try:
                 message = self._receive(left)
             except JudgeGone as exc:
-                raise ProblemError(f"the reference process failed: {exc}") from None
+                raise self._ended(str(exc)) from None
             if message is None:
+                continue
+            if message.get("request") == "plan":
+                try:
+                    reply = on_plan(message) if on_plan else {"tier": "per_set", "truth": "device"}
+                except ProblemError as exc:
+                    reply = {"refuse": str(exc)}
+                self.worker.send({"reply": message.get("id"), **reply})
                 continue
             if "phase" in message:
                 self.phases[message["phase"]] = message.get("t", 0.0)
@@ -76,10 +88,33 @@ class Judge:
                 self._reader.start()
                 return message["prepared"]
             if "result" in message:
-                result = message["result"] or {}
-                if "problem_error" in result:
-                    raise ProblemError(result["problem_error"])
-                raise ProblemError(f"the reference process failed: {result.get('internal_error') or result}")
+                raise self._failed(message["result"] or {}, job)
+
+    def _ended(self, death: str) -> KFoundryError:
+        """The judge ended while preparing: before the problem's code ran (the environment's fault, e.g. an
+        import of ours that fails), or with CUDA unable to start; otherwise the problem's."""
+        self.worker.process.poll()
+        output = self.worker.stderr_tail()
+        if "load" not in self.phases and not (self.worker.guard and self.worker.guard.exceeded()):
+            code = self.worker.process.returncode
+            return faults.start_fault(JUDGE_PROCESS, f"exited with code {code}", output)
+        cuda = faults.cuda_start_failure(output)
+        if cuda is not None:
+            return faults.cuda_fault(JUDGE_PROCESS, cuda)
+        return ProblemError(f"the reference process failed: {death}")
+
+    def _failed(self, result: dict[str, Any], job: dict[str, Any]) -> KFoundryError:
+        """The judge's record of a failed preparation -> the problem's error, or the environment's fault."""
+        text = str(result.get("problem_error") or result.get("internal_error") or result)
+        if "problem_error" not in result and "load" not in self.phases:
+            return faults.start_fault(JUDGE_PROCESS, "failed", str(result.get("traceback") or ""), text)
+        fault = environment_fault(result, str(job.get("device", "")), job.get("problem_path"), JUDGE_PROCESS,
+                                  "the reference (the problem's Model, in the judge process)")
+        if isinstance(fault, EnvironmentFault):
+            return fault
+        if "problem_error" in result:
+            return ProblemError(text + (f" [GPU memory: {fault}]" if fault else ""))
+        return ProblemError(f"the reference process failed: {text}")
 
     def _answers(self) -> None:
         """Hand each answer to the order that waits for it, until the judge ends."""
@@ -142,6 +177,7 @@ class Baselines:
         self._peak: int | None = None
         self.seconds: float | None = None
         self._names = list(job.get("timing", {}).get("baselines", []))
+        self.fault: EnvironmentFault | None = None  # the process failed for the environment: no verdict stands
         # a worker started early (`baseline_worker`) has its imports done by now
         self._worker = worker or baseline_worker(device, memory_limit_bytes, extra_env)
         self._thread = threading.Thread(target=self._run, args=(job, timeout_s), daemon=True,
@@ -152,6 +188,7 @@ class Baselines:
         started = time.monotonic()
         try:
             outcome = self._worker.run(job, timeout_s, on_phase=self._phase, on_request=self._measured)
+            self.fault = baseline_fault(outcome, str(job.get("device", "")), job.get("problem_path"))
             self._record = _baseline_record(outcome, timeout_s)
         except Exception as exc:  # noqa: BLE001 -- a failed baseline leaves candidates unscored, not unjudged
             self._record = {"stats": {}, "errors": {"baselines": f"{type(exc).__name__}: {exc}"}}
@@ -182,6 +219,8 @@ class Baselines:
         with self._changed:
             self._changed.wait_for(lambda: self._done.is_set() or all(
                 name in self._so_far["stats"] or name in self._so_far["errors"] for name in names))
+        if self.fault is not None:
+            raise self.fault
         return self.so_far()
 
     def so_far(self) -> dict[str, Any]:
@@ -192,14 +231,17 @@ class Baselines:
                 stats, errors = dict(self._so_far["stats"]), dict(self._so_far["errors"])
                 return {"stats": stats, "errors": errors, "cached": False, "peak_memory_bytes": self._peak,
                         "pending": [n for n in self._names if n not in stats and n not in errors]}
-        return self.result()
+        return self._record or {"stats": {}, "errors": {}}  # never raises: a candidate's request reads it
 
     def _phase(self, phase: str) -> None:
         if phase.startswith("baseline "):
             self.progress(f"reference: baselines ({phase.removeprefix('baseline ')})")
 
     def result(self) -> dict[str, Any]:
+        """The whole record, once the process is done; its EnvironmentFault where it failed for one."""
         self._done.wait()
+        if self.fault is not None:
+            raise self.fault
         return self._record or {"stats": {}, "errors": {}}
 
     @property
@@ -210,6 +252,41 @@ class Baselines:
         if not self._done.is_set():
             self._worker.kill()
         self._thread.join(timeout=10)
+
+
+def environment_fault(result: dict[str, Any], device: str, problem_path: str | None, process: str,
+                      running: str) -> EnvironmentFault | str | None:
+    """A reference process's failed record (problem_error, with its traceback): the environment's fault
+    where its import of an installed package failed, CUDA could not start, or processes not ours hold the
+    GPU's memory; else, for an out-of-memory on the GPU, who holds that memory (a str for the message)."""
+    text = str(result.get("problem_error") or result.get("internal_error") or "")
+    trace = str(result.get("traceback") or "")
+    failure = faults.import_failure(trace, [problem_path] if problem_path else [])
+    if failure is not None:
+        return failure.fault(process)
+    cuda = faults.cuda_start_failure(f"{text}\n{trace}")
+    if cuda is not None:
+        return faults.cuda_fault(process, cuda)
+    if device.startswith("cuda") and faults.is_gpu_out_of_memory(text):
+        verdict = faults.gpu_out_of_memory(text, device, running)
+        return verdict.fault or verdict.holders
+    return None
+
+
+def baseline_fault(outcome: WorkerOutcome, device: str, problem_path: str | None) -> EnvironmentFault | None:
+    """The environment's fault in the baseline process's outcome, or None (its failures are otherwise the
+    problem's, and leave the candidates unscored, not unjudged)."""
+    if outcome.timed_out or outcome.out_of_memory_bytes:
+        return None
+    result = outcome.result or {}
+    if (not result or "internal_error" in result) and outcome.phase in ("start", "ready"):
+        return faults.start_fault(BASELINE_PROCESS, faults.died(outcome), outcome.stderr_tail,
+                                  str(result.get("internal_error") or ""))
+    if "problem_error" in result or "internal_error" in result:
+        fault = environment_fault(result, device, problem_path, BASELINE_PROCESS,
+                                  "the baselines (the problem's Model, in the baseline process)")
+        return fault if isinstance(fault, EnvironmentFault) else None
+    return None
 
 
 def baseline_worker(device: str, memory_limit_bytes: int | None, extra_env: dict[str, str]) -> Worker:

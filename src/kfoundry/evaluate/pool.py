@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Self
 
-from kfoundry.errors import UsageError
+from kfoundry.errors import EnvironmentFault, UsageError
 from kfoundry.evaluate.evaluator import Evaluator, PreparedProblem, Progress
 from kfoundry.evaluate.options import EvalOptions
 from kfoundry.problem import ProblemSource
@@ -171,6 +171,10 @@ class EvaluatorPool:
         index = self._free.get()
         try:
             evaluation = self.evaluators[index].evaluate(candidate)
+        except EnvironmentFault as fault:
+            for evaluator in self.evaluators:  # the other devices' evaluations end too: the run stops
+                evaluator.stop(fault)
+            raise
         finally:
             self._free.put(index)
         evaluation.settings["worker"] = {"index": index, "device": self.devices[index]}

@@ -159,6 +159,10 @@ def main(sandbox: dict[str, Any] | None = None, lifeline=None) -> int:
             from kfoundry.evaluate.replay_job import run_replay_job
 
             result = run_replay_job(job, channel)
+        elif job["kind"] == "probe":  # kfoundry doctor: what a worker can read and import here
+            from kfoundry.doctor.probe_job import run_probe_job
+
+            result = run_probe_job(job, channel)
         else:
             result = {"internal_error": f"unknown job kind {job['kind']!r}"}
     except BaseException as exc:  # last resort: report rather than die silently

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kfoundry.diagnose import diagnose
-from kfoundry.errors import KFoundryError, UsageError
+from kfoundry.errors import EnvironmentFault, KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions
 from kfoundry.experts.base import Proposal
 from kfoundry.experts.tuner_expert import restore_in, state_of
@@ -45,7 +45,7 @@ class Optimization:
     """One optimize run (new or resumed) of a Session (kfoundry.optimize.session, which wires it): seeds it,
     runs the search, finishes; `run()` returns the result record."""
 
-    def __init__(self, session: Session, quiet: bool, progress: Any = None):
+    def __init__(self, session: Session, quiet: bool, progress: Any = None, preflight: bool = True):
         self.session = session
         self.problem, self.store, self.settings = session.problem, session.store, session.settings
         self.options, self.seeds, self.llm, self.budget = session.options, session.seeds, session.llm, session.budget
@@ -57,10 +57,12 @@ class Optimization:
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}, as stored
         self._incomplete: list[tuple[int, str, Any]] = []  # verdicts without every baseline yet
         self._stopping = False  # the search was interrupted: evaluations cut short stay unfinished, for --resume
+        self._fault: EnvironmentFault | None = None  # the machine failed: nothing more is evaluated or recorded
         self.individuals: dict[str, Individual] = {}
         self.notes: list[str] = []
         self.composed: list[Any] = []  # the composer's kernels for this problem (a new run only)
         self.experts: list[Any] = []  # the enabled experts (kfoundry.experts.registry), in the router's order
+        self.preflight = preflight
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -175,6 +177,8 @@ class Optimization:
             if not done.get("evaluation"):
                 return Outcome("crash")
             return stored_outcome(done["evaluation"], done.get("diagnosis"), ind.source, ind.id)
+        if self._fault is not None:  # queued behind the evaluation that met it: it would fail the same way
+            raise self._fault
         cid = int(ind.id)
         eval_id = self.store.start_evaluation(cid)
         path = self.run_dir / "candidates" / f"{cid}.py"
@@ -182,6 +186,11 @@ class Optimization:
         path.write_text(ind.source, encoding="utf-8")
         try:
             evaluation = self.evaluator.evaluate(path)
+        except EnvironmentFault as fault:
+            # no verdict: its evaluation stays unfinished, so a --resume once the machine is fixed evaluates it
+            self._fault = self._fault or fault
+            self._stopping = True
+            raise
         except Exception as exc:
             if self._stopping:
                 raise
@@ -241,13 +250,30 @@ class Optimization:
 
     # -- the run --------------------------------------------------------------------------------------
 
+    def _environment_warnings(self) -> list[str]:
+        """kfoundry doctor's cheap checks of this machine (none on a Ray cluster: the work runs elsewhere): what
+        certainly fails every evaluation stops the run before its first candidate (an EnvironmentFault); what
+        may still work is a warning."""
+        if not self.preflight or self.settings.cluster:
+            return []
+        from kfoundry.doctor import preflight, stop_or_warn
+
+        warnings = stop_or_warn(preflight(self.options.device, self.options.sandbox))
+        for warning in warnings:
+            self.store.event("environment_warning", warning=warning)
+        return [f"environment: {warning}" for warning in warnings]
+
     def run(self) -> dict[str, Any]:
         s, session = self.settings, self.session
+        warnings = self._environment_warnings()
         evaluator, workers = session.evaluator(self._progress)
         with evaluator as self.evaluator:
             self.view = ProgressView(quiet=self.quiet, timed=self.evaluator.device != "cpu", max_evals=s.max_evals,
                                      max_time_s=s.max_time_s, max_cost=s.max_cost)
             with self.view:
+                for warning in warnings:
+                    self.view.note(warning)
+                    self.notes.append(warning)
                 self.view.status("reference: expected outputs" +
                                  (" and baselines" if self.evaluator.device != "cpu" else ""))
                 prepared = self.evaluator.prepare()
@@ -392,26 +418,34 @@ def optimize(problem: str | Path | None = None, *, out: str | Path | None = None
              config: RunConfig | None = None, options: EvalOptions | None = None,
              settings: OptimizeSettings | None = None, llm: list[str] | None = None, seeds: list[str | Path] = (),
              quiet: bool = True, llm_client: Any = None, budget: Any = None, progress: Any = None,
-             **overrides: Any) -> dict[str, Any]:
+             preflight: bool = True, **overrides: Any) -> dict[str, Any]:
     """Run (or, with `resume=RUN_DIR`, continue) a search on `problem`; returns the result record
     (what result.json holds). A new run takes `config` (kfoundry.run_config.RunConfig, as the command line
     builds it), or its sections `settings` and `options`; `overrides` are OptimizeSettings fields
-    (max_evals=..., islands=...), which a resumed run takes too (its budget may grow)."""
+    (max_evals=..., islands=...), which a resumed run takes too (its budget may grow). `preflight`: kfoundry
+    doctor's cheap checks first (a caller that ran them already, such as a bench, leaves them out).
+
+    An EnvironmentFault (the machine fails every evaluation the same way) stops the run at once: no candidate
+    is charged with it, the evaluation it cut short stays unfinished for --resume, and the fault carries
+    `run_dir` where the run is kept."""
     session = open_session(problem, out=out, resume=resume, config=config, options=options, settings=settings,
                            llm=llm, seeds=seeds, llm_client=llm_client, budget=budget, **overrides)
     store = session.store
     try:
-        return Optimization(session, quiet, progress=progress).run()
+        return Optimization(session, quiet, progress=progress, preflight=preflight).run()
     except KeyboardInterrupt as exc:
         exc.run_dir = str(store.run_dir)  # for the caller's "continue with --resume" message
         raise
-    except KFoundryError:
+    except KFoundryError as exc:
         # a new run that failed before its first candidate (its problem's get_inputs raised, say): nothing in
         # its folder is worth keeping, and left there it would block the same command (-o exists; --resume
         # repeats the failure)
         if resume is None and not store.candidates():
             store.close()
             shutil.rmtree(store.run_dir, ignore_errors=True)
+        elif isinstance(exc, EnvironmentFault):
+            store.event("environment_fault", cause=exc.cause, fix=exc.fix)
+            exc.run_dir = str(store.run_dir)  # for the caller's "continue with --resume" message
         raise
     finally:
         store.close()

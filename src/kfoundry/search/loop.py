@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kfoundry.errors import EnvironmentFault
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.search.archipelago import Archipelago
 from kfoundry.search.features import features
@@ -197,6 +198,8 @@ class SearchLoop:
             outcome = await self.queue.submit(ind)
             if not isinstance(outcome, Outcome):
                 raise TypeError(f"an evaluation must return an Outcome, not {type(outcome).__name__}")
+        except EnvironmentFault:
+            raise  # the machine's fault, not the candidate's: the search stops, the child is not recorded
         except Exception as exc:  # noqa: BLE001 -- a worker fault is a crash verdict
             self._emit("evaluate_error", id=ind.id, error=f"{type(exc).__name__}: {exc}")
             outcome = Outcome("crash")
@@ -266,7 +269,13 @@ class SearchLoop:
             done, _ = await asyncio.wait(list(flying), return_when=asyncio.FIRST_COMPLETED)
             for task in sorted(done, key=lambda t: int(flying[t].id[1:]) if flying[t].id[1:].isdigit() else 0):
                 plan = flying.pop(task)
-                ind = task.result()
+                try:
+                    ind = task.result()
+                except EnvironmentFault as fault:
+                    for other in flying:  # their evaluations fail the same way: none is waited for
+                        other.cancel()
+                    self._emit("environment_fault", id=plan.id, cause=fault.cause, fix=fault.fix)
+                    raise
                 came_back += 1
                 if ind is not None:
                     self._record(plan, ind)
