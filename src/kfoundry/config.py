@@ -182,6 +182,8 @@ OPTIONS: dict[str, Option] = {
     "no_cache": Option("eval", "no_cache", _bool, "re-measure the baselines instead of using the cache"),
     "memory_limit": Option("eval", "memory_limit_bytes", _optional(_gigabytes), "GB of host memory an evaluation "
                                                                                 "may plan for (default: what is free)"),
+    "memory_tier": Option("eval", "memory_tier", str, "where the judge keeps the expected outputs: auto (the best "
+                                                      "that fits), resident, host or per-set"),
     "workers": Option("eval", "workers", _optional(int), "candidates evaluated at once (default: by CPU cores and "
                                                          "free memory)"),
     "set": Option("eval", "set_values", _set_values, "NAME=VALUE overrides of a problem's module-level constants "

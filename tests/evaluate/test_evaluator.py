@@ -5,6 +5,9 @@ reference: the session's `affine_eval` (conftest) or one Evaluator per problem h
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -559,3 +562,260 @@ def test_a_worker_asks_for_its_trials_budget_before_timing(affine_evaluator, tmp
     affine_evaluator.prepare()
     assert affine_evaluator._serve({"request": "trials budget"}, tmp_path, CandidateChecks()) == {
         "trials_budget_s": None}
+
+
+# -- the user's code: modules beside the problem, on PYTHONPATH, in a user site ----------------------------
+
+USER_LAYERS = '''import triton
+import triton.language as tl
+
+SCALE = 2.0
+
+
+@triton.jit
+def affine_kernel(x_ptr, y_ptr, n, scale, shift, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, x * scale + shift, mask=mask)
+'''
+USER_PROBLEM = '''import torch
+import torch.nn as nn
+{imports}
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * SCALE + SHIFT
+
+
+def get_inputs():
+    return [torch.randn(4, 100)]
+
+
+def get_init_inputs():
+    return []
+'''
+USER_CANDIDATE = '''import torch
+import torch.nn as nn
+import triton
+{imports}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        affine_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), SCALE, SHIFT, BLOCK=256)
+        return y
+'''
+# a candidate that tries what the sandbox must stop, and says what it got in its exception
+USER_PROBE = '''import json
+import os
+from pathlib import Path
+
+import torch.nn as nn
+from kf_user_layers import SCALE
+
+PROJECT, CACHE, WORK = Path({project!r}), Path({cache!r}), Path({work!r})
+
+
+def attempt(action):
+    try:
+        return "got: " + str(action())[:100]
+    except Exception as exc:
+        return "blocked: " + type(exc).__name__
+
+
+def another_workers_file():
+    own = os.path.realpath(os.getcwd())
+    for folder in sorted(WORK.iterdir()):  # names are listable: the problem's folder is
+        if folder.name.startswith("kfoundry-") and os.path.realpath(folder) != own:
+            for entry in sorted(folder.iterdir()):
+                if entry.is_file():
+                    return entry.read_text()
+    raise LookupError("no other worker's file to try")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        outcomes = {{
+            "import beside the problem": attempt(lambda: SCALE),
+            "read kfoundry.toml": attempt(lambda: (PROJECT / "kfoundry.toml").read_text()),
+            "read the cache": attempt(lambda: (CACHE / ".signing-key").read_text()),
+            "read the run folder": attempt(lambda: (PROJECT / "runs" / "r1" / "best.py").read_text()),
+            "read another worker's folder": attempt(another_workers_file),
+            "write the problem's folder": attempt(lambda: (PROJECT / "planted.py").write_text("x")),
+        }}
+        raise RuntimeError("OUTCOMES " + json.dumps(outcomes))
+
+    def forward(self, x):
+        return x
+'''
+USER_RUNNER = r"""
+import json, sys
+import kfoundry
+out, *pairs = sys.argv[1:]
+results = {}
+for problem, candidate, guard in zip(pairs[::3], pairs[1::3], pairs[2::3]):
+    r = kfoundry.evaluate(problem, candidate, device="cpu", trials=1, seed=5, guard=guard == "guard")
+    results[candidate] = {"status": r.status, "message": r.message, "sandbox": r.sandbox}
+open(out, "w").write(json.dumps(results))
+"""
+
+
+def _write(path, text: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _run_user_code(world, cwd, env: dict, fork_server: bool, *runs, python=sys.executable) -> dict:
+    """kfoundry.evaluate(problem, candidate) for each run, in a process of its own (`python`) started from
+    `cwd` with `env`: its import path as a user's would be, not this test process's."""
+    out = world / f"results-{fork_server}.json"
+    args = [str(part) for run in runs for part in run]
+    env = {**env, "KFOUNDRY_FORK_SERVER": "1" if fork_server else "0"}
+    done = subprocess.run([str(python), "-c", USER_RUNNER, str(out), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def user_project(tmp_path_factory):
+    """A project whose problem imports a package and a module beside it and a package from a PYTHONPATH
+    folder outside the venv; beside them what is private: a kfoundry.toml with a key, a run folder, the
+    cache, and the evaluations' own folders (KFOUNDRY_WORK_DIR), all inside the problem's folder, so that
+    it is granted entry by entry."""
+    world = tmp_path_factory.mktemp("user-code")
+    project, deps = world / "project", world / "deps"
+    imports = "from kf_user_layers import SCALE, affine_kernel\nfrom kf_user_sibling import SHIFT\nimport kf_user_dep"
+    _write(project / "kf_user_layers" / "__init__.py", USER_LAYERS)
+    _write(project / "kf_user_sibling.py", "SHIFT = 0.5\n")
+    _write(deps / "kf_user_dep" / "__init__.py", "ANSWER = 42\n")
+    problem = _write(project / "problem.py", USER_PROBLEM.format(imports=imports))
+    _write(project / "kfoundry.toml", '[keys]\nopenai = "sk-kfoundry-user-code-test-0123456789"\n')
+    _write(project / "runs" / "r1" / "run.sqlite", "")
+    _write(project / "runs" / "r1" / "best.py", "# a run's best\n")
+    _write(project / "cache" / ".signing-key", "0123456789abcdef\n")
+    (project / "work").mkdir()
+    candidates = world / "candidates"
+    candidate = _write(candidates / "ok.py", USER_CANDIDATE.format(imports=imports))
+    probe = _write(candidates / "probe.py", USER_PROBE.format(project=str(project), cache=str(project / "cache"),
+                                                             work=str(project / "work")))
+    (world / "elsewhere").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(deps), "KFOUNDRY_CACHE_DIR": str(project / "cache"),
+           "KFOUNDRY_WORK_DIR": str(project / "work")}
+    return {"world": world, "project": project, "problem": problem, "candidate": candidate, "probe": probe,
+            "env": env}
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "own-process"])
+def test_the_problem_and_candidates_import_the_users_code_and_nothing_private(user_project, fork_server):
+    """(a) a package and a module beside problem.py, evaluated from another folder; (b) a package in a
+    PYTHONPATH folder outside the venv: the reference and the candidate import them alike. And the sandbox
+    still keeps the candidate out of what is private in the folders it now reads."""
+    p = user_project
+    results = _run_user_code(p["world"], p["world"] / "elsewhere", p["env"], fork_server,
+                             (p["problem"], p["candidate"], "guard"), (p["problem"], p["probe"], "no-guard"))
+    ok = results[str(p["candidate"])]
+    assert ok["status"] == "ok", ok["message"]
+    probe = results[str(p["probe"])]
+    assert probe["status"] == "runtime_error" and "OUTCOMES " in probe["message"], probe["message"]
+    outcomes = json.loads(probe["message"].rsplit("OUTCOMES ", 1)[1])
+    assert outcomes.pop("import beside the problem") == "got: 2.0"
+    assert not (p["project"] / "planted.py").exists() or not probe["sandbox"]["filesystem"]
+    if not (probe["sandbox"] or {}).get("filesystem"):
+        pytest.skip("Landlock is not enforced here: what stays closed is not checked (tests/sandbox covers the rules)")
+    assert outcomes == {"read kfoundry.toml": "blocked: PermissionError", "read the cache": "blocked: PermissionError",
+                        "read the run folder": "blocked: PermissionError",
+                        "read another worker's folder": "blocked: PermissionError",
+                        "write the problem's folder": "blocked: PermissionError"}
+    assert probe["sandbox"]["unreadable"] == []
+
+
+def _venv_with_user_site(world):
+    """A venv made with --system-site-packages (user site on, as for the system Python that a `pip install
+    --user` serves) whose site-packages holds a .pth file that adds this venv's site-packages, outside its
+    prefix: torch and kfoundry come from there."""
+    import sysconfig
+
+    venv = world / "venv"
+    made = subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip",
+                           "--system-site-packages", str(venv)], capture_output=True, text=True, timeout=120)
+    if made.returncode != 0:
+        pytest.skip(f"no venv can be made here: {made.stderr[-300:]}")
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    here = sysconfig.get_paths()["purelib"]
+    _write(Path(purelib) / "kf_outside.pth", f"import site; site.addsitedir({here!r})\n")
+    return python
+
+
+def test_a_user_site_package_and_the_folders_its_pth_adds_are_imported_by_every_worker(tmp_path):
+    """(c) `pip install --user`: in a venv the user site is off, so the user's own Python is modeled by a venv
+    made with --system-site-packages (user site on), with PYTHONUSERBASE standing for the ~/.local of the
+    user's HOME. The user site holds a package and a .pth file that adds another folder holding one more.
+    The parent has both on its sys.path; a worker has a HOME of its own and no PYTHONUSERBASE, so it lacks
+    them unless given them (the user site as a site folder: its .pth counts). The venv itself reaches torch
+    and kfoundry only through a .pth file naming a folder outside its prefix, which the sandbox must open
+    too: the report's `PermissionError: .../tenacity/__init__.py`. With and without the fork server."""
+    world = tmp_path
+    python = _venv_with_user_site(world)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    user_site = world / "userbase" / "lib" / version / "site-packages"
+    _write(user_site / "kf_user_site_pkg" / "__init__.py", USER_LAYERS)
+    _write(world / "pth-target" / "kf_user_pth_pkg.py", "SHIFT = 0.5\n")
+    _write(user_site / "kf_more.pth", str(world / "pth-target") + "\n")
+    imports = "from kf_user_site_pkg import SCALE, affine_kernel\nfrom kf_user_pth_pkg import SHIFT"
+    problem = _write(world / "project" / "problem.py", USER_PROBLEM.format(imports=imports))
+    candidate = _write(world / "candidates" / "ok.py", USER_CANDIDATE.format(imports=imports))
+    (world / "elsewhere").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PYTHONUSERBASE"] = str(world / "userbase")
+    for fork_server in (True, False):
+        result = _run_user_code(world, world / "elsewhere", env, fork_server, (problem, candidate, "guard"),
+                                python=python)
+        assert result[str(candidate)]["status"] == "ok", (fork_server, result[str(candidate)]["message"])
+
+
+# -- environment faults ------------------------------------------------------------------------------
+
+needs_landlock = pytest.mark.skipif(not __import__("kfoundry.sandbox.landlock", fromlist=["x"]).abi_version(),
+                                    reason="the kernel enforces no Landlock: nothing is denied")
+
+
+@needs_landlock
+def test_a_worker_that_cannot_import_a_dependency_is_an_environment_fault_not_a_crash(
+        tmp_path, monkeypatch, problems_dir, candidates_dir):
+    from kfoundry.errors import EnvironmentFault
+    from tests.helpers import linked_unreadable_dependency
+
+    entry = linked_unreadable_dependency(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(entry))
+    monkeypatch.setenv("KFOUNDRY_FORK_SERVER", "0")  # workers import torch themselves, as on a GPU
+    with Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=1, timeout_s=120),
+                   spare=False) as evaluator:
+        with pytest.raises(EnvironmentFault) as caught:
+            evaluator.evaluate(candidates_dir / "affine_ok.py")
+        fault = caught.value
+        assert fault.cause.startswith(f"a candidate's worker process cannot read {entry / 'typing_extensions.py'} "
+                                      f"(a link to {tmp_path / 'hidden' / 'typing_extensions.py'})")
+        assert "PermissionError: [Errno 13] Permission denied" in fault.cause
+        assert f"make {tmp_path / 'hidden'} readable to kfoundry's workers" in fault.fix
+        # every later evaluation of this evaluator raises it at once, without a worker
+        taken = []
+        monkeypatch.setattr(evaluator.pool, "take", lambda: taken.append(1))
+        with pytest.raises(EnvironmentFault):
+            evaluator.evaluate(candidates_dir / "affine_ok.py")
+        assert taken == []
+
+
+def test_an_import_error_inside_the_candidate_stays_its_compile_error(affine_eval):
+    """The environment's faults are told apart by where the failing import is: the candidate's own import
+    of a module that nobody installed is its own."""
+    evaluation = affine_eval("missing_module.py")
+    assert evaluation.status == "compile_error" and evaluation.phase == "load"
+    assert "No module named 'kfoundry_test_missing_triton_helpers'" in evaluation.message

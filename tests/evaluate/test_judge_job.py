@@ -1,5 +1,6 @@
 """The judge's own checks on two runs of a candidate (its process is exercised by test_evaluator.py)."""
 
+import pytest
 import torch
 
 from kfoundry.evaluate import judge_job
@@ -156,3 +157,49 @@ def test_a_comparison_says_where_its_serving_went(monkeypatch):
     assert answer["passed"] and answer["changed_input"] is None and answer["repeat"] is None
     parts = answer["serve_parts"]
     assert set(parts) == {"open", "inputs", "compare", "repeat"} and all(v >= 0 for v in parts.values())
+
+
+DOUBLE_SUM = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.double().sum(dim=1).float() * SCALE
+"""
+
+
+@pytest.mark.parametrize("tier", ["resident", "per-set"])
+def test_the_truth_arbitrates_the_same_in_every_tier(tmp_path, problems_dir, tier):
+    """At a tolerance the float32 reference itself misses (1e-9 on sums of 65536 numbers), a sum taken in
+    float64 passes only through the float64 truth, and one 1e-4 off fails against it: in the one-set tier
+    the truth is made when that comparison asks for it, with the same figures."""
+    from kfoundry.evaluate import EvalOptions, Evaluator
+
+    exact, off = tmp_path / "exact.py", tmp_path / "off.py"
+    exact.write_text(DOUBLE_SUM.replace("SCALE", "1.0"))
+    off.write_text(DOUBLE_SUM.replace("SCALE", "(1 + 1e-4)"))
+    options = EvalOptions(device="cpu", trials=2, guard=False, tolerance=1e-9, memory_tier=tier, seed=1)
+    with Evaluator(problems_dir / "row_sum.py", options) as evaluator:
+        good, bad = evaluator.evaluate(exact), evaluator.evaluate(off)
+        assert evaluator.plan.tier == tier.replace("-", "_")
+    assert good.status == "ok", good.message
+    assert any("as close to the float64 truth" in w for w in good.warnings)
+    assert good.correctness.ground_truth == "float64"
+    assert bad.status == "wrong_output" and "against the float64 truth" in bad.message
+    assert bad.correctness.error_ratio_candidate > 2 * bad.correctness.error_ratio_reference
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tier", ["resident", "host", "per-set"])
+def test_every_tier_judges_on_the_gpu(tmp_path, examples_dir, tier):
+    """Each tier forced on a GPU: the example's kernel is ok, its verdict and figures the same."""
+    from kfoundry.evaluate import EvalOptions, Evaluator
+
+    example = examples_dir / "row_softmax"
+    options = EvalOptions(device="cuda", trials=3, memory_tier=tier, baselines=("eager",), seed=1)
+    with Evaluator(example / "problem.py", options) as evaluator:
+        evaluation = evaluator.evaluate(example / "kernel.py")
+        assert evaluator.plan.tier == tier.replace("-", "_")
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.settings["memory"]["tier"] == tier.replace("-", "_")

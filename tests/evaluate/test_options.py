@@ -23,3 +23,22 @@ def test_baselines_are_checked_by_name():
     EvalOptions(device="cpu", baselines=("eager", "compile-max-autotune-no-cudagraphs")).validate()
     with pytest.raises(UsageError, match="max-autotune-nocudagraphs"):
         EvalOptions(device="cpu", baselines=("compile-max-autotune-nocudagraphs",)).validate()
+
+
+def test_cuda_resolves_to_the_first_gpu_without_initializing_cuda(monkeypatch):
+    """The main process never touches the GPU: torch.cuda.is_available and device_count make no context (NVML
+    shows no memory for the process), current_device initializes CUDA."""
+    import torch
+
+    from kfoundry.evaluate.options import resolve_device
+
+    def initializes(*args, **kwargs):
+        raise AssertionError("the main process initialized CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", initializes)
+    monkeypatch.setattr(torch.cuda, "_lazy_init", initializes)
+    assert resolve_device("cuda", "fp32") == "cuda:0"
+    assert resolve_device(None, "fp32") == "cuda:0"
+    assert resolve_device("cuda:1", "bf16") == "cuda:1"

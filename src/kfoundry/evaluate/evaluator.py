@@ -23,14 +23,16 @@ from typing import Any, Callable
 
 from kfoundry import paths
 from kfoundry.diagnose import diagnose
-from kfoundry.errors import CandidateFileError, UsageError
+from kfoundry.errors import CandidateFileError, EnvironmentFault, ProblemError, UsageError
 from kfoundry.evaluate.baselines import baseline_key, load_baselines
+from kfoundry.evaluate.environment_faults import candidate_fault
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
 from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone, baseline_worker
 from kfoundry.evaluate.memory_guard import reap_cgroups
 from kfoundry.evaluate.memory_plan import MemoryPlan, plan, problem_sizes
 from kfoundry.evaluate.options import EvalOptions, resolve_device
-from kfoundry.evaluate.process import READY_TIMEOUT_S, Worker, WorkerOutcome, WorkerPool, start_servers, work_root
+from kfoundry.evaluate.process import (READY_TIMEOUT_S, Worker, WorkerOutcome, WorkerPool, problem_environment,
+                                      start_servers, work_root)
 from kfoundry.evaluate.timing import TIMING_METHOD, trials_budget_s
 from kfoundry.evaluate.workdirs import WorkDir, reap
 from kfoundry.guard.findings import Finding
@@ -86,6 +88,8 @@ class PreparedProblem:
         self.names = [str(k) for k in range(trials)] + list(HIDDEN_SETS)
         self.input_layouts: dict[str, Any] = result.get("input_layouts") or {}
         self.reference_seconds = result.get("seconds")
+        self.sets_seconds = result.get("sets_seconds")  # the expected outputs' share of it
+        self.gpu_memory: dict[str, int] = result.get("gpu_memory") or {}  # the judge's figures once prepared
         self.plan = plan
         self.workers = plan.workers
         self._baselines = baselines
@@ -184,8 +188,13 @@ class Evaluator:
         self.judge: Judge | None = None
         self._exchange: WorkDir | None = None
         self._slots: threading.Semaphore | None = None
+        self._gpu_plan: MemoryPlan | None = None  # the plan the judge's measurement chose (GPU)
         self._prepare_lock = threading.Lock()
         self._sandbox_warned = False
+        # an environment fault ends every evaluation of this evaluator: those running, and any asked for later
+        self._fault: EnvironmentFault | None = None
+        self._running: set[Worker] = set()
+        self._running_lock = threading.Lock()
         _reap_once()
 
     @property
@@ -209,8 +218,51 @@ class Evaluator:
             self.progress(f"memory: the problem could not be sized on the meta device ({type(exc).__name__})")
             sizes = ProblemSizes(0, 0, 0, 0, 0, 0)
         self.host_available = (available, source)
+        self.sizes = sizes
+        # on a GPU this checks the host alone: the GPU's part is planned when the judge has measured it
         return plan(sizes, self.device, len(self.trial_seeds) + len(HIDDEN_SETS), available, source,
-                    workers=self.options.workers, transport=self.transport)
+                    workers=self.options.workers, transport=self.transport, tier=self.options.forced_tier)
+
+    def _plan_gpu(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The judge's `plan` request: the GPU memory free once it holds its context and the model (counted in
+        the plan, so given back to the figure) -> where it keeps the sets and makes the truth."""
+        free = int(request.get("gpu_free", 0)) + int(request.get("judge_allocated", 0))
+        try:
+            memory = self._gpu_plan_for(free)
+        except ProblemError:
+            self._others_hold_what_is_missing(free)
+            raise
+        self._gpu_plan = memory
+        if self.pool is not None and self.spare:
+            self.pool.resize(memory.spares)  # the spares started before the plan: only as many as it counts
+        self.progress(f"memory: {memory.describe()}")
+        return {"tier": memory.tier, "truth": memory.truth}
+
+    def _gpu_plan_for(self, free: int) -> MemoryPlan:
+        return plan(self.sizes, self.device, len(self.trial_seeds) + len(HIDDEN_SETS), *self.host_available,
+                    gpu_free=free, workers=self.options.workers, transport=self.transport,
+                    tier=self.options.forced_tier)
+
+    def _others_hold_what_is_missing(self, free: int) -> None:
+        """A GPU too short for the problem only because other processes hold its memory is the environment's
+        fault, not the problem's size: raise it as such, naming them."""
+        from kfoundry.evaluate.environment_faults import DOCTOR, OTHERS_MIN_BYTES, gpus_of, others_on, our_pids
+        from kfoundry.gpu_usage import gpu_usage
+
+        usage = gpu_usage()
+        strangers = others_on(gpus_of(self.device, usage), our_pids()) if usage.available else []
+        held = sum(p.used_bytes or 0 for _, p in strangers)
+        if held < OTHERS_MIN_BYTES:
+            return
+        try:
+            self._gpu_plan_for(free + held)
+        except ProblemError:
+            return  # too large even on the whole GPU: the problem's size
+        names = "; ".join(f"GPU {gpu.index}: {p.describe()}" for gpu, p in strangers)
+        raise EnvironmentFault(
+            f"the GPU has {free / 1e9:.1f} GB free for this problem's evaluation, which needs more, while other "
+            f"processes hold {held / 1e9:.1f} GB of it: {names}",
+            f"stop those processes or wait for them, or choose a free GPU with --device cuda:N ({DOCTOR})")
 
     def prepare(self) -> PreparedProblem:
         with self._prepare_lock:
@@ -252,37 +304,49 @@ class Evaluator:
             "exchange_dir": str(self._exchange.path),
             "cache_dir": str(self.cache_dir),
             "measure_device": opts.measure_device,
-            "resident": memory.resident,
+            "tier": memory.tier,
+            "truth": memory.truth,
         }
         # the spares warm up (imports, CUDA context) while the reference is computed
         self.pool = WorkerPool(self.device, spares=memory.spares if self.spare else 1, refill=self.spare,
-                               wrapper=opts.wrapper, memory_limit_bytes=self.memory_limit, sandbox=opts.sandbox)
+                               wrapper=opts.wrapper, memory_limit_bytes=self.memory_limit, sandbox=opts.sandbox,
+                               extra_env=self._problem_env())
         self.pool.fill()
         self.progress("reference: starting the judge")
         try:
-            result = self.judge.prepare(job, opts.reference_timeout_s, self.progress)
+            result = self.judge.prepare(job, opts.reference_timeout_s, self.progress, on_plan=self._plan_gpu)
         except BaseException:
             if early is not None:
                 early.close()
             raise
         self.reference_seconds = time.monotonic() - started
-        if self.device.startswith("cuda") and result.get("gpu_memory"):
-            memory = self._fit_gpu(memory, result["gpu_memory"]["free"])
+        if self.device.startswith("cuda") and self._gpu_plan is not None:
+            memory = self._gpu_plan
+            if result.get("gpu_memory"):
+                memory = self._fit_gpu(memory, result["gpu_memory"])
         self.plan = memory
         self._slots = threading.Semaphore(memory.workers)
         facts = DeviceFacts(**result["device_facts"])
         baselines = self._start_baselines(facts, judge_limit, early) if self.device.startswith("cuda") else None
+        if memory.baselines_first and isinstance(baselines, Baselines):
+            # the GPU cannot hold the baselines' forwards beside the candidates' workers: they go first
+            self.progress("reference: timing the baselines before the candidates (GPU memory)")
+            baselines.result()
         self.progress(f"reference: ready in {self.reference_seconds:.1f} s; {memory.describe()}")
         return PreparedProblem(self.source, result, self._exchange.path, len(self.trial_seeds), baselines,
                                memory, self.judge)
 
-    def _fit_gpu(self, memory: MemoryPlan, free: int) -> MemoryPlan:
-        """Fewer workers where the GPU memory left after the judge's sets is short."""
-        judge = memory.gpu_terms.get("judge", 0)
-        fitted = plan(memory.sizes, self.device, memory.sets, *self.host_available, gpu_free=free + judge,
-                      workers=memory.workers, transport=memory.transport)
-        fitted.resident = memory.resident
-        return fitted
+    def _fit_gpu(self, memory: MemoryPlan, gpu: dict[str, int]) -> MemoryPlan:
+        """Fewer workers (or the baselines first) where the GPU memory left once the judge has its sets is
+        short; the tier and the truth's place stay (the judge holds them now). The judge's figure is given
+        back to what is free, since the plan counts it."""
+        free = int(gpu["free"]) + int(gpu.get("judge_allocated", 0))
+        try:
+            return plan(memory.sizes, self.device, memory.sets, *self.host_available, gpu_free=free,
+                        workers=memory.workers, transport=memory.transport, tier=memory.tier, truth=memory.truth)
+        except ProblemError:  # what the judge measured says less than the plan: one worker, baselines first
+            return plan(memory.sizes, self.device, memory.sets, *self.host_available, gpu_free=None,
+                        workers=1, transport=memory.transport, tier=memory.tier, truth=memory.truth, first=True)
 
     def _start_baselines(self, facts: DeviceFacts, limit: int,
                          early: Worker | None) -> Baselines | dict[str, Any] | None:
@@ -312,13 +376,19 @@ class Evaluator:
         # torch.compile compiles in the baseline process itself: its default pool of compile workers (one
         # per core, 0.38 GB each) took 7 GB of host memory on a 16-core H200 host, for a baseline that no
         # verdict waits for (measured: benchmarks/results/eval_throughput-h200-20261201e*.json)
-        return {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        return {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"), "TORCHINDUCTOR_COMPILE_THREADS": "1",
+                **self._problem_env()}
+
+    def _problem_env(self) -> dict[str, str]:
+        """Every process of this problem's: its folder first on sys.path; the cache closed to candidates."""
+        return problem_environment(self.source.path, [self.cache_dir, *map(Path, self.options.private_paths)])
 
     # -- the candidate side ---------------------------------------------------------------
     def evaluate(self, candidate: str | Path) -> Evaluation:
         path = Path(candidate)
         text = read_source(path, CandidateFileError, "candidate")
         prepared = self.prepare()
+        self._stop_for(None)
         evaluation = self._new_evaluation(path.resolve())
         if self.options.guard and not static_guard(evaluation, text, self.options.policy):
             evaluation.diagnosis = diagnose(evaluation, text)
@@ -326,7 +396,10 @@ class Evaluator:
         marks = [("", time.perf_counter())]
         with self._slots:
             marks.append(("wait_slot_s", time.perf_counter()))
+            self._stop_for(None)  # a fault met while this one waited for its slot
             worker = self.pool.take()
+            with self._running_lock:
+                self._running.add(worker)
             marks.append(("wait_worker_s", time.perf_counter()))
             checks = CandidateChecks()
             judge_time = [0.0]
@@ -370,7 +443,10 @@ class Evaluator:
                 marks.append(("worker_s", time.perf_counter()))
                 evaluation.sandbox = worker.sandbox
             finally:
+                with self._running_lock:
+                    self._running.discard(worker)
                 worker.close()
+        self._stop_for(candidate_fault(outcome, self.device, [str(copy), str(worker.workdir)]))
         self._judge(evaluation, outcome, checks)
         self._note_sandbox(evaluation)
         # judge_s: this candidate's wait on the judge (queued behind other candidates' orders too)
@@ -385,16 +461,41 @@ class Evaluator:
         marks.append(("diagnose_s", time.perf_counter()))
         evaluation.durations_s.update({f"parent_{label}": round(t1 - t0, 3)
                                        for (_, t0), (label, t1) in zip(marks, marks[1:])})
-        evaluation.settings["memory"] = {"plan": self.plan.describe(), "worker_budget_bytes": self.memory_limit,
-                                         "guard": outcome.memory_guard}
+        evaluation.settings["memory"] = {"plan": self.plan.describe(), "tier": self.plan.tier, "truth": self.plan.truth,
+                                         "host_bytes": self.plan.host_bytes, "gpu_bytes": self.plan.gpu_bytes or None,
+                                         "worker_budget_bytes": self.memory_limit, "guard": outcome.memory_guard}
         self.progress(f"candidate {path.stem}: {evaluation.status}")
         return evaluation
+
+    def _stop_for(self, fault: EnvironmentFault | None) -> None:
+        """Raise the environment's fault (this one, or one another evaluation met first); on the first, end
+        the workers of the evaluations still running: they would fail the same way, and their candidates
+        are not to be charged with it."""
+        with self._running_lock:
+            if self._fault is None and fault is not None:
+                self._fault = fault
+                running, self._running = list(self._running), set()
+            else:
+                running = []
+        for worker in running:
+            worker.kill()
+        if self._fault is not None:
+            raise self._fault
+
+    def stop(self, fault: EnvironmentFault) -> None:
+        """End this evaluator's running evaluations for a fault met elsewhere (another device's evaluator of
+        the same pool): each of them, and every later one, raises it."""
+        try:
+            self._stop_for(fault)
+        except EnvironmentFault:
+            pass
 
     def _check_sandbox(self, worker: Worker) -> None:
         """--sandbox strict: a worker that lacks any restriction runs nothing."""
         if self.options.sandbox != "strict":
             return
-        worker.wait_ready(READY_TIMEOUT_S)
+        if not worker.wait_ready(READY_TIMEOUT_S) and worker.process.poll() is not None:
+            return  # it died before saying anything: its outcome tells why (an environment fault, say)
         missing = worker.sandbox.get("missing") if worker.sandbox else ["the worker reported no sandbox"]
         if missing:
             raise UsageError("--sandbox strict: this machine cannot put every restriction in force, so no candidate "

@@ -7,9 +7,11 @@ several at once: put a set's inputs where a candidate's worker can take them, an
 worker computed with what is expected (one comparison at a time). The expected outputs never leave
 this process.
 
-Where they fit (`resident`), every set's expected outputs stay in memory — on the GPU for a GPU
-problem, so comparisons run there in milliseconds; otherwise a set is computed again when it is
-needed and only the last one is kept, so memory does not grow with the number of trials.
+Where the sets are kept is the memory plan's tier (kfoundry.evaluate.expected): all of them on the
+judge's device where they fit, so comparisons run there in milliseconds; else their expected outputs
+in host memory; else one set at a time, computed again when it is needed, its float64 truth made only
+when a comparison needs it. On a GPU the parent chooses the tier once this process has made its
+context and measured the memory free (a `plan` request).
 """
 
 from __future__ import annotations
@@ -28,33 +30,15 @@ from kfoundry import problem as problems
 from kfoundry.diagnose.numeric import error_pattern, nondeterminism
 from kfoundry.errors import ProblemError
 from kfoundry.evaluate import transport, truth as truths
-from kfoundry.evaluate.compare import IndexSource, compare_outputs, flatten_outputs
+from kfoundry.evaluate.compare import compare_outputs, flatten_outputs
 from kfoundry.evaluate.compiling import compile_off_gpu
 from kfoundry.evaluate.device_facts import device_facts
+from kfoundry.evaluate.expected import ExpectedSet, Reference, detached, inputs_changed
 from kfoundry.evaluate.gpu_lock import ThreadLocks
-from kfoundry.evaluate.index_sources import IndexRecorder
 from kfoundry.evaluate.reference_job import (INPUT_INDEPENDENT, NEAR_ZERO_PREFIX, NONDETERMINISTIC, all_close,
-                                             clone_inputs, draw_inputs, near_zero, plain, synchronize, upcast,
-                                             with_outliers)
+                                             clone_inputs, near_zero, plain, synchronize)
 from kfoundry.evaluate.timing import spent
 from kfoundry.types import to_jsonable
-
-HIDDEN_SETS = ("probe", "outlier")  # input sets the guard uses, never the trials
-
-
-def _inputs_changed(before: list, after: list) -> int | None:
-    """Index of the first input tensor that differs between the two lists, if any."""
-    for i, (a, b) in enumerate(zip(before, after)):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            if a.shape != b.shape or a.dtype != b.dtype:
-                return i
-            b = b.to(a.device)
-            same = a == b
-            if a.is_floating_point():
-                same |= torch.isnan(a) & torch.isnan(b)
-            if not bool(same.all()):
-                return i
-    return None
 
 
 GARBAGE_SAMPLE = 1 << 24  # elements of each run the typical magnitude is taken from
@@ -86,104 +70,6 @@ def _garbage_only(a: torch.Tensor, b: torch.Tensor) -> bool:
     return True
 
 
-class ExpectedSet:
-    """One input set: its inputs, the reference's output on them and the float64 truth (the truth's
-    leaves, float ones held as corrections: kfoundry.evaluate.truth)."""
-
-    def __init__(self, name: str, seed: int, inputs: list, reference: Any, truth: Any,
-                 index_sources: dict[int, IndexSource], inputs_after: list | None) -> None:
-        self.name, self.seed, self.inputs = name, seed, inputs
-        self.reference, self.truth, self.index_sources = reference, truth, index_sources
-        self.inputs_after = inputs_after  # None: the reference leaves its inputs as they were
-
-
-class Reference:
-    """The problem's model (and its float64 copy) on the judge's device, and how to get any set."""
-
-    def __init__(self, job: dict[str, Any], channel) -> None:
-        self.job, self.channel = job, channel
-        self.device = job["device"]
-        self.dtype = problems.torch_dtype(job["precision"])
-        source = problems.ProblemSource(path=Path(job["problem_path"]), text=job["problem_text"],
-                                        overrides=job["overrides"])
-        self.module = problems.load_problem_module(source)
-        self.init_inputs = problems.init_inputs_of(self.module)
-        try:
-            self.model = problems.build_model(self.module.Model, self.init_inputs, job["init_seed"], self.dtype,
-                                              self.device, job["eval_mode"])
-        except Exception as exc:
-            raise ProblemError(f"constructing the problem's Model raised {type(exc).__name__}: {exc}") from None
-        self.truth_status = "float64"
-        self.model64 = None
-        try:
-            import copy
-
-            self.model64 = copy.deepcopy(self.model).to(torch.float64)
-        except Exception as exc:
-            self.truth_status = f"unavailable: the model could not be cast to float64 ({type(exc).__name__}: {exc})"
-        trials = list(job["trial_seeds"])
-        self.seeds = {str(k): seed for k, seed in enumerate(trials)}
-        self.seeds["probe"] = job["probe_seed"]
-        self.seeds["outlier"] = job["probe_seed"] + 1
-        self.names = [str(k) for k in range(len(trials))] + list(HIDDEN_SETS)
-        self.resident = bool(job.get("resident", True))
-        self.sets: dict[str, ExpectedSet] = {}
-        self._inputs0: list | None = None
-
-    def make_inputs(self, name: str) -> list:
-        if name == "outlier":
-            return with_outliers(self.make_inputs("0"), self.seeds["outlier"])
-        if name == "0" and self._inputs0 is not None:
-            return clone_inputs(self._inputs0)
-        return draw_inputs(self.module, self.seeds[name], self.dtype, self.device)
-
-    def compute(self, name: str) -> ExpectedSet:
-        inputs = self.make_inputs(name)
-        seed = self.seeds[name]
-        recorder = IndexRecorder()
-        run_inputs = clone_inputs(inputs)
-        problems.seed_everything(seed)  # the candidate's forward gets the same random state
-        with torch.no_grad(), recorder:
-            out = self.model(*run_inputs)
-        synchronize(self.device)
-        reference, truth = _detached(out), None
-        if self.model64 is not None:
-            try:
-                problems.seed_everything(seed)
-                with torch.no_grad():
-                    full = _detached(self.model64(*upcast(clone_inputs(inputs))))
-                truth = truths.compact(flatten_outputs(reference), flatten_outputs(full))
-                del full
-            except Exception as exc:
-                self.truth_status = f"unavailable: the float64 reference failed ({type(exc).__name__}: {exc})"
-                self.model64 = None
-        sources = {i: IndexSource(**s) for i, s in recorder.sources_for(out).items()}
-        for source in sources.values():
-            source.values = source.values.to(self.device)
-        after = None if _inputs_changed(inputs, run_inputs) is None else run_inputs
-        return ExpectedSet(name, seed, inputs, reference, truth, sources, after)
-
-    def get(self, name: str) -> ExpectedSet:
-        found = self.sets.get(name)
-        if found is None:
-            found = self.compute(name)
-            if not self.resident:
-                self.sets.clear()  # one set at a time
-            self.sets[name] = found
-        return found
-
-
-def _detached(value: Any) -> Any:
-    """Outputs as plain tensors on the judge's device (CPU outputs of a GPU model stay where they are)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().as_subclass(torch.Tensor).clone()
-    if isinstance(value, (list, tuple)):
-        return [_detached(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    return value
-
-
 def _layout(inputs: list) -> Any:
     """A set's tensor layouts as the `inputs` order describes them; None where they cannot be carried."""
     try:
@@ -192,23 +78,36 @@ def _layout(inputs: list) -> Any:
         return None
 
 
+def _check_redrawn(ref: Reference, first: ExpectedSet) -> None:
+    """Outside the resident tier a set's inputs are drawn again from its seed whenever it is needed: they
+    must come out the same."""
+    again = ref.make_inputs("0")
+    if not all_close(again, first.inputs, 0.0):
+        raise ProblemError("get_inputs() does not give the same inputs again for the same seed (it draws from a "
+                           "source kfoundry does not seed?), and at these sizes the judge keeps one input set at a "
+                           "time and draws them again when needed: draw with torch's random functions, or shrink "
+                           "the problem with --set so that every set is kept")
+
+
 def prepare(ref: Reference, channel) -> dict[str, Any]:
-    """Every set once (kept when resident), the weak-problem checks, the cost and the device's facts."""
+    """Every set once (kept as the tier says), the weak-problem checks, the cost and the device's facts."""
     job, device = ref.job, ref.device
     tol = job["tolerance"]
     warnings: list[str] = []
+    started = time.monotonic()
     channel.phase("inputs")
     channel.phase("expected")
-    first = ref.compute("0")
+    first = ref.compute("0")  # with its truth, in every tier: whether the truth can be made is known now
     if not any(isinstance(x, torch.Tensor) for x in flatten_outputs(first.reference)):
         # nothing to compare: every candidate would pass, or be judged a ghost
         found = "None" if first.reference is None else type(first.reference).__name__
         raise ProblemError(f"the problem's forward returns no tensor ({found}): a kernel is judged by the tensors "
                            "its forward returns, so Model.forward must return at least one")
-    ref._inputs0 = clone_inputs(first.inputs)
+    if not ref.resident:
+        _check_redrawn(ref, first)
     # the same inputs once more, the RNG not reset in between: random ops (Dropout) show as a difference
     with torch.no_grad():
-        again = _detached(ref.model(*clone_inputs(first.inputs)))
+        again = detached(ref.model(*clone_inputs(first.inputs)), ref.owned)
     synchronize(device)
     if not all_close(first.reference, again, tol):
         warnings.append(NONDETERMINISTIC)
@@ -220,24 +119,25 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
                    for x in flatten_outputs(first.reference) if isinstance(x, torch.Tensor)]
     near, independent = near_zero(first.reference, tol), False
     cost = problems.measure_cost(ref.model, clone_inputs(first.inputs), first.reference)
-    ref.sets["0"] = first
+    ref.keep(first)
     layouts = {"0": _layout(first.inputs)}
     for name in ref.names[1:]:
-        expected = ref.compute(name)
+        expected = ref.compute(name, with_truth=not ref.lazy_truth or ref.tier == "host")
         layouts[name] = _layout(expected.inputs)
         near = near and near_zero(expected.reference, tol)
         if name == "probe":  # fresh data: the same output means it does not depend on its inputs
             independent = (all_close(expected.reference, first.reference, tol)
-                           and not all_close(plain(expected.inputs), plain(first.inputs), 0.0))
-        if ref.resident:
-            ref.sets[name] = expected
+                           and not all_close(expected.inputs, first.inputs, 0.0))
+        ref.keep(expected)
         del expected
     if not ref.resident:
         ref.sets = {}
+    del first
     if near:
         warnings.append(f"{NEAR_ZERO_PREFIX} ({tol:g}) of zero, so a kernel that writes zeros passes")
     if independent:
         warnings.append(INPUT_INDEPENDENT)
+    sets_seconds = time.monotonic() - started
     cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
     facts = device_facts(device, cache_dir, measure=job.get("measure_device", True))
     folder = Path(job["exchange_dir"])
@@ -250,6 +150,8 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         "cost": to_jsonable(cost),
         "device_facts": to_jsonable(facts),
         "resident": ref.resident,
+        "tier": ref.tier,
+        "sets_seconds": round(sets_seconds, 3),
         # each set's tensor layouts: a worker allocates its buffers from these, with no order to ask for them
         "input_layouts": layouts,
     }
@@ -258,7 +160,8 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         # the forwards' temporaries go back to the device: from now on the candidates' workers need it
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info(device)
-        result["gpu_memory"] = {"free": free, "total": total, "judge_allocated": torch.cuda.memory_allocated(device)}
+        result["gpu_memory"] = {"free": free, "total": total, "judge_allocated": torch.cuda.memory_allocated(device),
+                                "judge_peak": torch.cuda.max_memory_allocated(device)}
     return result
 
 
@@ -310,15 +213,23 @@ def _compare(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
     if order.get("inputs") is not None:
         with spent(parts, "inputs"):
             after = _open(order["inputs"], folder, ref.device)
-            changed = _inputs_changed(expected.inputs, list(after) if isinstance(after, (list, tuple)) else [after])
+            changed = inputs_changed(expected.inputs, list(after) if isinstance(after, (list, tuple)) else [after])
             if changed is not None and expected.inputs_after is not None:
-                changed = None if _inputs_changed(expected.inputs_after, list(after)) is None else changed
+                changed = None if inputs_changed(expected.inputs_after, list(after)) is None else changed
             reply["changed_input"] = changed
             del after
     on = ref.device if ref.device.startswith("cuda") else None
     with spent(parts, "compare"):
         comparison = compare_outputs(data, expected.reference, expected.truth, atol, atol, expected.index_sources,
                                      device=on)
+    if not comparison.passed and expected.truth is None and _values_differ(comparison):
+        # not allclose to the reference: the float64 truth arbitrates, made now where it is made on demand
+        with spent(parts, "truth"):
+            truth = ref.truth_for(expected)
+        if truth is not None:
+            with spent(parts, "compare"):
+                comparison = compare_outputs(data, expected.reference, truth, atol, atol, expected.index_sources,
+                                             device=on)
     reply.update(passed=comparison.passed, message=comparison.message, failed_output=comparison.failed_output,
                  outputs=[to_jsonable(o) for o in comparison.outputs])
     if not comparison.passed and order.get("pattern") and comparison.failed_output is not None:
@@ -341,6 +252,13 @@ def _compare(ref: Reference, order: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+def _values_differ(comparison) -> bool:
+    """Whether the failed output was a float tensor compared value by value (not a shape, dtype or count)."""
+    index = comparison.failed_output
+    return index is not None and index < len(comparison.outputs) and \
+        comparison.outputs[index].max_abs_error is not None and comparison.outputs[index].error_ratio_candidate is None
+
+
 def _pattern(data: Any, expected: ExpectedSet, index: int, atol: float, name: str) -> dict[str, Any] | None:
     """What the wrong output looks like (kfoundry.diagnose.numeric), for the diagnosis."""
     candidate, reference = flatten_outputs(data), flatten_outputs(expected.reference)
@@ -351,13 +269,46 @@ def _pattern(data: Any, expected: ExpectedSet, index: int, atol: float, name: st
     t = truth[index] if truth is not None and len(truth) == len(reference) else None
     if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)):
         return None
+    where = None
+    if c.shape == r.shape and c.numel() > PATTERN_ELEMENTS:
+        c, r, t, where = _leading_block(c, r, t)
     t = truths.as_float64(t, r)
     try:
         pattern = error_pattern(c.to(r.device), r, atol, atol, t if isinstance(t, torch.Tensor) else None)
     except Exception as exc:  # evidence for the diagnosis, never a reason to lose the verdict
         return {"error": f"{type(exc).__name__}: {exc}"}
     pattern["output"], pattern["input_set"] = index, name
+    if where:
+        pattern["block"] = where
     return to_jsonable(pattern)
+
+
+# the pattern's analysis holds several float64 copies of an output in host memory: an 8.6 GB output took
+# the judge past 110 GB on the H200; larger outputs are read through a leading block of this many elements
+PATTERN_ELEMENTS = 1 << 26
+
+
+def _leading_block(c: torch.Tensor, r: torch.Tensor, t: Any) -> tuple[torch.Tensor, torch.Tensor, Any, str]:
+    """The same leading block of the three (whole rows of the first dims, as many as PATTERN_ELEMENTS
+    allow), and its description."""
+    index: list = []
+    shape = list(c.shape)
+    for dim, size in enumerate(shape):
+        inner = 1
+        for rest in shape[dim + 1:]:
+            inner *= rest
+        keep = max(1, min(size, PATTERN_ELEMENTS // max(inner, 1)))
+        index.append(slice(0, keep))
+        if keep > 1 or inner <= PATTERN_ELEMENTS:
+            break
+        index[-1] = slice(0, 1)  # one index of this dim is still too large: go one dim deeper
+    block = tuple(index)
+    if isinstance(t, truths.Correction):
+        t = truths.Correction(t.correction[block])
+    elif isinstance(t, torch.Tensor):
+        t = t[block]
+    described = ", ".join(f"{s.stop} of {size}" for s, size in zip(index, shape))
+    return c[block], r[block], t, f"the leading block [{described}] of the output (it holds {c.numel()} elements)"
 
 
 def _repeat(first: Any, second: Any, atol: float) -> dict[str, Any] | None:
@@ -415,6 +366,22 @@ def serve(ref: Reference, order: dict[str, Any], locks: ThreadLocks, heavy: thre
     channel.send(answer=order.get("id"), **answer)
 
 
+def _plan(ref: Reference, job: dict[str, Any], channel) -> tuple[str, str]:
+    """Where the sets are kept and the truth is made. On a GPU the parent plans it from the memory free
+    once this process holds its context and the model (the parent itself never touches the GPU); on the
+    CPU the job says."""
+    if not ref.device.startswith("cuda"):
+        tier = job.get("tier") or ("resident" if job.get("resident", True) else "per_set")
+        return tier, job.get("truth", "device")
+    synchronize(ref.device)
+    free, total = torch.cuda.mem_get_info(ref.device)
+    reply = channel.request("plan", gpu_free=free, gpu_total=total,
+                            judge_allocated=torch.cuda.memory_allocated(ref.device))
+    if reply.get("refuse"):
+        raise ProblemError(reply["refuse"])
+    return reply["tier"], reply["truth"]
+
+
 def run_judge(job: dict[str, Any], channel) -> dict[str, Any]:
     locks = ThreadLocks("judge")
     compile_off_gpu(locks)  # its comparison kernel compiles on the first compare
@@ -423,6 +390,8 @@ def run_judge(job: dict[str, Any], channel) -> dict[str, Any]:
     try:
         with locks.shared("reference"):
             ref = Reference(job, channel)
+        ref.set_plan(*_plan(ref, job, channel))  # not under the lock: it waits for the parent
+        with locks.shared("reference"):
             prepared = prepare(ref, channel)
     except ProblemError as exc:
         return {"problem_error": str(exc)}

@@ -13,6 +13,7 @@ from kfoundry.problem import DEFAULT_TOLERANCE, PRECISIONS
 BASELINE_NAMES = ("eager", "compile", "compile-max-autotune", "compile-max-autotune-no-cudagraphs",
                   "compile-reduce-overhead")
 SANDBOX_MODES = ("on", "strict", "off")
+MEMORY_TIERS = ("auto", "resident", "host", "per-set")  # kfoundry.evaluate.memory_plan's tiers, as typed
 
 
 VERDICT_FIELDS = ("device", "precision", "trials", "tolerance", "timeout_s", "seed", "eval_mode", "timing_trials",
@@ -39,6 +40,8 @@ class EvalOptions:
     measure_device: bool = True
     memory_limit_bytes: int | None = None  # host memory the evaluator may plan for; None: what is free
     workers: int | None = None  # candidates evaluated at once; None: sized by CPU cores and free memory
+    memory_tier: str = "auto"  # where the judge keeps the expected outputs; auto: the best that fits
+    private_paths: tuple[str, ...] = ()  # what candidates may never read, beyond what the sandbox knows (a run folder)
     transport: str = "ipc"  # GPU: how outputs reach the judge ("ipc": CUDA IPC, no copy; "file")
     policy: str = "strict"  # strict: all computation in the candidate's kernels; permissive: PyTorch compute warns
     ncu: bool = False  # GPU: re-run a working candidate under Nsight Compute for the diagnosis
@@ -52,6 +55,11 @@ class EvalOptions:
         data = {name: getattr(self, name) for name in VERDICT_FIELDS}
         data["baselines"] = list(data["baselines"])
         return data
+
+    @property
+    def forced_tier(self) -> str | None:
+        """The memory plan's tier this option forces (None: auto)."""
+        return None if self.memory_tier == "auto" else self.memory_tier.replace("-", "_")
 
     @property
     def atol(self) -> float:
@@ -70,6 +78,8 @@ class EvalOptions:
             raise UsageError("--workers must be at least 1")
         if self.memory_limit_bytes is not None and self.memory_limit_bytes < (256 << 20):
             raise UsageError("--memory-limit must be at least 0.25 GB")
+        if self.memory_tier not in MEMORY_TIERS:
+            raise UsageError(f"unknown memory tier {self.memory_tier!r}: use one of {', '.join(MEMORY_TIERS)}")
         if self.transport not in ("ipc", "file"):
             raise UsageError(f"unknown transport {self.transport!r}: use ipc or file")
         if self.sandbox not in SANDBOX_MODES:
@@ -100,7 +110,9 @@ def resolve_device(device: str | None, precision: str) -> str:
     if device == "cuda" or device.startswith("cuda:"):
         if not torch.cuda.is_available():
             raise UsageError(f"--device {device}: no CUDA GPU is available on this machine (use --device cpu)")
-        index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+        # "cuda" is the first visible GPU: this process never selects one, and asking torch which it has
+        # (current_device) initializes CUDA here, in the process that must not touch the GPU
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
         if not 0 <= index < torch.cuda.device_count():
             raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         return f"cuda:{index}"

@@ -48,13 +48,28 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+CHUNK = 1 << 25  # elements per pass: float64 temporaries of 256 MB, whatever the tensor's size
+
+
+def _tensor_close(x: torch.Tensor, y: torch.Tensor, tol: float) -> bool:
+    """allclose in float64 (NaN equal to NaN), a chunk at a time: outputs can be GBs."""
+    if x.shape != y.shape:
+        return False
+    fx, fy = x.reshape(-1), y.to(x.device).reshape(-1)
+    for begin in range(0, fx.numel(), CHUNK):
+        if not torch.allclose(fx[begin:begin + CHUNK].double(), fy[begin:begin + CHUNK].double(), atol=tol,
+                              rtol=tol, equal_nan=True):
+            return False
+    return True
+
+
 def all_close(a: Any, b: Any, tol: float) -> bool:
     la, lb = flatten_outputs(a), flatten_outputs(b)
     if len(la) != len(lb):
         return False
     for x, y in zip(la, lb):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or not torch.allclose(x.double(), y.double(), atol=tol, rtol=tol, equal_nan=True):
+            if not _tensor_close(x, y, tol):
                 return False
         elif x != y:
             return False
@@ -63,7 +78,14 @@ def all_close(a: Any, b: Any, tol: float) -> bool:
 
 def near_zero(value: Any, tol: float) -> bool:
     leaves = [x for x in flatten_outputs(value) if isinstance(x, torch.Tensor) and x.is_floating_point()]
-    return bool(leaves) and all(bool((x.double().abs() <= tol).all()) for x in leaves)
+    if not leaves:
+        return False
+    for x in leaves:
+        flat = x.reshape(-1)
+        for begin in range(0, flat.numel(), CHUNK):
+            if not bool((flat[begin:begin + CHUNK].double().abs() <= tol).all()):
+                return False
+    return True
 
 
 def with_outliers(inputs: list, seed: int, fraction: float = 1e-3) -> list:
@@ -75,8 +97,11 @@ def with_outliers(inputs: list, seed: int, fraction: float = 1e-3) -> list:
             y = x.detach().clone()
             flat = y.view(-1) if y.is_contiguous() else y.reshape(-1)
             count = max(1, int(flat.numel() * fraction))
-            index = torch.randint(0, flat.numel(), (count,), generator=generator).to(flat.device)
-            signs = (torch.randint(0, 2, (count,), generator=generator) * 2 - 1).to(flat.device, flat.dtype)
+            # each position once: a GPU's scatter keeps one of two values written to one place at random, and a
+            # set drawn again (the judge's one-set tiers) must come out the same
+            index = torch.unique(torch.randint(0, flat.numel(), (count,), generator=generator))
+            signs = (torch.randint(0, 2, (index.numel(),), generator=generator) * 2 - 1).to(flat.device, flat.dtype)
+            index = index.to(flat.device)
             magnitude = 10.0 * max(1.0, float(x.detach().abs().max()))
             flat[index] = signs * magnitude
             if not y.is_contiguous():

@@ -6,7 +6,7 @@ prepared, the evaluator, the experts, the router, the islands, the stop rules an
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,10 @@ class Session:
     def evaluator(self, progress: Any) -> tuple[Any, int]:
         """One worker (the default), one per local device (--devices), or Ray actors (--cluster)."""
         s = self.settings
+        # the run's folder and the library, wherever they are, stay closed to candidates
+        private = [str(self.store.run_dir)] + ([s.library] if s.library and s.library != "off" else [])
+        self.config.eval = replace(self.options, private_paths=tuple(dict.fromkeys(
+            [*self.options.private_paths, *private])))
         if s.cluster:
             from kfoundry.distributed import RayEvaluator, connect, require_ray
 
