@@ -20,6 +20,7 @@ skips the runs a previous JSON holds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import platform
@@ -91,7 +92,7 @@ def run_one(problem: Path, candidate: Path, tier: str, args, overrides: dict) ->
     index = int(args.device.split(":")[1]) if ":" in args.device else 0
     sampler = GpuPeak(index) if args.device.startswith("cuda") else None
     try:
-        with (sampler or _nothing()), Evaluator(problem, options, progress=lambda m: print("   ", m, flush=True),
+        with (sampler or contextlib.nullcontext()), Evaluator(problem, options, progress=lambda m: print("   ", m, flush=True),
                                                 spare=False, wait_baselines=True) as evaluator:
             evaluation = evaluator.evaluate(candidate)
             plan = evaluator.plan
@@ -115,14 +116,6 @@ def run_one(problem: Path, candidate: Path, tier: str, args, overrides: dict) ->
         record["gpu_in_use_before_gb"] = round(sampler.before / GB, 2)
         record["holders_at_peak"] = sampler.holders
     return record
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 def table(records: list[dict]) -> str:

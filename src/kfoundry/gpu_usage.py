@@ -9,7 +9,6 @@ why. Nothing here imports torch.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -56,15 +55,6 @@ class GpuUsage:
 
     def processes(self) -> list[tuple[GpuMemory, GpuProcess]]:
         return [(gpu, p) for gpu in self.gpus for p in gpu.processes]
-
-    def held_by(self, pid: int) -> int:
-        """Bytes the process holds on all GPUs (0 where it holds none, or the driver does not say)."""
-        return sum(p.used_bytes or 0 for _, p in self.processes() if p.pid == pid)
-
-    def holders(self, exclude: set[int] | frozenset[int] = frozenset()) -> str:
-        """A line per process holding memory, for an error message; '' where none is known."""
-        lines = [f"GPU {gpu.index}: {p.describe()}" for gpu, p in self.processes() if p.pid not in exclude]
-        return "; ".join(lines)
 
 
 def _name(pid: int) -> str:
@@ -147,7 +137,3 @@ def gpu_usage() -> GpuUsage:
     else:
         reasons.append("no nvidia-smi on PATH")
     return GpuUsage(reason="; ".join(reasons))
-
-
-def held_by_this_process() -> int:
-    return gpu_usage().held_by(os.getpid())

@@ -145,8 +145,6 @@ def problem_facts(problem_path: str | Path, set_values: dict[str, Any] | None = 
                   outputs: list[dict[str, Any]] | None = None) -> ProblemFacts:
     """Draw the inputs (DRAW_SEEDS) at the run's sizes and describe them. Inputs above MAX_DRAW_BYTES are
     described from one draw on the meta device (shapes and dtypes, no values)."""
-    import torch
-
     from kfoundry.problem import on_host, read_problem
 
     problem = read_problem(problem_path, set_values)

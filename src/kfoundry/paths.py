@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -13,3 +14,14 @@ def cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kfoundry"
+
+
+def inside(path: str, roots: Iterable[str]) -> bool:
+    """Whether `path` is one of `roots` or lies below one, symbolic links resolved (empty roots skipped)."""
+    real = os.path.realpath(path)
+    for root in roots:
+        if root:
+            base = os.path.realpath(root)
+            if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
+                return True
+    return False

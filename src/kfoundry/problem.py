@@ -215,57 +215,54 @@ def load_problem_module(problem: ProblemSource) -> ModuleType:
     return module
 
 
-class _HostOnly:
-    """A torch function mode (made on first use: torch is imported late) that keeps a problem's tensors off the
-    GPU while the main process reads it: `.cuda()` is the tensor itself, and a CUDA device given to a factory or
-    to `.to()` becomes `device` (the meta device or the CPU)."""
+def _host_only_mode(device: str):
+    """A torch function mode that keeps a problem's tensors off the GPU while the main process reads it:
+    `.cuda()` is the tensor itself, and a CUDA device given to a factory or to `.to()` becomes `device`
+    (the meta device or the CPU). Made on use: torch is imported late."""
+    import torch
+    from torch.overrides import TorchFunctionMode
 
-    @staticmethod
-    def make(device: str):
-        import torch
-        from torch.overrides import TorchFunctionMode
+    def host(value):
+        text = str(value) if isinstance(value, (str, torch.device)) else ""
+        return device if text.startswith("cuda") else value
 
-        def host(value):
-            text = str(value) if isinstance(value, (str, torch.device)) else ""
-            return device if text.startswith("cuda") else value
+    class HostOnly(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func is torch.Tensor.cuda:
+                return args[0]
+            if "device" in kwargs:
+                kwargs["device"] = host(kwargs["device"])
+            if func is torch.Tensor.to:
+                args = tuple(host(a) if i else a for i, a in enumerate(args))
+            return func(*args, **kwargs)
 
-        class HostOnly(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = dict(kwargs or {})
-                if func is torch.Tensor.cuda:
-                    return args[0]
-                if "device" in kwargs:
-                    kwargs["device"] = host(kwargs["device"])
-                if func is torch.Tensor.to:
-                    args = tuple(host(a) if i else a for i, a in enumerate(args))
-                return func(*args, **kwargs)
+    return HostOnly()
 
-        return HostOnly()
+
+def _refuse_cuda() -> None:
+    raise ProblemError("the problem asked for the GPU while kfoundry read it in its main process, which "
+                       "never uses the GPU (its evaluation processes run the problem there)")
 
 
 @contextmanager
 def on_host(device: str = "cpu"):
     """While the main process loads, builds or runs a problem (sizing it, its signature, the composer's trace):
     whatever the problem asks of CUDA stays on `device`, and a CUDA context it would still make is refused,
-    so that the main process never holds GPU memory (its evaluation processes run it on the GPU)."""
+    so that the main process never holds GPU memory (its evaluation processes run it on the GPU). In an API
+    user's process that uses the GPU already, only the first part: the context is theirs."""
     import torch
 
-    if torch.cuda.is_initialized():  # an API user's process that uses the GPU already: theirs to decide
-        with _HostOnly.make(device):
-            yield
-        return
+    guard = not torch.cuda.is_initialized()
     lazy_init = torch.cuda._lazy_init
-
-    def refuse() -> None:
-        raise ProblemError("the problem asked for the GPU while kfoundry read it in its main process, which "
-                           "never uses the GPU (its evaluation processes run the problem there)")
-
-    torch.cuda._lazy_init = refuse  # torch's one door to a CUDA context, looked up by name
+    if guard:
+        torch.cuda._lazy_init = _refuse_cuda  # torch's one door to a CUDA context, looked up by name
     try:
-        with _HostOnly.make(device):
+        with _host_only_mode(device):
             yield
     finally:
-        torch.cuda._lazy_init = lazy_init
+        if guard:
+            torch.cuda._lazy_init = lazy_init
 
 
 def torch_dtype(precision: str):

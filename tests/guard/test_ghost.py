@@ -4,7 +4,9 @@ the ghost run is only sound because it poisons every tensor forward allocates un
 
 Legitimate kernels are `ok` and the problem is called weak; a kernel that never stores into the output
 leaves NaN (`wrong_output`, the trials poison what forward allocates too); an output computed once and
-returned again is `cheating` by ghost-replay, whether it is kept in a module global or held by the model."""
+returned again is `cheating` by ghost-replay, whether it is kept in a module global or held by the model.
+The candidates share their kernels through a module beside the problem (pool_lse_kernels.py,
+deep_mlp_kernels.py), imported as a user's candidate imports the user's own code."""
 
 from pathlib import Path
 

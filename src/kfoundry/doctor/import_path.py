@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kfoundry.doctor.check import Check, passed, problem
+from kfoundry.paths import inside
 
 # what a worker loads before any job's code: the sandbox's entry point, the worker, the jobs' modules
 WORKER_MODULES = ("kfoundry.sandbox.start", "kfoundry.evaluate.worker", "kfoundry.evaluate.candidate_job",
@@ -112,14 +113,10 @@ def worker_packages() -> frozenset[str]:
 
 def _under(path: str, roots: Iterable[str]) -> bool:
     """Inside one of `roots`; a root ending in a separator (a folder granted entry by entry) holds only itself."""
-    real = os.path.realpath(path)
-    for root in roots:
-        if not root:
-            continue
-        base = os.path.realpath(root)
-        if real == base or (not root.endswith(os.sep) and real.startswith(base.rstrip(os.sep) + os.sep)):
-            return True
-    return False
+    roots = list(roots)
+    whole = [root for root in roots if not root.endswith(os.sep)]
+    itself = [os.path.realpath(root) for root in roots if root.endswith(os.sep)]
+    return inside(path, whole) or os.path.realpath(path) in itself
 
 
 def sandbox_reads(entries: list[str]) -> list[str] | None:
@@ -130,11 +127,8 @@ def sandbox_reads(entries: list[str]) -> list[str] | None:
         from kfoundry.sandbox import policy
 
         workdir = Path(tempfile.gettempdir()) / "kfoundry-doctor-rules"
-        try:
-            rules = policy.worker_rules(workdir, gpu=False, import_path=entries)
-        except TypeError:  # a policy without the import_path parameter: it reads sys.path itself
-            rules = policy.worker_rules(workdir, gpu=False)
-        return list(rules.read) + [os.path.join(folder, "") for folder in getattr(rules, "listing", [])]
+        rules = policy.worker_rules(workdir, gpu=False, import_path=entries)
+        return list(rules.read) + [os.path.join(folder, "") for folder in rules.listing]
     except Exception:  # noqa: BLE001 -- the OS-level check still stands
         return None
 

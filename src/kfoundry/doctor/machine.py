@@ -10,7 +10,7 @@ import os
 import platform
 
 from kfoundry.doctor.check import Check, passed, problem
-from kfoundry.evaluate.environment_faults import GIB, OTHERS_MIN_BYTES, gpus_of, our_pids
+from kfoundry.evaluate.environment_faults import GIB, OTHERS_MIN_BYTES, gpus_of, others_holding, our_pids
 from kfoundry.gpu_usage import GpuUsage, gpu_usage
 
 TORCH_INSTALL = "https://pytorch.org/get-started/locally/"
@@ -49,14 +49,6 @@ def check_versions() -> Check:
     return passed("versions", detail)
 
 
-def _held_by_others(usage: GpuUsage, ours: set[int]) -> dict[int, int]:
-    held: dict[int, int] = {}
-    for gpu, process in usage.processes():
-        if process.pid not in ours and os.path.exists(f"/proc/{process.pid}"):
-            held[gpu.index] = held.get(gpu.index, 0) + (process.used_bytes or 0)
-    return held
-
-
 def check_gpus(usage: GpuUsage | None = None, cuda: str | None = None, device: str | None = None) -> list[Check]:
     """A line per GPU (`device`'s alone where it names one, cuda:N): its free memory and who holds the rest; a
     problem where other processes hold a part that matters, or where torch cannot use the GPUs at all."""
@@ -72,16 +64,15 @@ def check_gpus(usage: GpuUsage | None = None, cuda: str | None = None, device: s
         return [problem("gpus", f"{len(usage.gpus)} GPU(s) here, but torch is a CPU build: nothing runs on them",
                         f"install a CUDA build of torch ({TORCH_INSTALL})")]
     ours = our_pids()
-    held = _held_by_others(usage, ours)
     checks = []
     for gpu in gpus_of(device, usage) if device and device.startswith("cuda") else usage.gpus:
         name = f"gpu {gpu.index}"
         holders = "; ".join(p.describe() for p in gpu.processes) or "no process holds memory"
         detail = f"{gpu.describe()}; {holders} (from {usage.source})"
-        others = held.get(gpu.index, 0)
+        others = others_holding([gpu], ours).held
         if others >= max(OTHERS_MIN_BYTES, gpu.total_bytes // 20):
             checks.append(problem(name, f"{detail}: other processes hold {others / GIB:.1f} GiB",
-                                  f"stop them, or evaluate on another GPU with --device cuda:N"))
+                                  "stop them, or evaluate on another GPU with --device cuda:N"))
         else:
             checks.append(passed(name, detail))
     return checks

@@ -58,12 +58,7 @@ def poison(output_meta: list[dict[str, Any]], device: str) -> None:
         if dtype is None:
             continue
         decoy = torch.empty(meta["shape"], dtype=dtype, device=device)
-        if decoy.is_floating_point() or decoy.is_complex():
-            decoy.fill_(float("nan"))
-        elif dtype == torch.bool:
-            decoy.fill_(True)
-        else:
-            decoy.fill_(torch.iinfo(dtype).max // 2 if dtype != torch.uint8 else 255)
+        fill_poison(decoy)
         del decoy
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kfoundry.errors import EnvironmentFault
+from kfoundry.paths import inside
 
 if TYPE_CHECKING:
     from kfoundry.evaluate.process import WorkerOutcome
@@ -105,17 +106,6 @@ def last_error_line(text: str) -> str:
 
 def _real(path: str) -> str:
     return os.path.realpath(path)
-
-
-def _under(path: str, roots: Iterable[str]) -> bool:
-    real = _real(path)
-    for root in roots:
-        if not root:
-            continue
-        base = _real(root)
-        if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
-            return True
-    return False
 
 
 def _transparent(file: str) -> bool:
@@ -262,7 +252,7 @@ def _started_failure(block: Block) -> ImportFailure | None:
 def _block_failure(block: Block, own: list[str]) -> ImportFailure | None:
     frames = [f for f in block.frames if not _transparent(f.file)]
     innermost = frames[-1] if frames else None
-    in_own_code = innermost is None or _under(innermost.file, own)
+    in_own_code = innermost is None or inside(innermost.file, own)
     line = f"{block.exception}: {block.message}" if block.message else block.exception
     if block.exception in ("ModuleNotFoundError", "ImportError"):
         missing = _NO_MODULE.search(block.message)
@@ -275,7 +265,7 @@ def _block_failure(block: Block, own: list[str]) -> ImportFailure | None:
                 return None
             _, folder = package_of(where) if os.path.exists(where) else (name, "")
             return ImportFailure("not_visible", name, where, folder, line)
-        if _under(innermost.file, own) or not _under(innermost.file, import_roots()):
+        if inside(innermost.file, own) or not inside(innermost.file, import_roots()):
             return None
         if name and found_here(name.split(".")[0]) is None:
             return None  # an optional dependency not installed at all: the feature the code chose needs it
@@ -285,16 +275,16 @@ def _block_failure(block: Block, own: list[str]) -> ImportFailure | None:
         return ImportFailure("broken", package, innermost.file, folder, line)
     if block.exception in ("PermissionError", "OSError"):
         denied = _DENIED.search(block.message)
-        if denied is None or (innermost is not None and _under(innermost.file, own)):
+        if denied is None or (innermost is not None and inside(innermost.file, own)):
             return None
         path = denied.group(1)
-        if _under(path, own) or not _module_file(path):
+        if inside(path, own) or not _module_file(path):
             return None  # a data file, or the code's own: what it asked for
         package, folder = package_of(path)
         return ImportFailure("unreadable", package, path, folder, line)
     if block.exception == "SyntaxError" and block.frames:
         where = block.frames[-1]  # the location line SyntaxError prints
-        if where.function or _under(where.file, own) or not _under(where.file, import_roots()):
+        if where.function or inside(where.file, own) or not inside(where.file, import_roots()):
             return None
         package, folder = package_of(where.file)
         return ImportFailure("broken", package, where.file, folder, line)
@@ -416,19 +406,45 @@ def gpu_out_of_memory(text: str, device: str, process: str, usage: GpuUsage | No
     ours = our_pids() if ours is None else ours
     gpus = gpus_of(device, usage)
     holders = describe_holders(gpus, ours)
-    strangers = others_on(gpus, ours)
-    held = sum(p.used_bytes or 0 for _, p in strangers)
+    others = others_holding(gpus, ours)
     need = requested_bytes(text)
     free = sum(g.free_bytes for g in gpus)
-    fits = need <= free + held if need is not None else not need_known
-    if held < OTHERS_MIN_BYTES or not fits:
+    fits = need <= free + others.held if need is not None else not need_known
+    if others.held < OTHERS_MIN_BYTES or not fits:
         return GpuMemoryVerdict(holders, None)
-    names = "; ".join(f"GPU {gpu.index}: {p.describe()}" for gpu, p in strangers)
     asked = f" (it asked for {need / GIB:.2f} GiB)" if need is not None else ""
-    return GpuMemoryVerdict(holders, EnvironmentFault(
-        f"{process} ran out of GPU memory{asked} while other processes hold {held / GIB:.2f} GiB of it: {names}",
-        "stop those processes or wait for them, or choose a free GPU with --device cuda:N "
-        f"({DOCTOR} and lists the GPUs with who holds their memory)"))
+    return GpuMemoryVerdict(holders, others.fault(f"{process} ran out of GPU memory{asked}"))
+
+
+@dataclass
+class OthersHolding:
+    """The processes, not ours, that hold memory on a device's GPUs, and how much in all."""
+
+    processes: list[tuple[GpuMemory, object]]
+    held: int
+
+    def fault(self, what: str) -> EnvironmentFault:
+        """`what` happened while they hold the memory: the environment's fault, naming each of them."""
+        names = "; ".join(f"GPU {gpu.index}: {p.describe()}" for gpu, p in self.processes)
+        return EnvironmentFault(
+            f"{what} while other processes hold {self.held / GIB:.2f} GiB of it: {names}",
+            "stop those processes or wait for them, or choose a free GPU with --device cuda:N "
+            f"({DOCTOR} and lists the GPUs with who holds their memory)")
+
+
+def others_holding(gpus: list[GpuMemory], ours: set[int]) -> OthersHolding:
+    strangers = others_on(gpus, ours)
+    return OthersHolding(strangers, sum(p.used_bytes or 0 for _, p in strangers))
+
+
+def others_on_device(device: str) -> OthersHolding:
+    """What processes not ours hold on `device` now (nothing where NVML cannot tell)."""
+    from kfoundry.gpu_usage import gpu_usage
+
+    usage = gpu_usage()
+    if not usage.available:
+        return OthersHolding([], 0)
+    return others_holding(gpus_of(device, usage), our_pids())
 
 
 # -- processes that end before the code under test ran -----------------------------------------------------
@@ -445,8 +461,8 @@ def start_fault(process: str, died: str, output: str, detail: str = "") -> Envir
     said = last_error_line(text)
     return EnvironmentFault(
         f"{process} {died} before it ran any code under test" + (f": {said}" if said else ""),
-        f"run `kfoundry doctor`: it starts a sandboxed worker the way an evaluation does and names what fails "
-        f"(its imports, the sandbox, CUDA)")
+        "run `kfoundry doctor`: it starts a sandboxed worker the way an evaluation does and names what fails "
+        "(its imports, the sandbox, CUDA)")
 
 
 def died(outcome: WorkerOutcome) -> str:

@@ -246,23 +246,16 @@ class Evaluator:
     def _others_hold_what_is_missing(self, free: int) -> None:
         """A GPU too short for the problem only because other processes hold its memory is the environment's
         fault, not the problem's size: raise it as such, naming them."""
-        from kfoundry.evaluate.environment_faults import DOCTOR, OTHERS_MIN_BYTES, gpus_of, others_on, our_pids
-        from kfoundry.gpu_usage import gpu_usage
+        from kfoundry.evaluate.environment_faults import OTHERS_MIN_BYTES, others_on_device
 
-        usage = gpu_usage()
-        strangers = others_on(gpus_of(self.device, usage), our_pids()) if usage.available else []
-        held = sum(p.used_bytes or 0 for _, p in strangers)
-        if held < OTHERS_MIN_BYTES:
+        others = others_on_device(self.device)
+        if others.held < OTHERS_MIN_BYTES:
             return
         try:
-            self._gpu_plan_for(free + held)
+            self._gpu_plan_for(free + others.held)
         except ProblemError:
             return  # too large even on the whole GPU: the problem's size
-        names = "; ".join(f"GPU {gpu.index}: {p.describe()}" for gpu, p in strangers)
-        raise EnvironmentFault(
-            f"the GPU has {free / 1e9:.1f} GB free for this problem's evaluation, which needs more, while other "
-            f"processes hold {held / 1e9:.1f} GB of it: {names}",
-            f"stop those processes or wait for them, or choose a free GPU with --device cuda:N ({DOCTOR})")
+        raise others.fault(f"the GPU has {free / 1e9:.1f} GB free for this problem's evaluation, which needs more,")
 
     def prepare(self) -> PreparedProblem:
         with self._prepare_lock:

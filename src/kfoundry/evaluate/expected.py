@@ -66,7 +66,9 @@ def detached(value: Any, owned: set[int] = frozenset()) -> Any:
 
 
 def _moved(value: Any, device: str) -> Any:
-    """Tensors and truth corrections of a nested value on `device`."""
+    """Tensors and truth corrections of a nested value on `device`. To the host they go to pageable memory:
+    torch's pinned allocator rounds each block up to a power of two (a 6.4 GB output took 8 GB, and seven sets'
+    outputs and truths took the judge past 110 GB on the H200)."""
     if isinstance(value, (torch.Tensor, truths.Correction)):
         return value.to(device)
     if isinstance(value, list):
@@ -86,20 +88,6 @@ def _float64_copy(inputs: list, home: str) -> list:
         else:
             out.append(upcast(copy.deepcopy(x)))
     return out
-
-
-def _host_copy(value: Any) -> Any:
-    """`value` in host memory, pageable: torch's pinned allocator rounds each block up to a power of two (a
-    6.4 GB output took 8 GB, and seven sets' outputs and truths took the judge past 110 GB on the H200)."""
-    if isinstance(value, torch.Tensor) and value.device.type == "cuda":
-        return value.to("cpu")
-    if isinstance(value, truths.Correction):
-        return truths.Correction(_host_copy(value.correction))
-    if isinstance(value, list):
-        return [_host_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _host_copy(v) for k, v in value.items()}
-    return value
 
 
 class ExpectedSet:
@@ -159,11 +147,6 @@ class Reference:
     def resident(self) -> bool:
         return self.tier == "resident"
 
-    @property
-    def lazy_truth(self) -> bool:
-        """Whether a set's truth is made only when a comparison needs it."""
-        return self.tier != "resident"
-
     def make_inputs(self, name: str) -> list:
         """A set's inputs, new tensors: set 0's with sparse outliers for `outlier` (from the kept set 0 where
         it is kept: with_outliers copies), else drawn from the set's seed."""
@@ -213,8 +196,6 @@ class Reference:
             self.truth_status = f"unavailable: the float64 reference failed ({type(exc).__name__}: {exc})"
             self.model64 = None
             return
-        if self.tier == "host" and expected.name in self.on_host:  # made once, kept beside the reference
-            self.on_host[expected.name].truth = _host_copy(expected.truth)
         if not self.resident and self.device.startswith("cuda"):
             torch.cuda.empty_cache()  # the float64 forward's memory, back to the other processes on the GPU
 
@@ -224,10 +205,10 @@ class Reference:
             self.sets[expected.name] = expected
         elif self.tier == "host":
             self.on_host[expected.name] = ExpectedSet(
-                expected.name, expected.seed, None, _host_copy(expected.reference),
-                _host_copy(expected.truth) if expected.truth is not None else None,
-                {i: IndexSource(_host_copy(s.values), s.dim, s.keepdim) for i, s in expected.index_sources.items()},
-                _host_copy(expected.inputs_after) if expected.inputs_after is not None else None)
+                expected.name, expected.seed, None, _moved(expected.reference, "cpu"),
+                _moved(expected.truth, "cpu"),
+                {i: IndexSource(s.values.to("cpu"), s.dim, s.keepdim) for i, s in expected.index_sources.items()},
+                _moved(expected.inputs_after, "cpu"))
 
     def get(self, name: str) -> ExpectedSet:
         found = self.sets.get(name)
@@ -241,10 +222,10 @@ class Reference:
         if kept is not None:
             found = ExpectedSet(name, kept.seed, self.make_inputs(name), _moved(kept.reference, self.device),
                                 None, {i: IndexSource(s.values.to(self.device), s.dim, s.keepdim)
-                                             for i, s in kept.index_sources.items()},
-                                _moved(kept.inputs_after, self.device) if kept.inputs_after is not None else None)
-        else:
-            found = self.compute(name, with_truth=not self.lazy_truth)
+                                       for i, s in kept.index_sources.items()},
+                                _moved(kept.inputs_after, self.device))
+        else:  # outside the resident tier (whose sets are all kept) the truth waits for a comparison
+            found = self.compute(name, with_truth=self.resident)
         self.sets[name] = found
         return found
 

@@ -17,6 +17,7 @@ context and measured the memory free (a `plan` request).
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 import traceback
@@ -122,7 +123,8 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
     ref.keep(first)
     layouts = {"0": _layout(first.inputs)}
     for name in ref.names[1:]:
-        expected = ref.compute(name, with_truth=not ref.lazy_truth or ref.tier == "host")
+        # the one-set tier makes a truth when a comparison asks for it; the others keep it from now
+        expected = ref.compute(name, with_truth=ref.tier != "per_set")
         layouts[name] = _layout(expected.inputs)
         near = near and near_zero(expected.reference, tol)
         if name == "probe":  # fresh data: the same output means it does not depend on its inputs
@@ -149,7 +151,6 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         "output_meta": output_meta,
         "cost": to_jsonable(cost),
         "device_facts": to_jsonable(facts),
-        "resident": ref.resident,
         "tier": ref.tier,
         "sets_seconds": round(sets_seconds, 3),
         # each set's tensor layouts: a worker allocates its buffers from these, with no order to ask for them
@@ -294,14 +295,10 @@ def _leading_block(c: torch.Tensor, r: torch.Tensor, t: Any) -> tuple[torch.Tens
     index: list = []
     shape = list(c.shape)
     for dim, size in enumerate(shape):
-        inner = 1
-        for rest in shape[dim + 1:]:
-            inner *= rest
-        keep = max(1, min(size, PATTERN_ELEMENTS // max(inner, 1)))
-        index.append(slice(0, keep))
-        if keep > 1 or inner <= PATTERN_ELEMENTS:
-            break
-        index[-1] = slice(0, 1)  # one index of this dim is still too large: go one dim deeper
+        inner = math.prod(shape[dim + 1:])
+        index.append(slice(0, max(1, min(size, PATTERN_ELEMENTS // max(inner, 1)))))
+        if inner <= PATTERN_ELEMENTS:
+            break  # else one index of this dim is still too large: its first, and one dim deeper
     block = tuple(index)
     if isinstance(t, truths.Correction):
         t = truths.Correction(t.correction[block])
@@ -371,8 +368,7 @@ def _plan(ref: Reference, job: dict[str, Any], channel) -> tuple[str, str]:
     once this process holds its context and the model (the parent itself never touches the GPU); on the
     CPU the job says."""
     if not ref.device.startswith("cuda"):
-        tier = job.get("tier") or ("resident" if job.get("resident", True) else "per_set")
-        return tier, job.get("truth", "device")
+        return job["tier"], job["truth"]
     synchronize(ref.device)
     free, total = torch.cuda.mem_get_info(ref.device)
     reply = channel.request("plan", gpu_free=free, gpu_total=total,

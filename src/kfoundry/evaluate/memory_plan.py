@@ -95,10 +95,7 @@ def problem_sizes(source, precision: str, eval_mode: bool) -> ProblemSizes:
     """The sizes of one set, from the problem built and run on the meta device (in the precision, and in
     float64 for the truth's forward); a problem whose forward cannot run on meta (data-dependent shapes)
     is sized by its inputs and parameters, its outputs taken as large as its inputs."""
-    import torch
-
     from kfoundry import problem as problems
-    from kfoundry.evaluate import truth as truths
 
     with problems.on_host("meta"):  # this runs in the main process, which never touches the GPU
         return _sizes(problems.load_problem_module(source), precision, eval_mode)
@@ -134,15 +131,16 @@ def _sizes(module, precision: str, eval_mode: bool) -> ProblemSizes:
                         max(peak64, truth) if peak64 else 0)
 
 
-TIERS = ("resident", "host", "per_set")
-TIER_WORDS = {
+TIER_WORDS = {  # the tiers, and how a plan names them
     "resident": "every set's expected outputs kept on the device",
     "host": "every set's expected outputs kept in host memory, one set at a time on the GPU",
     "per_set": "one set at a time, computed again when it is needed",
 }
-TRUTH_PLACES = ("device", "host", "none")
-TRUTH_WORDS = {"device": "float64 truth on the device", "host": "float64 truth computed on the host",
-               "none": "no float64 truth (it does not fit)"}
+TRUTH_WORDS = {  # where the truth is made, and how a plan names it
+    "device": "float64 truth on the device",
+    "host": "float64 truth computed on the host",
+    "none": "no float64 truth (it does not fit)",
+}
 # the plans tried in turn, best first: where the expected outputs are kept, and where the truth is computed.
 # One set at a time before the host: on the H200 a 6.4 GB softmax's set-up took 78 s in the host tier (every
 # set's outputs and truth copied out) and 7 s in the one-set tier, whose sets are computed again in
@@ -166,9 +164,9 @@ class MemoryPlan:
     sets: int  # S: input sets (trials + the guard's two)
     workers: int  # candidates evaluated at once
     spares: int  # workers started ahead
-    tier: str  # TIERS: where the expected outputs are kept
+    tier: str  # TIER_WORDS' keys: where the expected outputs are kept
     transport: str  # "ipc" or "file"
-    truth: str = "device"  # TRUTH_PLACES: where the float64 truth is computed
+    truth: str = "device"  # TRUTH_WORDS' keys: where the float64 truth is computed
     baselines_first: bool = False  # the baselines are timed before any candidate runs (GPU)
     host_terms: dict[str, int] = field(default_factory=dict)
     gpu_phases: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -182,11 +180,16 @@ class MemoryPlan:
         return sum(self.host_terms.values())
 
     @property
+    def largest_phase(self) -> str | None:
+        """The GPU phase that needs the most memory (None off the GPU)."""
+        if not self.gpu_phases:
+            return None
+        return max(self.gpu_phases, key=lambda name: sum(self.gpu_phases[name].values()))
+
+    @property
     def gpu_terms(self) -> dict[str, int]:
         """The terms of the GPU's largest phase."""
-        if not self.gpu_phases:
-            return {}
-        return max(self.gpu_phases.values(), key=lambda terms: sum(terms.values()))
+        return self.gpu_phases[self.largest_phase] if self.gpu_phases else {}
 
     @property
     def gpu_bytes(self) -> int:
@@ -332,9 +335,8 @@ def _refusal(tried: list[MemoryPlan], sizes: ProblemSizes, host_available: int, 
         needs.append(f"{smallest.host_bytes / GB:.1f} GB of host memory ({host_available / GB:.1f} GB available, "
                      f"from {host_source})")
     if gpu and gpu_free is not None and smallest.gpu_bytes > GPU_SHARE * gpu_free:
-        phase = max(smallest.gpu_phases, key=lambda name: sum(smallest.gpu_phases[name].values()))
-        terms = ", ".join(f"{name} {value / GB:.1f}" for name, value in smallest.gpu_phases[phase].items())
-        needs.append(f"{smallest.gpu_bytes / GB:.1f} GB of GPU memory while {phase.replace('_', ' ')} "
+        terms = ", ".join(f"{name} {value / GB:.1f}" for name, value in smallest.gpu_terms.items())
+        needs.append(f"{smallest.gpu_bytes / GB:.1f} GB of GPU memory while {smallest.largest_phase} "
                      f"({terms} GB; {gpu_free / GB:.1f} GB free, {GPU_SHARE:.0%} of it usable)")
     return (f"the problem is too large for this machine: even the smallest plan ({TIER_WORDS[smallest.tier]}, "
             f"{TRUTH_WORDS[smallest.truth]}, one worker"

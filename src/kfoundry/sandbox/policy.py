@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kfoundry.paths import inside
 from kfoundry.sandbox import landlock, process_flags, seccomp
 
 MODE_ENV = "KFOUNDRY_SANDBOX"  # "on" (the default) or "strict"
@@ -83,11 +84,6 @@ class SandboxReport:
     @property
     def complete(self) -> bool:
         return not self.missing
-
-
-def _inside(path: str, roots: list[str]) -> bool:
-    real = os.path.realpath(path)
-    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def _real_home() -> str:
@@ -161,7 +157,7 @@ class Private:
         """Something private, existing, strictly inside `folder`."""
         for pattern in self.paths + self.others:
             parent, name = os.path.split(pattern)
-            if not _inside(parent, [folder]):
+            if not inside(parent, [folder]):
                 continue
             if parent != folder or _exists_matching(parent, name):
                 return True
@@ -229,7 +225,7 @@ class Readable:
 
     def add(self, path: str, scan: bool) -> None:
         real = os.path.realpath(path)
-        if not os.path.exists(real) or _inside(real, self.read):
+        if not os.path.exists(real) or inside(real, self.read):
             return
         covering = self.private.covering(real) or (_run_folder_around(real) if scan else None)
         if covering is not None:
@@ -313,12 +309,12 @@ def worker_rules(workdir: Path, gpu: bool, handle_tcp: bool = True, shared_memor
         readable.add(path, scan=False)
     own = os.path.realpath(workdir)
     for entry in sys.path if import_path is None else import_path:
-        if entry and os.path.isabs(entry) and not _inside(entry, [own]):
+        if entry and os.path.isabs(entry) and not inside(entry, [own]):
             readable.add(entry, scan=True)
     homes = [p for p in (_real_home(), os.environ.get("KFOUNDRY_PARENT_CWD", "")) if p and os.path.realpath(p) != "/"]
     outside = [os.path.realpath(p) for p in homes]
     for entry in os.environ.get("PATH", "").split(os.pathsep):
-        if entry and os.path.isabs(entry) and (not _inside(entry, outside) or _inside(entry, prefixes)):
+        if entry and os.path.isabs(entry) and (not inside(entry, outside) or inside(entry, prefixes)):
             readable.add(entry, scan=False)
     devices = list(DEVICES)
     # /proc/self, resolved: this process's own directory, writable (CUDA's driver writes there: without
@@ -371,7 +367,7 @@ def apply(workdir: Path, gpu: bool, allow_inet: bool = False, shared_memory: boo
             report.filesystem += f"; {SHARED_MEMORY} writable (CUDA IPC)"
     except landlock.LandlockUnavailable as exc:
         report.missing.append(f"filesystem: Landlock is not available ({exc})")
-    if gpu and shared_memory and _inside(str(workdir), [os.path.realpath(SHARED_MEMORY)]):
+    if gpu and shared_memory and inside(str(workdir), [os.path.realpath(SHARED_MEMORY)]):
         report.missing.append(f"folders: the worker's folder lies under {SHARED_MEMORY}, which CUDA IPC needs "
                               "writable, so every candidate can reach every other's folder: set KFOUNDRY_WORK_DIR "
                               "to a folder outside it")
