@@ -45,9 +45,10 @@ SECOND_PARENT = {
 }
 
 
-def _verdict(source: str, status: str):
+def _verdict(source: str, status: str, name: str):
     """A parent's evaluation as a CPU run records it (`ok`: correct, not timed; otherwise wrong output on the first
-    trial), with the real diagnosis of it."""
+    trial) at the run's --set sizes, its fp32 dots emulated as on a GPU (none in these parents: fp16 or none), with
+    the real diagnosis of it."""
     from kfoundry.diagnose import diagnose
     from kfoundry.types import CorrectnessReport, Evaluation, TimingReport
 
@@ -61,7 +62,9 @@ def _verdict(source: str, status: str):
                "wrong output on trial 0: 3.1% of the elements off, max abs error 0.84")
     evaluation = Evaluation(status=status, message=message, phase="timing" if ok else "correctness",
                             correctness=correctness, device="cpu",
-                            timing=TimingReport(reason="not timed: no GPU (Triton's interpreter)"))
+                            timing=TimingReport(reason="not timed: no GPU (Triton's interpreter)"),
+                            settings={"set": dict(PROBLEMS[name])},
+                            precision={"checked": "cpu", "dots": {"emulated": {}, "exact": {}}})
     evaluation.diagnosis = diagnose(evaluation, source)
     return evaluation
 
@@ -73,9 +76,9 @@ def _parents(name: str) -> dict[str, list]:
     first = (FIXTURES / "parents" / f"{name}.py").read_text(encoding="utf-8")
     old, new = SECOND_PARENT[name]
     sources = [first, first.replace(old, new)]
-    working = [ParentInfo.from_evaluation(s, _verdict(s, "ok"), path=f"candidate {i + 1}")
+    working = [ParentInfo.from_evaluation(s, _verdict(s, "ok", name), path=f"candidate {i + 1}")
                for i, s in enumerate(sources)]
-    failing = ParentInfo.from_evaluation(sources[0], _verdict(sources[0], "wrong_output"), path="candidate 3")
+    failing = ParentInfo.from_evaluation(sources[0], _verdict(sources[0], "wrong_output", name), path="candidate 3")
     return {"repair": [failing], "improve": working[:1], "crossover": working}
 
 

@@ -23,6 +23,9 @@ os.environ["KFOUNDRY_CACHE_DIR"] = _CACHE_DIR
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_CACHE_DIR, "inductor"))
 # retrieval as without the optional embedding model, installed or not (its tests ask for it by name)
 os.environ["KFOUNDRY_SEMANTIC_RETRIEVAL"] = "0"
+# optimize and bench judge their final best again at other sizes: one evaluation more per run, which the
+# check's own tests ask for by name (check_sizes=True)
+os.environ["KFOUNDRY_CHECK_SIZES"] = "0"
 
 from pathlib import Path  # noqa: E402
 

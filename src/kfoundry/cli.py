@@ -105,6 +105,12 @@ def render_evaluation(evaluation, console: Console) -> None:
     table.add_row("e(candidate) / e(reference)",
                   f"{_fmt(c.error_ratio_candidate, digits=3)} / {_fmt(c.error_ratio_reference, digits=3)} "
                   f"(vs {c.ground_truth} truth, in tolerance units)")
+    if evaluation.precision:
+        from kfoundry.evaluate.precision_check import describe
+
+        table.add_row("precision checked", describe(evaluation.precision))
+    if evaluation.other_sizes is not None:
+        table.add_row("other sizes", evaluation.other_sizes.summary().removeprefix("holds at other sizes: "))
     console.print(table)
     timing = Table(title="timing", show_header=True, title_justify="left")
     for column in ("", "median ms", "IQR ms", "min..max ms", "trials", "speedup"):
@@ -236,6 +242,7 @@ TOLERANCE_OPT = typer.Option(None, help="atol = rtol (default 1e-4 for fp32, 1e-
 TIMEOUT_OPT = typer.Option(None, help="Seconds allowed for the candidate's whole evaluation (default 300).")
 SEED_OPT = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported).")
 EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode).")
+CHECK_SIZES_OPT = typer.Option(None, "--check-sizes/--no-check-sizes", help="Judge the final best again at a second size set derived from the problem (another batch, odd spatial sizes, other channel counts): does it hold at other sizes? (default: on)")
 SET_OPT = typer.Option(None, "--set", metavar="<NAME=VALUE>", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
 MEMORY_LIMIT_OPT = typer.Option(None, "--memory-limit", help="GB of host memory the evaluation may plan for (default: what is free: MemAvailable or the cgroup's limit less its usage).")
 CONFIG_OPT = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present).")
@@ -268,24 +275,55 @@ def eval_command(
     config: Optional[Path] = CONFIG_OPT,
     log_file: Optional[Path] = LOG_FILE_OPT,
     log_level: Optional[LogLevel] = LOG_LEVEL_OPT,
+    size_check: bool = typer.Option(False, "--check-sizes", help="Judge a correct candidate again at a second size set derived from the problem (another batch, odd spatial sizes, other channel counts): does it hold at other sizes?"),
+    check_set: Optional[list[str]] = typer.Option(None, "--check-set", metavar="<NAME=VALUE>", help="NAME=VALUE: the second size set by hand, like --set (repeatable; implies --check-sizes)."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
     """Evaluate CANDIDATE against PROBLEM: verdict, correctness, timing and the diagnosis.
 
-    Exit code: 0 for verdict ok, 1 for any other verdict, 2 for bad usage, a bad problem file or an
-    environment fault (our imports, CUDA, GPU memory held by others: see kfoundry doctor).
+    Exit code: 0 for verdict ok (and, with --check-sizes, holding at the other sizes), 1 for any other
+    verdict, 2 for bad usage, a bad problem file or an environment fault (our imports, CUDA, GPU memory
+    held by others: see kfoundry doctor).
     """
     run, settings = _run_config(locals(), config)
     _say_settings(settings, ("eval",))
+    second = _parse_set(check_set)
     with _run_log(run, settings):
         evaluation = _run_evaluation(problem, candidate, run.eval, as_json)
+        if (size_check or second) and evaluation.ok:
+            evaluation.other_sizes = _run_size_check(problem, candidate, run.eval, second, as_json)
     if as_json:
         print(json.dumps(evaluation.to_dict()))
     else:
         console = Console()
         render_evaluation(evaluation, console)
         render_diagnosis(evaluation, console)
-    raise typer.Exit(0 if evaluation.ok else 1)
+    holds = evaluation.other_sizes is None or evaluation.other_sizes.holds is not False
+    raise typer.Exit(0 if evaluation.ok and holds else 1)
+
+
+def _parse_set(items: Optional[list[str]]) -> dict:
+    from kfoundry.problem import parse_set_values
+
+    try:
+        return parse_set_values(items)
+    except KFoundryError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _run_size_check(problem: Path, candidate: Path, options, second: dict, as_json: bool):
+    """kfoundry.evaluate.size_check with progress on stderr; bad input exits 2 with a message."""
+    from kfoundry.evaluate.size_check import check_sizes
+
+    try:
+        with _progress_display("checking other sizes", as_json) as progress:
+            return check_sizes(problem, candidate, options, second or None, progress=progress)
+    except KFoundryError as exc:
+        if as_json:
+            print(json.dumps(error_record(exc)))
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(exit_code(exc))
 
 
 @app.command("diagnose")
@@ -445,6 +483,7 @@ def optimize_command(
     rng_seed: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --seed N. The search's random seed alone."),
     backend: Optional[Backend] = typer.Option(None, help="What the LLM experts write: triton (default) or cuda."),
     target_gpu: Optional[str] = typer.Option(None, autocompletion=complete_gpu, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
+    check_sizes: Optional[bool] = CHECK_SIZES_OPT,
     config: Optional[Path] = CONFIG_OPT,
     log_file: Optional[Path] = LOG_FILE_OPT,
     log_level: Optional[LogLevel] = LOG_LEVEL_OPT,

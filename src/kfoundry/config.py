@@ -164,6 +164,8 @@ OPTIONS: dict[str, Option] = {
                                                                   "the prompts show (H100, H100 PCIe, H200, A100, "
                                                                   "L40S, RTX 4090; default: a typical H100); a GPU "
                                                                   "run shows its own and ignores this"),
+    "check_sizes": Option("search", "check_sizes", _bool, "judge the final best again at a second size set of the "
+                                                          "problem: does it hold at other sizes (default on)"),
     # the evaluation
     "device": Option("eval", "device", _optional(str), "cpu, cuda or cuda:N (default: CUDA when available)"),
     "precision": Option("eval", "precision", str, "fp32, fp16 or bf16"),

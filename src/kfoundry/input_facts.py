@@ -125,10 +125,10 @@ def file_values(path: str | Path, names: list[str]) -> dict[str, str]:
     """The problem file's own text for these module-level constants (before --set)."""
     import ast
 
-    from kfoundry.problem import _module_constants
+    from kfoundry.problem import module_constants
 
     tree = source_ast.parse(Path(path).read_text(encoding="utf-8"))
-    constants = _module_constants(tree)
+    constants = module_constants(tree)
     out = {}
     for name in names:
         if name not in constants:

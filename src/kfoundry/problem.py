@@ -62,7 +62,7 @@ def parse_set_values(items: list[str] | None) -> dict[str, Any]:
     return values
 
 
-def _module_constants(tree: ast.Module) -> dict[str, tuple[ast.stmt, int | None]]:
+def module_constants(tree: ast.Module) -> dict[str, tuple[ast.stmt, int | None]]:
     """Module-level names -> (assignment, position in a tuple target such as `d, h, w = 16, 64, 64`)."""
     constants: dict[str, tuple[ast.stmt, int | None]] = {}
     for node in tree.body:
@@ -84,7 +84,7 @@ def apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> 
     later in the file follow it: where the file writes the name's own value (`n = 4`, or `h` of
     `h, w = 4, 4`) that value is replaced; otherwise (`h = w = 4`, `h, w = size()`) the assignment runs
     as written and one to the new value follows it, on the same line (tracebacks keep their lines)."""
-    constants = _module_constants(tree)
+    constants = module_constants(tree)
     following: dict[int, list[ast.stmt]] = {}  # id(statement) -> the overrides that run right after it
     for name, value in overrides.items():
         if name not in constants:

@@ -71,6 +71,31 @@ class DeviceFacts:
 
 
 @dataclass
+class SizeCheck:
+    """The generalisation check: the candidate judged again at a second size set of the problem
+    (kfoundry.size_sets). `holds` is None where it could not be judged there (`message` says why)."""
+
+    verified_at: dict[str, Any] = field(default_factory=dict)  # the first verdict's size constants
+    other: dict[str, Any] = field(default_factory=dict)  # the second set's changed constants
+    holds: bool | None = None
+    status: str = ""  # the verdict at the second set
+    message: str = ""
+
+    def summary(self) -> str:
+        """'holds at other sizes: yes / no (which, why)', as the CLI, the report and best.py say it."""
+        sizes = ", ".join(f"{name}={value}" for name, value in self.other.items())
+        if self.holds is None:
+            return f"holds at other sizes: not checked ({self.message})"
+        if self.holds:
+            return f"holds at other sizes: yes ({sizes})"
+        return f"holds at other sizes: no ({sizes}: {self.status}: {self.message})"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SizeCheck:
+        return cls(**_known(cls, data))
+
+
+@dataclass
 class CorrectnessReport:
     trials: int = 0
     trials_passed: int = 0
@@ -224,6 +249,9 @@ class Evaluation:
     profile: dict[str, Any] = field(default_factory=dict)  # GPU: kernels (name, stream, time), triton metadata
     tools: dict[str, Any] = field(default_factory=dict)  # raw output of ncu / compute-sanitizer re-runs
     sandbox: dict[str, Any] = field(default_factory=dict)  # what held in the worker (kfoundry.sandbox.policy)
+    # how its precision was checked: on the GPU, or emulated on the CPU (kfoundry.evaluate.emulated_precision)
+    precision: dict[str, Any] = field(default_factory=dict)
+    other_sizes: SizeCheck | None = None  # --check-sizes: the candidate judged again at a second size set
     diagnosis: Diagnosis | None = None
 
     @property
@@ -238,7 +266,7 @@ class Evaluation:
         """The inverse of `to_dict` (what crosses a process or machine boundary comes back whole)."""
         fields = _known(cls, data)
         nested = {"correctness": CorrectnessReport, "timing": TimingReport, "cost": ProblemCost,
-                  "device_facts": DeviceFacts, "diagnosis": Diagnosis}
+                  "device_facts": DeviceFacts, "diagnosis": Diagnosis, "other_sizes": SizeCheck}
         for name, kind in nested.items():
             if fields.get(name) is not None:
                 fields[name] = kind.from_dict(fields[name])

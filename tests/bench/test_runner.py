@@ -44,7 +44,7 @@ class FakeOptimize:
         self.interrupt_after_one = set(interrupt_after_one)
 
     def __call__(self, problem_path=None, *, out=None, options=None, llm=None, max_evals=None, max_time_s=None,
-                 max_cost=None, target_speedup=None, quiet=True, resume=None):
+                 max_cost=None, target_speedup=None, quiet=True, resume=None, check_sizes=False):
         if resume is not None:  # optimize --resume: the run's first evaluation stays, one more is made
             self.calls.append({"name": resume.name, "resume": True, "max_evals": max_evals})
             with RunStore.open(resume) as store:
@@ -69,6 +69,11 @@ class FakeOptimize:
         with RunStore.create(out, problem_path, {"policy": "strict"}, seed=1) as store:
             cid = store.add_candidate("class ModelNew: pass\n", [], "initializer", 0, 0, "llm")
             store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[name]))
+            if check_sizes:  # as the driver records its generalisation check: 3_c's best holds only at its sizes
+                store.choose_best(cid)
+                store.save_state("size_check", {"candidate_id": cid, "verified_at": {"n": 4}, "other": {"n": 3},
+                                                "holds": name != "3_c", "status": "ok" if name != "3_c" else
+                                                "runtime_error", "message": ""})
             paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
         return json.loads(paths["result"].read_text())
 
@@ -398,3 +403,20 @@ def test_the_machine_is_checked_before_the_first_problem(tmp_path, suite, monkey
     with pytest.raises(EnvironmentFault, match="import path: a worker cannot import torch"):
         run_bench(suite, settings(), tmp_path / "out2", optimize_fn=fake)
     assert fake.calls == [] and not (tmp_path / "out2").exists()
+
+
+def test_each_problem_s_best_is_checked_at_other_sizes_with_a_column_and_a_count(tmp_path, suite):
+    config = settings()
+    config.search.check_sizes = True
+    fake = FakeOptimize()
+    report = run_bench(suite, config, tmp_path / "out", optimize_fn=fake)
+    by_name = {r.name: r for r in report.results}
+    assert [by_name[n].holds_at_other_sizes for n in ("1_a", "2_b", "3_c")] == [True, None, False]
+    metrics = json.loads((tmp_path / "out" / "bench.json").read_text())["metrics"]
+    assert metrics["size_checked"] == 2 and metrics["holds_at_other_sizes"] == 1
+    console = Console(record=True, width=250)
+    print_report(report, console)
+    text = console.export_text()
+    assert "other sizes" in text and "NO" in text
+    assert "holds at other sizes (the correct candidate judged again at a second size set)" in text
+    assert "1 of 2 checked" in text

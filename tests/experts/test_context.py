@@ -32,3 +32,17 @@ def test_context_defaults_and_tolerance():
     assert ctx.effective_tolerance == 1e-4
     assert PromptContext("s", "p", precision="bf16").effective_tolerance == 1e-2
     assert PromptContext("s", "p", precision="fp16", tolerance=5e-3).effective_tolerance == 5e-3
+
+
+def test_a_parent_says_at_which_sizes_and_how_its_verdict_was_checked():
+    from kfoundry.types import SizeCheck
+
+    evaluation = Evaluation(status="ok", message="correct", settings={"set": {"batch_size": 2, "dim": 64}},
+                            precision={"checked": "cpu", "dots": {"emulated": {"tf32x3": 3}, "exact": {}}})
+    checked = ParentInfo.from_evaluation("src", evaluation).checked
+    assert checked == ("judged at this run's sizes (batch_size = 2, dim = 64), not at the problem file's own sizes; "
+                       "precision emulated on the CPU: tl.dot emulated as on a GPU (TF32x3 x3)")
+    evaluation = Evaluation(status="ok", message="correct", precision={"checked": "gpu"},
+                            other_sizes=SizeCheck(other={"dim": 47}, holds=True, status="ok"))
+    assert ParentInfo.from_evaluation("src", evaluation).checked == (
+        "judged at the problem file's own sizes; holds at other sizes: yes (dim=47); precision checked on the GPU")

@@ -136,7 +136,7 @@ def test_parent_figures_and_mutations_show_one_parent_crossover_all():
     _, user = render("memory", context(parents=[good, bad]))
     assert "runtime: 0.01234 ms" in user and "speedup vs PyTorch eager: 1.87x" in user
     assert "speedup vs torch.compile: 0.93x" in user and "launch-bound" in user
-    assert bad.source.strip() not in user and "The parent below is correct." in user
+    assert bad.source.strip() not in user and "The parent below is correct where it was checked" in user
     _, user = render("crossover", context(parents=[good, bad]))
     assert good.source.strip() in user and bad.source.strip() in user
     assert "## Parent A" in user and "## Parent B" in user and "Reply with one complete candidate file" in user

@@ -270,3 +270,21 @@ def test_a_certain_failure_found_before_the_run_stops_it_before_its_first_candid
     assert result["evaluations"] == 1
     assert "environment: jax: JAX is installed and XLA_PYTHON_CLIENT_PREALLOCATE is not false (fix: export ...)" \
         in result["notes"]
+
+
+def test_the_final_best_is_judged_at_other_sizes_and_best_py_says_where_it_was_verified(tmp_path):
+    from tests.optimize.helpers import FIXTURES
+
+    fixed = FIXTURES / "candidates" / "affine_fixed_size.py"  # correct only at the file's (4, 250)
+    result = optimize(AFFINE, out=tmp_path / "run", options=eval_options(), seeds=[fixed],
+                      settings=OptimizeSettings(islands=1, library="off", compose_variants=0, check_sizes=True),
+                      max_evals=1)
+    check = result["best"]["other_sizes"]
+    assert check["holds"] is False and check["status"] == "runtime_error"
+    assert check["verified_at"] == {"batch_size": 4, "dim": 250} and check["other"] == {"batch_size": 3, "dim": 188}
+    assert any(note.startswith("holds at other sizes: no (batch_size=3, dim=188") for note in result["notes"])
+    assert result["best"]["precision_checked"]["checked"] == "cpu"
+    header = (tmp_path / "run" / "best.py").read_text().splitlines()[:3]
+    assert header[0] == "# Kernel Foundry: verified at batch_size=4, dim=250 (fp32, atol=rtol=0.0001, on cpu)"
+    assert header[1].startswith("# precision emulated on the CPU")
+    assert header[2].startswith("# holds at other sizes: no (batch_size=3, dim=188: runtime_error")

@@ -21,7 +21,8 @@ def test_write_outputs(store):
     store.add_llm_call(best, "llm", {"cost_usd": 0.1, "input_tokens": 10, "output_tokens": 3}, "p", None)
 
     paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
-    assert paths["best"].read_text() == BEST  # exactly as evaluated, comments included
+    header = "# Kernel Foundry: verified at the problem file's own sizes\n"
+    assert paths["best"].read_text() == header + BEST  # exactly as evaluated, comments included
     assert "ModelNew" in {n.name for n in ast.parse(paths["best"].read_text()).body
                           if isinstance(n, ast.ClassDef)}
 

@@ -79,6 +79,9 @@ def bench_command(
     max_evals: int | None = MAX_EVALS_OPT,
     max_cost: float | None = MAX_COST_OPT,
     target_speedup: float | None = TARGET_SPEEDUP_OPT,
+    check_sizes: bool | None = typer.Option(None, "--check-sizes/--no-check-sizes", help="Judge each problem's "
+                                            "reported candidate again at a second size set of the problem (does "
+                                            "it hold at other sizes?); default on."),
     bench_devices: str | None = typer.Option(None, "--devices", help="Run several problems at once, one per device: "
                                              "cuda:0,cuda:1 or all (cpu:N on CPU)."),
     memory_limit: float | None = typer.Option(None, "--memory-limit", help="GB of host memory each problem's "

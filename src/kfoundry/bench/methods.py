@@ -135,6 +135,12 @@ def _evaluate(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
     else:
         result.take_figures(samples[0])
     reported = records.get(result.best_sample if solutions else 0)
+    if solutions and result.correct and config.search.check_sizes:
+        from kfoundry.evaluate.size_check import check_sizes
+        from kfoundry.types import to_jsonable
+
+        best = next(f for f in files if f.sample_id == result.best_sample)
+        result.other_sizes = to_jsonable(check_sizes(problem.path, best.path, options, progress=progress))
     if reported is not None:
         result.labels = labels_from_evaluation(reported)
     else:  # no sample was judged: the labels of any that was
@@ -222,13 +228,15 @@ def _optimize(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
         extra["preflight"] = False  # the bench checked the machine once, as it started
     search = config.search
     budget = {"max_evals": search.max_evals, "max_time_s": config.bench.time_per_problem,
-              "max_cost": search.max_cost, "target_speedup": search.target_speedup}
+              "max_cost": search.max_cost, "target_speedup": search.target_speedup,
+              "check_sizes": search.check_sizes}
     if resume:  # its settings are the run's own; its finished evaluations are kept
         record = optimize(resume=run_dir, quiet=True, **budget, **extra)
     else:
         record = optimize(problem.path, out=run_dir, options=problem_options(config, set_values), llm=search.llm,
                           quiet=True, **budget, **extra)
     apply_run_result(result, record)
+    result.other_sizes = (record.get("best") or {}).get("other_sizes")
     if result.correct:
         _read_best_evaluation(result, run_dir)
     if not (run_dir / "report.html").exists():

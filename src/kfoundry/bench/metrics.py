@@ -170,6 +170,11 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "compiled": compiled,
         "compile_rate": compiled / len(outcomes) if outcomes else None,
         "passed_calling_pytorch": sum(calls_pytorch(o) for o in outcomes),
+        # the correct problems whose candidate was judged at a second size set, and those it held at
+        "size_checked": sum(is_correct(o) and (o.get("other_sizes") or {}).get("holds") is not None
+                            for o in outcomes),
+        "holds_at_other_sizes": sum(is_correct(o) and (o.get("other_sizes") or {}).get("holds") is True
+                                    for o in outcomes),
     }
     for baseline, key in BASELINES.items():
         summary[baseline] = _speed(outcomes, key)

@@ -109,6 +109,12 @@ class ProblemResult(CandidateResult):
     samples: list[SampleResult] = field(default_factory=list)  # solutions method: every sample file, by id
     best_sample: int | None = None  # the sample reported: the fastest correct one
     pass_at_k: dict[str, float] = field(default_factory=dict)  # "pass@1", "pass@n" over its samples
+    # the reported candidate judged again at a second size set (kfoundry.types.SizeCheck as a dict)
+    other_sizes: dict[str, Any] | None = None
+
+    @property
+    def holds_at_other_sizes(self) -> bool | None:
+        return None if not self.correct or not self.other_sizes else self.other_sizes.get("holds")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProblemResult:

@@ -51,9 +51,17 @@ def columns(report: BenchReport) -> list[Column]:
                Column("ms", lambda r: ms_text(r.runtime_ms), right=True),
                Column("eager ms", lambda r: ms_text(r.eager_ms), right=True),
                Column("compile ms", lambda r: ms_text(r.compile_ms), right=True)]
+    if any(r.other_sizes for r in report.results):
+        chosen.append(Column("other sizes", other_sizes_text))
     if any(r.calls_pytorch for r in report.results):
         chosen.append(Column("calls PyTorch", lambda r: "yes" if r.calls_pytorch else ""))
     return chosen
+
+
+def other_sizes_text(result: ProblemResult) -> str:
+    """Whether the reported candidate holds at the second size set: yes, no, or '-' (not checked)."""
+    holds = result.holds_at_other_sizes
+    return "-" if holds is None else "yes" if holds else "NO"
 
 
 def rows(report: BenchReport, headers: list[Column]) -> list[list[str]]:

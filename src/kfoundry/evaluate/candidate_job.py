@@ -20,7 +20,7 @@ import torch
 
 from kfoundry import source_ast
 from kfoundry import problem as problems
-from kfoundry.evaluate import transport
+from kfoundry.evaluate import emulated_precision, transport
 from kfoundry.evaluate.compiling import PHASES as COMPILE_PHASES
 from kfoundry.evaluate.compiling import compile_off_gpu, fail_fast_over_shared_memory
 from kfoundry.evaluate.failures import describe_exception, describe_syntax_error
@@ -180,6 +180,9 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             "torch.utils.cpp_extension, which cannot run on the CPU (evaluate it with --device cuda on a GPU machine)",
             "error": {"type": "NeedsGPU", "phase": "load"},
         }
+    if not device.startswith("cuda"):  # the interpreter's tl.dot rounded as the GPU's tensor cores round
+        emulated_precision.install()
+        emulated_precision.DOTS.clear()
     state_before = global_state()  # before any of the candidate's code runs
     tracker = LaunchTracker().install()
     seconds: Counter = Counter()
@@ -258,6 +261,8 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
             profile["triton"] = triton_metadata(tracker.compiled)
         result: dict[str, Any] = {"status": "ran", "guard": guard, "profile": profile}
+        if not device.startswith("cuda"):
+            result["dots"] = emulated_precision.report()
         if job.get("timing") and device.startswith("cuda"):
             phase = "timing"
             channel.phase("timing")

@@ -31,6 +31,7 @@ from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone, baseline_worker
 from kfoundry.evaluate.memory_guard import reap_cgroups
 from kfoundry.evaluate.memory_plan import MemoryPlan, plan, problem_sizes
 from kfoundry.evaluate.options import EvalOptions, resolve_device
+from kfoundry.evaluate.precision_check import precision_record
 from kfoundry.evaluate.process import (READY_TIMEOUT_S, Worker, WorkerOutcome, WorkerPool, problem_environment,
                                       start_servers, work_root)
 from kfoundry.evaluate.timing import TIMING_METHOD, trials_budget_s
@@ -605,6 +606,9 @@ class Evaluator:
         evaluation.durations_s = _durations(times, outcome.elapsed_s, self.reference_seconds,
                                             wait_s=outcome.wait_s, exit_s=outcome.exit_s)
         result = outcome.result
+        # a wrong output is judged while the worker runs on: its dots are counted only where it finished
+        evaluation.precision = precision_record(self.device, (result or {}).get("dots"),
+                                                ((result or {}).get("guard") or {}).get("compute_ops"))
         if checks.failed is not None:  # judged wrong (or unjudgeable) before the worker finished
             self._check_trials(evaluation, checks)
             if evaluation.status == "ok":  # the timed run's output

@@ -28,6 +28,7 @@ class ParentInfo:
     diagnosis_markdown: str = ""
     max_rel_error: float | None = None
     mismatch_fraction: float | None = None
+    checked: str = ""  # where its verdict holds: the sizes it was judged at, and how its precision was checked
 
     @classmethod
     def from_evaluation(cls, source: str, evaluation: Evaluation, path: str | None = None) -> ParentInfo:
@@ -37,7 +38,27 @@ class ParentInfo:
                    message=evaluation.message, runtime_ms=timing.runtime_ms,
                    speedup_eager=timing.speedup_eager, speedup_compile=timing.speedup_compile,
                    max_abs_error=correctness.max_abs_error, diagnosis_markdown=markdown,
-                   max_rel_error=correctness.max_rel_error, mismatch_fraction=correctness.mismatch_fraction)
+                   max_rel_error=correctness.max_rel_error, mismatch_fraction=correctness.mismatch_fraction,
+                   checked=checked_text(evaluation))
+
+
+def checked_text(evaluation: Evaluation) -> str:
+    """What a parent's verdict covers, said plainly: the sizes it was judged at (the file's own only when
+    they were), at other sizes where the generalisation check ran, and where its precision was checked."""
+    from kfoundry.evaluate.precision_check import describe
+
+    overrides = evaluation.settings.get("set") or {}
+    if overrides:
+        sizes = ", ".join(f"{name} = {value!r}" for name, value in overrides.items())
+        parts = [f"judged at this run's sizes ({sizes}), not at the problem file's own sizes"]
+    else:
+        parts = ["judged at the problem file's own sizes"]
+    if evaluation.other_sizes is not None:
+        parts.append(evaluation.other_sizes.summary())
+    precision = describe(evaluation.precision)
+    if precision:
+        parts.append(precision)
+    return "; ".join(parts)
 
 
 @dataclass

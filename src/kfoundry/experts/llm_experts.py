@@ -74,7 +74,7 @@ def _parent_view(parent: ParentInfo, label: str) -> dict[str, Any]:
     if parent.mismatch_fraction is not None:
         figures.append(f"elements off: {parent.mismatch_fraction:.2%}")
     verdict = f"Verdict: `{parent.status}`" + (f": {parent.message}" if parent.message else "")
-    return {"label": label, "verdict": verdict, "source": parent.source, "path": parent.path, "status": parent.status,
+    return {"label": label, "verdict": verdict, "checked": parent.checked, "source": parent.source, "path": parent.path, "status": parent.status,
             "message": parent.message, "figures": figures, "timed": parent.runtime_ms is not None,
             "diagnosis": parent.diagnosis_markdown or "no diagnosis was made"}
 

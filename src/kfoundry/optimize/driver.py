@@ -6,8 +6,10 @@ LLM call and event goes to the run store as it happens, so a killed run resumes 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -384,6 +386,7 @@ class Optimization:
             device_info["workers"] = prepared.workers
         chosen = self.loop.best()
         self.store.choose_best(int(chosen.id) if chosen is not None and chosen.ok else None)
+        self._check_best_sizes()
         paths = self.store.write_outputs(device_info)
         best = self.store.final_best()
         self.experience.finish(best, self.name)
@@ -412,6 +415,39 @@ class Optimization:
         if self.experience.library is not None:
             self.experience.library.close()
         return result
+
+
+    def _check_best_sizes(self) -> None:
+        """The final best judged again at a second size set (kfoundry.evaluate.size_check): once per run,
+        after the search's evaluator has closed (its judge's memory is free again)."""
+        best = self.store.final_best()
+        if best is None or self._fault is not None:
+            return
+        done = self.store.load_state("size_check")
+        if done and done.get("candidate_id") == best["candidate_id"]:
+            return  # a resumed run whose best was checked already
+        from kfoundry.evaluate.size_check import check_sizes
+        from kfoundry.size_sets import size_constants
+        from kfoundry.types import SizeCheck, to_jsonable
+
+        if not self.settings.check_sizes:
+            check = SizeCheck(verified_at=size_constants(self.problem, self.options.set_values),
+                              message="not asked for (--no-check-sizes)")
+        else:
+            path = self.run_dir / "candidates" / f"{best['candidate_id']}.py"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(best["source"], encoding="utf-8")
+            device = self.evaluator.device if isinstance(self.evaluator.device, str) else self.options.device
+            say = (lambda message: None) if self.quiet else (lambda message: print(message, file=sys.stderr))
+            try:
+                check = check_sizes(self.problem, path, dataclasses.replace(self.options, device=device),
+                                    progress=say)
+            except EnvironmentFault as fault:  # the search is over: the run's results stand, with the reason
+                check = SizeCheck(verified_at=size_constants(self.problem, self.options.set_values),
+                                  message=f"environment fault: {fault.cause}")
+        self.store.save_state("size_check", {"candidate_id": best["candidate_id"], **to_jsonable(check)})
+        self.store.event("size_check", candidate_id=best["candidate_id"], summary=check.summary())
+        self.notes.append(check.summary())
 
 
 def optimize(problem: str | Path | None = None, *, out: str | Path | None = None, resume: str | Path | None = None,

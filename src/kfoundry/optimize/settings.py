@@ -3,6 +3,7 @@ take part. Stored in the run store, so `--resume` continues with the same ones."
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -37,6 +38,10 @@ class OptimizeSettings:
     devices: str | None = None  # "cuda:0,cuda:1", "all", "cpu:2": one evaluation worker each
     cluster: str | None = None  # "ray" or "ray://HOST:PORT": evaluation workers are Ray actors
     target_gpu: str | None = None  # a CPU run's prompts show this GPU's datasheet figures (a GPU run: its own)
+    # the final best judged again at a second size set (kfoundry.evaluate.size_check); KFOUNDRY_CHECK_SIZES=0 turns
+    # it off for the API as for the command line (where kfoundry.config reads the environment)
+    check_sizes: bool = field(default_factory=lambda: os.environ.get("KFOUNDRY_CHECK_SIZES", "1").strip().lower()
+                              not in ("0", "false", "no", "off"))
 
     def validate(self) -> None:
         if self.islands < 1:

@@ -66,6 +66,8 @@ def build_result(store: RunStore, device_info: dict[str, Any]) -> dict[str, Any]
             "timing": {k: timing.get(k) for k in ("statistic", "trials", "method", "device")},
             "correctness": {k: (best["evaluation"].get("correctness") or {}).get(k)
                             for k in ("trials", "trials_passed", "tolerance", "precision")},
+            "precision_checked": best["evaluation"].get("precision") or {},
+            "other_sizes": size_check_of(store, best["candidate_id"]),
         }
     return {
         "problem": {k: meta[f"problem_{k}"] for k in ("name", "path", "sha256")},
@@ -89,6 +91,35 @@ def build_result(store: RunStore, device_info: dict[str, Any]) -> dict[str, Any]
     }
 
 
+def size_check_of(store: RunStore, candidate_id: int) -> dict[str, Any] | None:
+    """The generalisation check of this candidate (kfoundry.types.SizeCheck as a dict), if it ran."""
+    check = store.load_state("size_check")
+    if not check or check.get("candidate_id") != candidate_id:
+        return None
+    return {k: v for k, v in check.items() if k != "candidate_id"}
+
+
+def best_header(best: dict[str, Any], check: dict[str, Any] | None) -> str:
+    """best.py's first lines: the sizes it was verified at, how, and whether it holds at others."""
+    from kfoundry.evaluate.precision_check import describe
+    from kfoundry.types import SizeCheck
+
+    evaluation = best["evaluation"]
+    settings, correctness = evaluation.get("settings") or {}, evaluation.get("correctness") or {}
+    sizes = (check or {}).get("verified_at") or settings.get("set") or {}
+    at = ", ".join(f"{k}={v}" for k, v in sizes.items()) or "the problem file's own sizes"
+    tolerance, device = correctness.get("tolerance"), evaluation.get("device")
+    how = [correctness.get("precision"), tolerance is not None and f"atol=rtol={tolerance:g}", device and f"on {device}"]
+    how = ", ".join(part for part in how if part)
+    lines = [f"# Kernel Foundry: verified at {at}" + (f" ({how})" if how else "")]
+    precision = describe(evaluation.get("precision"))
+    if precision:
+        lines.append(f"# {precision}")
+    if check is not None:
+        lines.append("# " + SizeCheck.from_dict(check).summary())
+    return "\n".join(line.replace("\n", " ") for line in lines) + "\n"
+
+
 def write_outputs(store: RunStore, device_info: dict[str, Any]) -> dict[str, Path]:
     """Write the outputs; best.py only when a verified candidate exists (a stale one is removed)."""
     run_dir = store.run_dir
@@ -97,7 +128,7 @@ def write_outputs(store: RunStore, device_info: dict[str, Any]) -> dict[str, Pat
     best_path = run_dir / "best.py"
     best = store.final_best()
     if best is not None:
-        _write_atomic(best_path, best["source"])
+        _write_atomic(best_path, best_header(best, size_check_of(store, best["candidate_id"])) + best["source"])
         paths["best"] = best_path
     elif best_path.exists():
         best_path.unlink()
