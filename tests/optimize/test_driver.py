@@ -288,3 +288,5 @@ def test_the_final_best_is_judged_at_other_sizes_and_best_py_says_where_it_was_v
     assert header[0] == "# Kernel Foundry: verified at batch_size=4, dim=250 (fp32, atol=rtol=0.0001, on cpu)"
     assert header[1].startswith("# precision emulated on the CPU")
     assert header[2].startswith("# holds at other sizes: no (batch_size=3, dim=188: runtime_error")
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert "verified at batch_size=4, dim=250; holds at other sizes: no (batch_size=3, dim=188" in page

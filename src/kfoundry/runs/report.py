@@ -48,6 +48,7 @@ def _best_section(data: dict[str, Any]) -> dict[str, Any] | None:
         "kind": best["kind"], "candidate": candidate, "evaluation": evaluation,
         "timing": evaluation.get("timing") or {}, "correctness": evaluation.get("correctness") or {},
         "code": code_html(candidate["source"]), "diff": None, "diff_note": "",
+        "checked": _checked_lines(data, candidate["id"], evaluation),
     }
     if first is None or first["candidate"]["id"] == candidate["id"]:
         section["diff_note"] = "The best candidate is the first correct one: there is no earlier version to compare."
@@ -59,6 +60,20 @@ def _best_section(data: dict[str, Any]) -> dict[str, Any] | None:
         else:
             section["diff_note"] = "The first correct candidate has the same code."
     return section
+
+
+def _checked_lines(data: dict[str, Any], candidate_id: int, evaluation: dict[str, Any]) -> list[str]:
+    """Where the best's verdict holds: where its precision was checked, and whether it holds at other sizes."""
+    from kfoundry.evaluate.precision_check import describe
+    from kfoundry.types import SizeCheck
+
+    lines = [describe(evaluation.get("precision"))]
+    best = (data["result"] or {}).get("best") or {}
+    if best.get("candidate_id") == candidate_id and best.get("other_sizes"):
+        check = SizeCheck.from_dict(best["other_sizes"])
+        sizes = ", ".join(f"{k}={v}" for k, v in check.verified_at.items())
+        lines.append(f"verified at {sizes}; {check.summary()}" if sizes else check.summary())
+    return [line for line in lines if line]
 
 
 def _diagnosis(data: dict[str, Any]) -> dict[str, Any] | None:
