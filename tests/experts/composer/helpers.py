@@ -59,20 +59,21 @@ def _evaluate_all(problem: Path, paths: list[Path], options) -> list:
 
 
 def submit_all(problem: Path, sources: list[str], set_values: dict | None = None, eval_mode: bool = False,
-               label: str = "candidate", precision: str = "fp32") -> Future:
+               label: str = "candidate", precision: str = "fp32", tolerance: float | None = None) -> Future:
     """Evaluate candidate sources on the CPU in the background; the future gives their Evaluations."""
     from kfoundry.evaluate import EvalOptions
 
     paths = [write_candidate(source, label) for source in sources]
     options = EvalOptions(device="cpu", trials=1, seed=EVAL_SEED, set_values=dict(set_values or {}),
-                          eval_mode=eval_mode, measure_device=False, timeout_s=240, precision=precision)
+                          eval_mode=eval_mode, measure_device=False, timeout_s=240, precision=precision,
+                          tolerance=tolerance)
     return _POOL.submit(_evaluate_all, problem, paths, options)
 
 
 def submit(problem: Path, source: str, set_values: dict | None = None, eval_mode: bool = False,
-           label: str = "candidate", precision: str = "fp32") -> Future:
+           label: str = "candidate", precision: str = "fp32", tolerance: float | None = None) -> Future:
     """Evaluate one candidate source on the CPU in the background; the future gives its Evaluation."""
-    future = submit_all(problem, [source], set_values, eval_mode, label, precision)
+    future = submit_all(problem, [source], set_values, eval_mode, label, precision, tolerance)
     single: Future = Future()
     future.add_done_callback(lambda f: single.set_exception(f.exception()) if f.exception()
                              else single.set_result(f.result()[0]))
@@ -88,6 +89,18 @@ def compose_ok(problem: Path, **kwargs: Any) -> ComposeResult:
 
 def first(result: ComposeResult) -> ComposedCandidate:
     return result.candidates[0]
+
+
+TF32_LEVEL = ("tf32", "fp16")  # dot precisions with TF32's rounding: the fp32 tolerance rejects them, on a CPU too
+
+
+def first_exact(result: ComposeResult) -> ComposedCandidate:
+    """The first candidate none of whose dots rounds its operands to TF32's 10 bits (the CPU emulates a GPU's
+    dot precision: kfoundry.evaluate.emulated_precision)."""
+    for candidate in result.candidates:
+        if not any(config.get("precision") in TF32_LEVEL for config in candidate.config.values()):
+            return candidate
+    raise AssertionError(f"no variant at fp32 accuracy among {[c.name for c in result.candidates]}")
 
 
 def verdict(future: Future | Any) -> str:
@@ -167,6 +180,8 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
         return a
 
     for op in graph.ops:
+        if op.name == "sym_attr":  # a number of the model's: feeds_for reads it
+            continue
         args = [val(a) for a in op.args]
         at = {k: val(v) for k, v in op.attrs.items()}
         name = op.name
@@ -294,11 +309,12 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
 
 
 def feeds_for(graph: Graph, model: torch.nn.Module, inputs: list) -> dict[Value, Any]:
-    """The graph's inputs and parameters bound to a model's tensors."""
+    """The graph's inputs and parameters bound to a model's tensors, and its numbers to the model's."""
     feeds: dict[Value, Any] = {}
     for value in graph.inputs:
         feeds[value] = inputs[value.index] if value.kind == "input" else value.concrete
-    for path, value in graph.params.items():
+    for path, value in list(graph.params.items()) + [(op.attrs["path"], op.out) for op in graph.ops
+                                                     if op.name == "sym_attr"]:
         owner, _, attr = path.rpartition(".")
         feeds[value] = getattr(model.get_submodule(owner) if owner else model, attr)
     return feeds

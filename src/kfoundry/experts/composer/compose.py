@@ -18,6 +18,7 @@ from kfoundry.experts.composer.plan.fusion import Group, Plan, plan
 from kfoundry.experts.composer.read.lower_aten import read_aten_graph
 from kfoundry.experts.composer.read.lower_fx import ReadFailed, read_graph
 from kfoundry.experts.composer.read.model_init import InitError, init_parts
+from kfoundry.experts.composer.read.numbers import module_numbers
 from kfoundry.experts.composer.read.trace import (
     Sample,
     TraceFailed,
@@ -59,7 +60,7 @@ def capture(sample: Sample) -> Captured:
     notes: list[str] = []
     fx_unsupported: dict[str, str] = {}
     try:
-        return Captured(read_graph(trace_fx(sample.model, sample.inputs), sample.eval_mode), {}, "fx", notes)
+        return Captured(_read_fx(sample), {}, "fx", notes)
     except TraceFailed as exc:
         notes.append(str(exc))
     except ReadFailed as exc:
@@ -77,6 +78,17 @@ def capture(sample: Sample) -> Captured:
         return Captured(None, fx_unsupported or exc.unsupported, "none", notes)
 
 
+def _read_fx(sample: Sample) -> Graph:
+    """The torch.fx reading, the module's numbers read when forward runs; where that reading fails, the one that
+    takes them at their traced values (which the candidate checks)."""
+    try:
+        return read_graph(trace_fx(sample.model, sample.inputs), sample.eval_mode)
+    except ReadFailed:
+        if not module_numbers(sample.model):
+            raise
+    return read_graph(trace_fx(sample.model, sample.inputs, numbers=False), sample.eval_mode)
+
+
 def check_graph(graph: Graph) -> dict[str, str]:
     """Ops the templates cannot run although the reader took them."""
     problems: dict[str, str] = {}
@@ -85,9 +97,9 @@ def check_graph(graph: Graph) -> dict[str, str]:
         tensors = op.tensor_args
         if kind in ("gemm", "conv") and not all(t.is_float for t in tensors):
             problems.setdefault(f"{op.name} of integer tensors", op.origin)
-        if any(t.dtype is not None and (t.dtype.is_complex or t.dtype == torch.float64) for t in tensors + [op.out]):
-            problems.setdefault(f"{op.name} on {next(t.dtype for t in tensors + [op.out] if t.dtype is not None)}",
-                                op.origin)
+        made = tensors + [op.out] if op.out.is_tensor else tensors  # a host number may be a Python float
+        if any(t.dtype is not None and (t.dtype.is_complex or t.dtype == torch.float64) for t in made):
+            problems.setdefault(f"{op.name} on {next(t.dtype for t in made if t.dtype is not None)}", op.origin)
         if kind == "pool" and op.name.startswith("adaptive") and any(s == 0 for s in op.out.shape):
             problems.setdefault(op.name, "empty output")
         if op.out.is_tensor and any(s == 0 for s in op.out.shape):

@@ -186,10 +186,13 @@ class PythonModule:
 
     def closure(self, expr: ast.expr, scope: ast.AST, line: int, depth: int = 3) -> list[ast.expr]:
         """`expr` and the expressions bound to the names it reads, transitively (`grid`, `nblocks`, ...).
-        Names bound to a bare int are not followed: they are constants of their own."""
+        Names bound to a bare int are not followed: they are constants of their own; nor are names bound to a call
+        other than cdiv (a tensor, `out = torch.empty((h - 1) // 2 + 1, ...)`: its sizes are not the grid's)."""
         found = [expr]
         for key in sorted(_reads(expr)) if depth else []:
             value = self.resolve(key, scope, line)
+            if isinstance(value, ast.Call) and not dotted(value.func).endswith("cdiv"):
+                continue
             if value is not None and _int_node(value) is None and all(value is not f for f in found):
                 found += [e for e in self.closure(value, scope, line, depth - 1) if all(e is not f for f in found)]
         return found
@@ -211,24 +214,29 @@ class PythonModule:
         dot_kernels = [k for k in self.kernels.values() if _uses_dot(k)]
         return dot_kernels[0] if dot_kernels else None
 
-    def grid_spans(self, launch: _Launch, value: int, with_ceil: bool) -> list[Span]:
-        """Literals in the launch's grid (and what it is computed from) that spell `value` as a size: operands of
-        arithmetic, of cdiv or of the grid tuple (`cdiv(n, 1024)`, `n // 1024`), and with `with_ceil` the 1023 of
-        `(n + 1023) // 1024`. A literal elsewhere (`x.view(-1, 1024)`) is not taken for the block size."""
+    def grid_spans(self, launch: _Launch, value: int, kind: str) -> list[Span]:
+        """Literals in the launch's grid (and what it is computed from) that spell `value` as the block it counts
+        programs by: the divisor of a cdiv or of a division (`cdiv(n, 1024)`, `n // 1024`), and for a block the
+        1023 of `(n + 1023) // 1024`, for a split an entry of the grid tuple (`(rows, 8)`: a program per part).
+        A literal elsewhere is a size (`x.view(-1, 1024)`, the 1 of `h - 1 + 1`) and is not taken for it."""
         spans = []
         for expr in self.closure(launch.call.func.slice, launch.scope, launch.call.lineno):
             for node in ast.walk(expr):
-                if isinstance(node, ast.BinOp):
-                    operands = [node.left, node.right]
-                    if with_ceil and isinstance(node.op, ast.Add) and int_value(node.right) == value - 1:
-                        spans.append(self.span(node.right, -1))
-                elif isinstance(node, ast.Call) and dotted(node.func).endswith("cdiv"):
-                    operands = node.args
-                elif isinstance(node, ast.Tuple):
-                    operands = node.elts
+                if isinstance(node, ast.Tuple) and kind == "split":
+                    spans += [self.span(e) for e in node.elts if int_value(e) == value]
+                    continue
+                if isinstance(node, ast.Call) and dotted(node.func).endswith("cdiv") and len(node.args) == 2:
+                    dividend, divisor = node.args
+                elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Div)):
+                    dividend, divisor = node.left, node.right
                 else:
                     continue
-                spans += [self.span(o) for o in operands if int_value(o) == value]
+                if int_value(divisor) != value:
+                    continue
+                spans.append(self.span(divisor))
+                if kind == "block" and isinstance(dividend, ast.BinOp) and isinstance(dividend.op, ast.Add) and \
+                        int_value(dividend.right) == value - 1:
+                    spans.append(self.span(dividend.right, -1))
         return spans
 
     def used_keys(self) -> dict[int, set[str]]:
@@ -286,7 +294,7 @@ def _launch_tunables(py: PythonModule) -> list[Tunable]:
                 continue
             ties = []
             if rule.kind in ("block", "split"):
-                ties = py.grid_spans(launch, kw.value.value, with_ceil=rule.kind == "block")
+                ties = py.grid_spans(launch, kw.value.value, rule.kind)
             found.append(_make(py, kw.arg, rule, kw.value, f"launch of {launch.kernel}", launch.kernel, ties))
     return found
 
@@ -305,7 +313,7 @@ def _constant_tunables(py: PythonModule) -> list[Tunable]:
                 arguments = [*launch.call.args, *(k.value for k in launch.call.keywords)]
                 passed = any(_key(v) == assign.key for v in arguments)
                 if passed and py.resolve(assign.key, launch.scope, launch.call.lineno) is assign.value:
-                    ties += py.grid_spans(launch, literal.value, with_ceil=rule.kind == "block")
+                    ties += py.grid_spans(launch, literal.value, rule.kind)
         scope = py.scope_name(assign.scope)
         found.append(_make(py, name, rule, literal, f"{assign.key} = {literal.value} in {scope}", scope, ties))
     return found

@@ -100,18 +100,19 @@ def one_pass():
 def test_carried_reductions_join_their_partners_pass_and_picks_read_one_column(one_pass):
     kernels = one_pass["looped"].split("def _row_")[1:]
     loops = [k.count("for c0 in range(0, n_cols, BC):") for k in kernels]
-    # the softmaxes of z, w and the cross-entropy's scaled logits share one kernel: their maxes and sums in
-    # one pass, then the writing pass. nll_loss's pick (its target is computed by another kernel, its index
-    # beside it) reads one column, in the kernel of u's LayerNorm and variance: their mean and squared
-    # deviations in one pass, then the writing pass. The sum of nll_loss: one pass
-    assert loops == [2, 2, 1], loops
-    assert len(re.findall(r"grown(_\d)? = tl.maximum\(", kernels[0])) == 3  # running maxes of z, w, the logits
+    # a kernel per tensor's rows (z, w, the logits, logp and u have equal sizes here only). The softmaxes of z
+    # and of w: their maxes and sums in one pass, then the writing pass; the cross-entropy's scaled logits: the
+    # same pass, and its target's pick reads one column. nll_loss's pick (its target is computed by another
+    # kernel, its index beside it) reads one column, and its sum is one pass. u's LayerNorm and variance: their
+    # mean and squared deviations in one pass, then the writing pass
+    assert loops == [2, 2, 1, 0, 1, 2], loops
+    assert all(len(re.findall(r"grown(_\d)? = tl.maximum\(", k)) == 1 for k in kernels[:3])  # running maxes
     assert "acc_row_sum = acc_row_sum * scale + term" in kernels[0]
     picks = [k for k in kernels if "is one column's value" in k]
     assert len(picks) == 2 and all("col_ok = (cols >= 0) & (cols < n_cols)" in k for k in picks)
     assert "iota2_ptr" not in one_pass["looped"]  # no index tensor is written to memory and read back
-    assert "delta = tl.where(col_ok, u_2 - shift_mean, 0.0)" in kernels[1] and "acc_var += delta * delta" in kernels[1]
-    assert "/ (n_cols - 1.0)" in kernels[1]  # torch.var's correction
+    assert "delta = tl.where(col_ok, u_2 - shift_mean, 0.0)" in kernels[5] and "acc_var += delta * delta" in kernels[5]
+    assert "/ (n_cols - 1.0)" in kernels[5]  # torch.var's correction
     for name, source in one_pass["norms"].items():  # the norm layers: statistics in one pass, then the outputs
         first_row_kernel = source.split("def _row_")[1]
         assert first_row_kernel.count("for c0 in range(0, n_cols, BC):") == 2, name
@@ -137,7 +138,7 @@ def test_split_rows_launch_once_per_level(composed):
     assert "mask=row_ok & (pid_s == 0)" in kernels[3]  # the cross-entropy's mean: written once
     # BatchNorm in training mode: the sums of x - shift and of its squares in one stage, then the outputs
     bn = composed["norms"]["batchnorm_relu"]
-    assert bn.count("if STAGE == ") == 2 and "torch.empty((2, relu.shape[1], 8)" in bn
+    assert bn.count("if STAGE == ") == 2 and "SPLIT = 8" in bn and "torch.empty((2, relu.shape[1], SPLIT)" in bn
     assert "shift_mean = " in bn and "for stage in range(1, 3):" in bn
 
 

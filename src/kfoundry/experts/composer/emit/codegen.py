@@ -8,11 +8,12 @@ import torch
 from kfoundry.experts.composer.emit import expr
 from kfoundry.experts.composer.emit.dedup import canonical
 from kfoundry.experts.composer.emit.host import (
+    COMPOSED_FOR_HELPER,
     POOL_OUT_SIZE_HELPER,
     HostContext,
     attribute_expr,
 )
-from kfoundry.experts.composer.emit.kernel import KernelCode
+from kfoundry.experts.composer.emit.kernel import KernelCode, wrap_call
 from kfoundry.experts.composer.ir.graph import SYM, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan
 from kfoundry.experts.composer.read.model_init import InitParts
@@ -74,9 +75,11 @@ def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch
     for path, value in plan.graph.params.items():
         if value in used_params:
             writer.lines.append(f"{INDENT}{host.name(value)} = {attribute_expr('self', path, model)}")
-    for step in plan.steps:
-        if isinstance(step, HostStep) and step.op.out.kind == SYM:
-            writer.lines.append(INDENT + host.sym_line(step.op))
+    syms = [step.op for step in plan.steps if isinstance(step, HostStep) and step.op.out.kind == SYM]
+    writer.lines.extend(INDENT + host.sym_line(op) for op in syms)
+    check = host.composed_for([op for op in syms if op.out.assumed])
+    if check:
+        writer.lines.append(wrap_call(INDENT + check))
     kernels: list[KernelCode] = []
     first_of: dict[str, KernelCode] = {}  # canonical source -> the kernel first emitted with it
     for step in plan.steps:
@@ -111,6 +114,8 @@ def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch
     parts.extend(expr.HELPERS[name] for name in sorted(helpers))
     if "_pool_out_size(" in body:
         parts.append(POOL_OUT_SIZE_HELPER)
+    if check:
+        parts.append(COMPOSED_FOR_HELPER)
     parts.extend(k.source for k in kernels)
     cls = [f"class ModelNew({init.bases}):"]
     cls.extend(init.class_body or ["    def __init__(self):\n        super().__init__()"])

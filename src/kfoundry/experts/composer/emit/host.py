@@ -1,6 +1,7 @@
 """The host side of the generated forward: variable names for values, shapes as Python expressions of the
-forward's inputs (so a candidate works at any size, not only the sample's), dtypes that follow the evaluated
-precision, and the code of host steps (views and sizes), which PyTorch's guard allows: no compute."""
+forward's inputs and the module's numbers (so a candidate works at any size, not only the sample's), dtypes that
+follow the evaluated precision, the code of host steps (views and sizes), which PyTorch's guard allows: no
+compute, and the check that stops a call at sizes the kernels were built around (`_composed_for`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import math
 
 import torch
 
-from kfoundry.experts.composer.ir.builder import norm_dim, norm_dims
+from kfoundry.experts.composer.emit.expr import literal
+from kfoundry.experts.composer.ir.builder import aligned, norm_dim, norm_dims
 from kfoundry.experts.composer.ir.graph import CONST, INPUT, PARAM, SYM, Value, category
-from kfoundry.experts.composer.plan.fusion import HostStep, Plan, aligned
+from kfoundry.experts.composer.plan.fusion import HostStep, Plan
 
 RESERVED = frozenset({"self", "torch", "triton", "tl", "nn", "math", "F", "grid", "ModelNew", "Model"}) | \
     frozenset(keyword.kwlist) | frozenset(dir(builtins))
@@ -185,7 +187,7 @@ class HostContext:
         if op.name == "conv":
             fw = self.formula(op.args[1])
             a = op.attrs
-            channels = f"{fw[1]} * {a['groups']}" if a["transposed"] else fw[0]
+            channels = f"{fw[1]} * {self.size(a['groups'])}" if a["transposed"] else fw[0]
             if a["transposed"] and a["groups"] == 1:
                 channels = fw[1]
             spatial = [conv_size_expr(xs[2 + i], op.args[1].shape[2 + i], a["stride"][i], a["padding"][i],
@@ -194,7 +196,7 @@ class HostContext:
             return [xs[0], channels] + spatial
         if op.name in ("adaptive_avg_pool", "adaptive_max_pool"):
             nd = len(op.attrs["output_size"])
-            return xs[:x.rank - nd] + [str(s) for s in op.attrs["output_size"]]
+            return xs[:x.rank - nd] + [self.size(s) for s in op.attrs["output_size"]]
         if kind == "pool":
             a = op.attrs
             nd = len(a["kernel"])
@@ -246,7 +248,8 @@ class HostContext:
             return xs[:s] + [product(xs[s:e + 1])] + xs[e + 1:]
         if op.name == "slice":
             d = norm_dim(a["dim"], x.rank)
-            length = f"len(range(*slice({a['start']}, {a['stop']}, {a['step']}).indices({xs[d]})))"
+            bounds = ", ".join(self.size(a[k]) if a[k] is not None else "None" for k in ("start", "stop", "step"))
+            length = f"len(range(*slice({bounds}).indices({xs[d]})))"
             return xs[:d] + [length] + xs[d + 1:]
         if op.name == "select":
             d = norm_dim(a["dim"], x.rank)
@@ -259,17 +262,48 @@ class HostContext:
 
     # -- host steps ----------------------------------------------------------------------------------
     def sym_line(self, op) -> str:
-        name = self.name(op.out)
+        return f"{self.name(op.out)} = {self.sym_expr(op)}"
+
+    def sym_expr(self, op) -> str:
         a = op.args
         if op.name == "sym_size":
-            return f"{name} = {self.formula(a[0])[op.attrs['dim']]}"
+            return self.formula(a[0])[op.attrs["dim"]]
         if op.name == "sym_numel":
-            return f"{name} = {product(self.formula(a[0]))}"
+            return product(self.formula(a[0]))
+        if op.name == "sym_attr":
+            return attribute_expr("self", op.attrs["path"], self.model)
         operator = {"sym_add": "+", "sym_sub": "-", "sym_mul": "*", "sym_floordiv": "//", "sym_mod": "%",
                     "sym_truediv": "/", "sym_pow": "**"}
         if op.name == "sym_neg":
-            return f"{name} = -{self.size(a[0])}"
-        return f"{name} = {self.size(a[0])} {operator[op.name]} {self.size(a[1])}"
+            return f"-{self.size(a[0])}"
+        return f"{self.size(a[0])} {operator[op.name]} {self.size(a[1])}"
+
+    def composed_for(self, assumed: list) -> str | None:
+        """The call-time check that what the kernels were built around still holds: the host numbers `assumed`
+        (ops computing them) and forward's arguments that are not tensors have their traced values, and the dims
+        of size 1, which no kernel indexes, have size 1 (a size that happened to be 1 when composed)."""
+        checks = [(self.sym_expr(op), self.name(op.out), op.out.concrete) for op in assumed]
+        checks += [(self.name(v), self.name(v), v.concrete) for v in self.plan.graph.inputs
+                   if v.kind == CONST and _plain(v.concrete)]
+        checks += [(size, size, 1) for size in self.unit_dims() if size not in {what for what, _, _ in checks}]
+        if not checks:
+            return None
+        return f"_composed_for({', '.join(f'({what!r}, {now}, {_source(then)})' for what, now, then in checks)})"
+
+    def unit_dims(self) -> list[str]:
+        """The size expressions, other than the literal 1, of the tensors' dims of size 1."""
+        graph = self.plan.graph
+        values = [v for v in graph.inputs if v.is_tensor] + [op.out for op in graph.ops if op.out.is_tensor]
+        found = []
+        for value in values:
+            for size, formula in zip(value.shape, self.formula(value)):
+                if size == 1 and formula != "1" and formula not in found:
+                    found.append(formula)
+        return found
+
+    def _bound(self, value) -> str:
+        """A slice bound on the host ('' where the slice leaves it out)."""
+        return "" if value is None else self.size(value)
 
     def view_line(self, op) -> str:
         name = self.name(op.out)
@@ -293,7 +327,7 @@ class HostContext:
             return f"{name} = {x}.flatten({a['start']}, {a['end']})"
         if op.name == "slice":
             d = norm_dim(a["dim"], op.args[0].rank)
-            index = ", ".join([":"] * d + [f"{_s(a['start'])}:{_s(a['stop'])}:{_s(a['step'])}"])
+            index = ", ".join([":"] * d + [":".join(self._bound(a[k]) for k in ("start", "stop", "step"))])
             return f"{name} = {x}[{index}]"
         if op.name == "select":
             return f"{name} = {x}.select({a['dim']}, {a['index']})"
@@ -302,16 +336,35 @@ class HostContext:
         raise KeyError(op.name)
 
 
-def _s(value) -> str:
-    return "" if value is None else str(value)
-
-
 POOL_OUT_SIZE_HELPER = '''def _pool_out_size(size, kernel, stride, padding, dilation, ceil_mode):
     span = size + 2 * padding - dilation * (kernel - 1) - 1
     out = (-(-span // stride) if ceil_mode else span // stride) + 1
     if ceil_mode and (out - 1) * stride >= size + padding:
         out -= 1  # the last window must start inside the input or its left padding
     return out
+'''
+
+
+def _source(value) -> str:
+    """A traced value as Python source (`float("inf")` for an infinity)."""
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(_source(v) for v in value) + ("," if len(value) == 1 and isinstance(value, tuple) else "")
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return literal(value) if isinstance(value, float) else repr(value)
+
+
+def _plain(value) -> bool:
+    """A value its repr writes back as Python source: a number, a string, None, or a tuple or list of them."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+COMPOSED_FOR_HELPER = '''def _composed_for(*checks):
+    """Stops a call at sizes the kernels were not built for: checks are (what, its value now, its value then)."""
+    wrong = [f"{what} = {now!r} (composed for {then!r})" for what, now, then in checks if now != then]
+    if wrong:
+        raise ValueError("this candidate only supports the sizes it was composed for: " + ", ".join(wrong))
 '''
 
 

@@ -396,7 +396,7 @@ class Emitter:
             for dim, shift in op.attrs["moves"]:
                 n = self.size_arg(x, dim)
                 # the host gives the shift in [0, n): every term stays non-negative, whatever % does with signs
-                s = self.kw.arg(f"shift{dim}", f"({shift}) % {self.host_size(x, dim)}")
+                s = self.kw.arg(f"shift{dim}", f"({self.host.size(shift)}) % {self.host_size(x, dim)}")
                 sources[dim] = f"(({coords[dim][0]} + {n} - {s}) % {n})"
             var, axes = self.gather(op, 0, sources, mask_of([c[1] for c in coords.values()]), "0")
             self.bind(op.out, var, span | axes)

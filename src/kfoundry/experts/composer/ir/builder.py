@@ -27,6 +27,7 @@ from kfoundry.experts.composer.ir.graph import (
     Op,
     Value,
     flat_values,
+    number,
 )
 
 
@@ -39,6 +40,11 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(torch.broadcast_shapes(*[torch.Size(s) for s in shapes]))
     except RuntimeError as exc:
         raise ShapeError(str(exc)) from None
+
+
+def aligned(arg_rank: int, out_rank: int) -> list[int]:
+    """For each dim of an argument, the dim of a broadcast result it lines up with (right-aligned)."""
+    return [i + out_rank - arg_rank for i in range(arg_rank)]
 
 
 def norm_dim(dim: int, rank: int) -> int:
@@ -57,6 +63,8 @@ def norm_dims(dims: Any, rank: int) -> tuple[int, ...]:
 
 
 def _probe(arg: Any):
+    if isinstance(arg, Value) and not arg.is_tensor:
+        return arg.concrete  # a host number promotes like the Python number it is
     if isinstance(arg, Value):
         return torch.empty((1,) if arg.rank else (), dtype=arg.dtype)
     return arg
@@ -121,7 +129,7 @@ def _conv_shape(x: Value, w: Value, attrs: dict) -> tuple[int, ...]:
     nd = len(attrs["stride"])
     if x.rank != nd + 2 or w.rank != nd + 2:
         raise ShapeError(f"conv of rank {x.rank} input with rank {w.rank} weight")
-    groups = attrs["groups"]
+    groups = number(attrs["groups"])
     if attrs["transposed"]:
         out_channels = w.shape[1] * groups
     else:
@@ -134,7 +142,7 @@ def _conv_shape(x: Value, w: Value, attrs: dict) -> tuple[int, ...]:
 
 def _pool_shape(name: str, x: Value, attrs: dict) -> tuple[int, ...]:
     if name.startswith("adaptive"):
-        return x.shape[:x.rank - len(attrs["output_size"])] + tuple(attrs["output_size"])
+        return x.shape[:x.rank - len(attrs["output_size"])] + tuple(number(s) for s in attrs["output_size"])
     nd = len(attrs["kernel"])
     dilation = attrs.get("dilation", (1,) * nd)
     spatial = tuple(pool_out_size(x.shape[x.rank - nd + i], attrs["kernel"][i], attrs["stride"][i],
@@ -144,7 +152,7 @@ def _pool_shape(name: str, x: Value, attrs: dict) -> tuple[int, ...]:
 
 def _slice_shape(shape: tuple[int, ...], attrs: dict) -> tuple[int, ...]:
     dim = norm_dim(attrs["dim"], len(shape))
-    start, stop, step = slice(attrs["start"], attrs["stop"], attrs["step"]).indices(shape[dim])
+    start, stop, step = slice(number(attrs["start"]), number(attrs["stop"]), attrs["step"]).indices(shape[dim])
     return shape[:dim] + (len(range(start, stop, step)),) + shape[dim + 1:]
 
 
@@ -279,6 +287,15 @@ def _layout_dtype(tensors: list[Value]) -> tuple[torch.dtype, bool]:
     return dtype, not _follows_precision(tensors, dtype)
 
 
+def host_dtype(number: Any) -> torch.dtype | None:
+    """The dtype a host number computes in (None for a tuple, which only a check reads)."""
+    if isinstance(number, bool):
+        return torch.bool
+    if isinstance(number, int):
+        return torch.int64
+    return torch.float64 if isinstance(number, float) else None
+
+
 class GraphBuilder:
     """Adds values and ops to a Graph with fresh names and inferred shapes."""
 
@@ -311,8 +328,9 @@ class GraphBuilder:
                                             tensor.dtype, path=path)
         return self.graph.params[path]
 
-    def sym(self, name: str, args: list[Any], concrete: int, origin: str = "", **attrs: Any) -> Value:
-        out = Value(self.fresh(name), SYM, dtype=torch.int64, fixed_dtype=True, concrete=concrete)
+    def sym(self, name: str, args: list[Any], concrete: Any, origin: str = "", hint: str | None = None,
+            **attrs: Any) -> Value:
+        out = Value(self.fresh(hint or name), SYM, dtype=host_dtype(concrete), fixed_dtype=True, concrete=concrete)
         op = Op(name, list(args), attrs, out, origin)
         out.producer = op
         self.graph.ops.append(op)

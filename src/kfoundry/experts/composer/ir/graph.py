@@ -1,7 +1,10 @@
 """The composer's op IR: a problem's forward as a list of primitive ops on values with shapes and dtypes.
 
 Values are tensors (forward inputs, the module's parameters and buffers by attribute path, op results),
-host integers derived from shapes (`sym`), or forward arguments that are not tensors (`const`). Every
+host numbers derived from shapes or read from the module's attributes at call time (`sym`), or forward arguments
+that are not tensors (`const`). A host number the reader had to take at its traced value (a kernel built around
+it) is `assumed`: the candidate checks at call time that it still holds, so that other sizes raise a clear
+error instead of computing something else. Every
 op is a primitive the kernel templates know: composite PyTorch ops (linear, softmax, the norms, ...)
 are decomposed into these when the trace is read.
 """
@@ -47,7 +50,8 @@ RECURRENT = frozenset({"recurrent"})
 # unfold(dim=, size=, step=): windows along dim as a last dim of their own (overlapping where step < size)
 VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "expand", "flatten", "slice",
                    "select", "unfold"})
-SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
+# sym_attr(path=): a number the module holds (self.scale, self.norm.num_groups), read when forward runs
+SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_attr", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
                   "sym_mod", "sym_neg", "sym_truediv", "sym_pow"})
 SHAPE_QUERIES = frozenset({"sym_size", "sym_numel"})  # they read a tensor's shape, which the host computes itself
 ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | LAYOUTS | RECURRENT | VIEWS | SYMS
@@ -65,6 +69,7 @@ class Value:
     index: int | None = None  # INPUT / CONST: position among forward's arguments
     producer: Op | None = None
     concrete: Any = None  # SYM / CONST: the value the sample run saw
+    assumed: bool = False  # SYM: the candidate is built for `concrete` only (checked when forward runs)
 
     @property
     def is_tensor(self) -> bool:
@@ -130,6 +135,11 @@ class Graph:
         return "\n".join(lines)
 
 
+def number(value: Any) -> Any:
+    """The traced value of a host number (a plain number is its own)."""
+    return value.concrete if isinstance(value, Value) else value
+
+
 def flat_values(args: Any) -> list[Value]:
     """The Values among an op's arguments, nested tuples and lists included."""
     if isinstance(args, Value):
@@ -160,11 +170,12 @@ def moved_dims(op: Op) -> tuple[int, ...]:
 
 
 def dead_code_eliminated(graph: Graph) -> Graph:
-    """The graph without ops whose results nothing uses (a size query keeps no tensor computed)."""
+    """The graph without ops whose results nothing uses (a size query keeps no tensor computed); an assumed size
+    is used by the check of it."""
     live = set(graph.outputs)
     kept = []
     for op in reversed(graph.ops):
-        if op.out in live:
+        if op.out in live or op.out.assumed:
             kept.append(op)
             live.update(v for v in op.inputs if not (op.name in SHAPE_QUERIES and v.is_tensor))
     graph.ops = kept[::-1]

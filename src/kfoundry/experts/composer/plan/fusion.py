@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kfoundry.experts.composer.ir.builder import infer, norm_dims
+from kfoundry.experts.composer.ir.builder import aligned, infer, norm_dims
 from kfoundry.experts.composer.ir.graph import (
     CONST,
     INDEX,
@@ -40,6 +40,7 @@ from kfoundry.experts.composer.ir.graph import (
 )
 from kfoundry.experts.composer.plan.concat import computed, sink_through_cats
 from kfoundry.experts.composer.plan.scans import directed_scans
+from kfoundry.experts.composer.plan.sizes import SameSizes
 
 Map = tuple  # tuple[int | None, ...]
 SEALED = ("scan", "recurrent")  # kernels nothing fuses into
@@ -64,6 +65,7 @@ class Group:
     exports: list[Value] = field(default_factory=list)
     name: str = ""
     prologue: Group | None = None  # a pointwise group computed on the anchor's input as it is read (pool, scan)
+    shaped: Value | None = None  # a value whose shape is the space (at every size)
 
     @property
     def moves(self) -> bool:
@@ -115,16 +117,6 @@ class Plan:
         return "\n".join(lines)
 
 
-def aligned(arg_rank: int, out_rank: int) -> list[int]:
-    """For each dim of an argument, the dim of a broadcast result it lines up with (right-aligned)."""
-    return [i + out_rank - arg_rank for i in range(arg_rank)]
-
-
-def _broadcasts_to(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
-    offset = len(big) - len(small)
-    return offset >= 0 and all(s in (1, big[i + offset]) for i, s in enumerate(small))
-
-
 def leaf_map_for(arg: Value, out: Value, out_map: Map) -> Map:
     return tuple(out_map[j] if arg.shape[i] != 1 else None for i, j in enumerate(aligned(arg.rank, out.rank)))
 
@@ -153,6 +145,7 @@ class Planner:
             self.position[v] = -1
         for v in graph.params.values():
             self.position[v] = -1
+        self.sizes = SameSizes(graph)
 
     def plan(self) -> Plan:
         for op in _indices_before_use(self.graph.ops):
@@ -196,8 +189,8 @@ class Planner:
     def _ready_before(self, value: Value, index: int) -> bool:
         return self._ready_at(value) < index
 
-    def _new_group(self, kind: str, space: tuple[int, ...], **kw) -> Group:
-        group = Group(kind, len(self.steps), tuple(space), **kw)
+    def _new_group(self, kind: str, shaped: Value, **kw) -> Group:
+        group = Group(kind, len(self.steps), tuple(shaped.shape), shaped=shaped, **kw)
         self.steps.append(group)
         return group
 
@@ -225,7 +218,7 @@ class Planner:
 
     # -- anchors ---------------------------------------------------------------------------------------
     def _anchor(self, op: Op, kind: str) -> None:
-        group = self._new_group(kind, op.out.shape, anchor=op)
+        group = self._new_group(kind, op.out, anchor=op)
         group.vmap[op.out] = tuple(None if s == 1 else i for i, s in enumerate(op.out.shape))
         self.group_of[op.out] = group
 
@@ -248,7 +241,7 @@ class Planner:
     def _layout(self, op: Op) -> None:
         """A flip, roll, pad or cat starts a pointwise kernel over its output: its inputs are read from memory at the
         moved coordinates (they are never values of the same kernel), what follows it joins as usual."""
-        group = self._new_group("pointwise", op.out.shape)
+        group = self._new_group("pointwise", op.out)
         self._add(group, op, tuple(range(op.out.rank)))
         moved = set(moved_dims(op))
         for position, arg in enumerate(op.args):
@@ -263,13 +256,15 @@ class Planner:
         if not candidates and op.name not in INDEX:
             # reads only tensors in memory: compute it beside a recent kernel of the same space (an index reads
             # nothing: it starts a kernel beside its first user, which may need values that kernel cannot see)
-            candidates = [g for g in reversed(self.groups()) if g.kind not in SEALED and (g.space == op.out.shape or (
-                g.kind == "pointwise" and len(g.space) <= op.out.rank and _broadcasts_to(g.space, op.out.shape)))][:3]
+            candidates = [g for g in reversed(self.groups()) if g.kind not in SEALED and (
+                self.sizes.same_shape(g.shaped, op.out)
+                or g.kind == "pointwise" and self.sizes.broadcasts_into(g.shaped, op.out))][:3]
         elif not candidates and self.groups():
             # a second index op beside a first that started a kernel of its own (a triangle's row and column):
             # the same kernel, or the first would be written to memory for the second's user to read
             last = self.groups()[-1]
-            if last.kind == "pointwise" and last.space == op.out.shape and all(o.name in INDEX for o in last.ops):
+            if last.kind == "pointwise" and self.sizes.same_shape(last.shaped, op.out) and \
+                    all(o.name in INDEX for o in last.ops):
                 candidates = [last]
         for group in candidates:
             if not all(self._ready_before(a, group.index) for a in op.inputs if a not in group.vmap):
@@ -280,7 +275,7 @@ class Planner:
             if out_map is not None:
                 self._add(group, op, out_map)
                 return
-        group = self._new_group("pointwise", op.out.shape)
+        group = self._new_group("pointwise", op.out)
         self._add(group, op, tuple(range(op.out.rank)))
 
     def _fit(self, group: Group, op: Op) -> Map | None:
@@ -303,7 +298,7 @@ class Planner:
             if defined[j] or out.shape[j] == 1:
                 continue
             # a dim only leaves run along: it must be the space dim in the same right-aligned place
-            if offset < 0 or group.space[j + offset] != out.shape[j] or (j + offset) in mapped:
+            if offset < 0 or not self.sizes.same(group.shaped, j + offset, out, j) or (j + offset) in mapped:
                 return None
             if any(defined[k] and mapped[k] != k + offset for k in range(out.rank)):
                 return None
@@ -315,13 +310,10 @@ class Planner:
     def _grow(self, group: Group, op: Op) -> Map | None:
         """Widen a pointwise group's space to op's (larger) broadcast shape, when its values line up right-aligned."""
         out = op.out
-        if out.rank < len(group.space):
-            return None
         offset = out.rank - len(group.space)
-        for j, size in enumerate(group.space):
-            if size != 1 and out.shape[j + offset] != size:
-                return None
-        group.space = tuple(out.shape)
+        if not self.sizes.broadcasts_into(group.shaped, out):
+            return None
+        group.space, group.shaped = tuple(out.shape), out
         group.vmap = {v: tuple(None if d is None else d + offset for d in m) for v, m in group.vmap.items()}
         group.leaf_maps = {k: tuple(None if d is None else d + offset for d in m) for k, m in group.leaf_maps.items()}
         return self._fit(group, op)
@@ -351,14 +343,14 @@ class Planner:
                 return
         identity = tuple(range(x.rank))
         wanted = {d for d in dims if x.shape[d] != 1}
-        for group in [g for g in reversed(self.groups()) if g.kind == "row" and g.space == x.shape][:3]:
+        for group in [g for g in reversed(self.groups()) if g.kind == "row" and self.sizes.same_shape(g.shaped, x)][:3]:
             # a sibling reduction of the same tensor over the same dims: one kernel computes both
             same = {d for d in group.reduced if group.space[d] != 1} == wanted
             if same and wanted and self._ready_before(x, group.index) and \
                     (op.name not in ("argmax", "argmin") or len(wanted) == 1):
                 self._add(group, op, self._reduced_map(identity, dims, op.attrs.get("keepdim", False)), identity)
                 return
-        group = self._new_group("row", x.shape, reduced=dims)
+        group = self._new_group("row", x, reduced=dims)
         self._add(group, op, self._reduced_map(identity, dims, op.attrs.get("keepdim", False)), identity)
 
     def _along_tile(self, group: Group, op: Op, x: Value, dims: tuple[int, ...]) -> bool:
@@ -438,7 +430,7 @@ def _split_off(group: Group, value: Value) -> Group | None:
     others = set().union(*(_needed(group, v) for v in group.exports if v is not value))
     if mine & others:
         return None
-    split = Group("pointwise", -1, group.space)
+    split = Group("pointwise", -1, group.space, shaped=group.shaped)
     for op in group.ops:
         if op in mine:
             split.ops.append(op)
@@ -551,6 +543,7 @@ def common_subexpressions(graph: Graph) -> Graph:
         key = (op.name, key_of(op.args), tuple(sorted((k, key_of(v)) for k, v in op.attrs.items())))
         if key in seen and op.out.is_tensor == seen[key].is_tensor and op.out.shape == seen[key].shape:
             replace[op.out] = seen[key]
+            seen[key].assumed |= op.out.assumed
             continue
         seen[key] = op.out
         kept.append(op)

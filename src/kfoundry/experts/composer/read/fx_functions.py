@@ -9,9 +9,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from kfoundry.experts.composer.ir.builder import norm_dim, norm_dims
-from kfoundry.experts.composer.ir.graph import SYM, Value
+from kfoundry.experts.composer.ir.graph import SYM, Value, number
 from kfoundry.experts.composer.read import decompose, norm
-from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, tuple_n
+from kfoundry.experts.composer.read.handling import (
+    HandlerTable,
+    Unsupported,
+    bind,
+    ints_of,
+    operand,
+    scalar_of,
+    tuple_n,
+)
 
 if TYPE_CHECKING:
     from kfoundry.experts.composer.read.lower_fx import FxReader
@@ -378,7 +386,9 @@ def _sdpa(r: FxReader, *args, **kwargs):
     q, k, v = r.tensor(a["query"]), r.tensor(a["key"], "key"), r.tensor(a["value"], "value")
     if a["is_causal"] or a["enable_gqa"] or float(a["dropout_p"]) != 0.0:
         raise Unsupported("F.scaled_dot_product_attention", "causal, grouped-query or dropout attention")
-    scale = float(a["scale"]) if a["scale"] is not None else 1.0 / math.sqrt(q.shape[-1])
+    scale = a["scale"]
+    if scale is None:  # 1 / sqrt(head dim), computed when forward runs
+        scale = r.sym_binary("div", 1.0, r.sym_binary("pow", r.size_of(q, -1), 0.5))
     scores = decompose.matmul(r.b, q, r.op("transpose", [k], dim0=-2, dim1=-1), r.origin)
     scores = r.op("mul", [scores, scale])
     mask = a["attn_mask"]
@@ -420,11 +430,16 @@ def _addmm(r: FxReader, *args, **kwargs):
 
 
 # -- convolution and pooling ----------------------------------------------------------------------------
-def conv(r: FxReader, x: Value, w: Value, bias: Value | None, stride, padding, dilation, groups: int,
+def conv(r: FxReader, x: Value, w: Value, bias: Value | None, stride, padding, dilation, groups: int | Value,
          transposed: bool = False, output_padding: Any = 0) -> Value:
+    """A convolution op. The kernels unroll the weight's kernel sizes (checked when the candidate runs); a group
+    count the module holds is read when forward runs, unless it is 1 (a plain convolution's kernels, checked)."""
     nd = x.rank - 2
     if nd not in (1, 2, 3):
         raise Unsupported(r.origin, f"a convolution over {nd} dims")
+    for d in range(nd):
+        r.size_of(w, 2 + d).assumed = True
+    groups = scalar_of(groups) if not isinstance(groups, Value) or groups.concrete == 1 else groups
     if isinstance(padding, str):
         if padding == "valid":
             padding = 0
@@ -437,7 +452,7 @@ def conv(r: FxReader, x: Value, w: Value, bias: Value | None, stride, padding, d
         else:
             raise Unsupported(r.origin, f"padding={padding!r}")
     y = r.op("conv", [x, w], stride=tuple_n(stride, nd), padding=tuple_n(padding, nd),
-             dilation=tuple_n(dilation, nd), groups=int(groups), transposed=bool(transposed),
+             dilation=tuple_n(dilation, nd), groups=groups, transposed=bool(transposed),
              output_padding=tuple_n(output_padding, nd))
     if bias is not None:
         shaped = r.op("reshape", [bias], sizes=(-1,) + (1,) * nd)
@@ -495,12 +510,12 @@ def _avg_pool(r: FxReader, *args, **kwargs):
 
 
 def adaptive_pool(r: FxReader, kind: str, x: Value, nd: int, output_size) -> Value:
-    spatial = x.shape[x.rank - nd:]
+    """An adaptive pool; an output size of None keeps the input's size along that dim (read when forward runs)."""
     size = ints_of(output_size)
     if len(size) == 1:
         size = size * nd
-    size = tuple(spatial[i] if s is None else int(s) for i, s in enumerate(size))
-    if all(s == 1 for s in size):  # global pooling: a reduction over the spatial dims
+    size = tuple(r.size_of(x, x.rank - nd + i) if s is None else int(scalar_of(s)) for i, s in enumerate(size))
+    if all(number(s) == 1 for s in size):  # global pooling: a reduction over the spatial dims
         dims = tuple(range(x.rank - nd, x.rank))
         return r.op("mean" if kind == "avg" else "amax", [x], dims=dims, keepdim=True)
     return r.op(f"adaptive_{kind}_pool", [x], output_size=size)
@@ -521,14 +536,14 @@ def _adaptive(r: FxReader, *args, **kwargs):
 def _layer_norm(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, normalized_shape, weight=None, bias=None, eps=1e-05")
     return norm.layer_norm(r.b, r.tensor(a["input"]), len(ints_of(a["normalized_shape"])), a["weight"], a["bias"],
-                           float(a["eps"]), r.origin)
+                           operand(a["eps"]), r.origin)
 
 
 @handles("rms_norm")
 def _rms_norm(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, normalized_shape, weight=None, eps=None")
     x = r.tensor(a["input"])
-    eps = torch.finfo(x.dtype).eps if a["eps"] is None else float(a["eps"])
+    eps = torch.finfo(x.dtype).eps if a["eps"] is None else operand(a["eps"])
     return norm.rms_norm(r.b, x, len(ints_of(a["normalized_shape"])), a["weight"], eps, r.origin)
 
 
@@ -537,7 +552,7 @@ def _batch_norm(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, running_mean, running_var, weight=None, bias=None, training=False, "
                            "momentum=0.1, eps=1e-05")
     return norm.batch_norm(r.b, r.tensor(a["input"]), a["running_mean"], a["running_var"], a["weight"], a["bias"],
-                           bool(a["training"]), float(a["eps"]), r.origin)
+                           bool(a["training"]), operand(a["eps"]), r.origin)
 
 
 @handles("instance_norm")
@@ -545,12 +560,12 @@ def _instance_norm(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, running_mean=None, running_var=None, weight=None, bias=None, "
                            "use_input_stats=True, momentum=0.1, eps=1e-05")
     return norm.instance_norm(r.b, r.tensor(a["input"]), a["running_mean"], a["running_var"], a["weight"],
-                              a["bias"], bool(a["use_input_stats"]), float(a["eps"]), r.origin)
+                              a["bias"], bool(a["use_input_stats"]), operand(a["eps"]), r.origin)
 
 
 @handles("group_norm")
 def _group_norm(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, num_groups, weight=None, bias=None, eps=1e-05")
     x = r.tensor(a["input"])
-    return norm.group_norm(r.b, x, int(a["num_groups"]), a["weight"], a["bias"], float(a["eps"]),
+    return norm.group_norm(r.b, x, operand(a["num_groups"], int), a["weight"], a["bias"], operand(a["eps"]),
                            list(r.sizes_of(x)), r.origin)

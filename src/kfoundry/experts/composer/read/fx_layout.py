@@ -52,11 +52,13 @@ def _roll(r: FxReader, *args, **kwargs):
     shifts, dims = ints_of(a["shifts"]), ints_of(a["dims"])
     if len(shifts) != len(dims):
         raise Unsupported(r.origin or "torch.roll", f"{len(shifts)} shifts for {len(dims)} dims")
-    total: dict[int, int] = {}
+    total: dict[int, Any] = {}
     for shift, dim in zip(shifts, dims):
         dim = norm_dim(int(scalar_of(dim)), x.rank)
-        total[dim] = total.get(dim, 0) + int(scalar_of(shift))
-    moves = tuple((dim, shift) for dim, shift in sorted(total.items()) if shift % max(x.shape[dim], 1))
+        total[dim] = r.sym_binary("add", total.get(dim, 0), shift)
+    # a shift the host computes stays, though it moves nothing here: at other sizes it may
+    moves = tuple((dim, shift) for dim, shift in sorted(total.items())
+                  if isinstance(shift, Value) or shift % max(x.shape[dim], 1))
     return r.op("roll", [x], moves=moves) if moves else x
 
 
@@ -152,7 +154,7 @@ def full(r: FxReader, sizes: tuple, value: Any, dtype: torch.dtype | None, like:
     if isinstance(value, Value):
         if value.is_tensor:
             raise Unsupported(r.origin or "torch.full", "a fill value that is a tensor")
-        value = value.concrete
+        value = scalar_of(value)
     if like is not None and (dtype is None or dtype == like.dtype):
         dtype, fixed = like.dtype, like.fixed_dtype
     else:

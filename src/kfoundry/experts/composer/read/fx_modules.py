@@ -22,8 +22,12 @@ handles = HANDLERS.handles
 
 # -- modules --------------------------------------------------------------------------------------------
 def _module_unary(name: str, **attrs_of):
+    """A module computing one pointwise op; each attribute is a constant, or a function of the module's settings
+    (`setting(name)`: the module's value, which the candidate checks when it runs)."""
     def handler(r: FxReader, m, path, x, **kw):
-        attrs = {k: (f(m) if callable(f) else f) for k, f in attrs_of.items()}
+        def setting(attr: str) -> float:
+            return float(r.config(path, attr))
+        attrs = {k: (f(setting) if callable(f) else f) for k, f in attrs_of.items()}
         return r.op(name, [r.tensor(x)], **attrs)
     return handler
 
@@ -32,16 +36,23 @@ for _cls, _name in {"ReLU": "relu", "ReLU6": "relu6", "Sigmoid": "sigmoid", "Tan
                     "Mish": "mish", "SELU": "selu", "Softsign": "softsign", "Hardswish": "hardswish",
                     "Hardsigmoid": "hardsigmoid", "LogSigmoid": "logsigmoid"}.items():
     HANDLERS[f"nn.{_cls}"] = _module_unary(_name)
-HANDLERS["nn.GELU"] = _module_unary("gelu", approximate=lambda m: m.approximate)
-HANDLERS["nn.LeakyReLU"] = _module_unary("leaky_relu", slope=lambda m: float(m.negative_slope))
-HANDLERS["nn.ELU"] = _module_unary("elu", alpha=lambda m: float(m.alpha), scale=1.0, input_scale=1.0)
-HANDLERS["nn.CELU"] = _module_unary("elu", alpha=lambda m: float(m.alpha), scale=1.0,
-                                    input_scale=lambda m: 1.0 / float(m.alpha))
-HANDLERS["nn.Softplus"] = _module_unary("softplus", beta=lambda m: float(m.beta),
-                                        threshold=lambda m: float(m.threshold))
-HANDLERS["nn.Hardtanh"] = _module_unary("clamp", min=lambda m: float(m.min_val), max=lambda m: float(m.max_val))
-HANDLERS["nn.Threshold"] = _module_unary("threshold", threshold=lambda m: float(m.threshold),
-                                         value=lambda m: float(m.value))
+
+
+@handles("nn.GELU")
+def _m_gelu(r: FxReader, m, path, x):
+    return r.op("gelu", [r.tensor(x)], approximate=m.approximate)
+
+
+HANDLERS["nn.LeakyReLU"] = _module_unary("leaky_relu", slope=lambda setting: setting("negative_slope"))
+HANDLERS["nn.ELU"] = _module_unary("elu", alpha=lambda setting: setting("alpha"), scale=1.0, input_scale=1.0)
+HANDLERS["nn.CELU"] = _module_unary("elu", alpha=lambda setting: setting("alpha"), scale=1.0,
+                                    input_scale=lambda setting: 1.0 / setting("alpha"))
+HANDLERS["nn.Softplus"] = _module_unary("softplus", beta=lambda setting: setting("beta"),
+                                        threshold=lambda setting: setting("threshold"))
+HANDLERS["nn.Hardtanh"] = _module_unary("clamp", min=lambda setting: setting("min_val"),
+                                        max=lambda setting: setting("max_val"))
+HANDLERS["nn.Threshold"] = _module_unary("threshold", threshold=lambda setting: setting("threshold"),
+                                         value=lambda setting: setting("value"))
 
 
 @handles("nn.Identity")
@@ -63,16 +74,24 @@ def _m_linear(r: FxReader, m, path, x):
 def _m_conv(r: FxReader, m, path, x):
     if m.padding_mode != "zeros":
         raise Unsupported(r.origin, f"padding_mode={m.padding_mode!r}")
-    return conv(r, r.tensor(x), r.state(path, "weight"), r.state(path, "bias"), m.stride, m.padding, m.dilation,
-                m.groups)
+    stride, padding, dilation = (r.config(path, name) for name in ("stride", "padding", "dilation"))
+    return conv(r, r.tensor(x), r.state(path, "weight"), r.state(path, "bias"), stride, padding, dilation,
+                r.attr(path, "groups"))
 
 
 @handles("nn.ConvTranspose1d", "nn.ConvTranspose2d", "nn.ConvTranspose3d")
 def _m_conv_t(r: FxReader, m, path, x, output_size=None):
     if output_size is not None:
         raise Unsupported(r.origin, "output_size=")
-    return conv(r, r.tensor(x), r.state(path, "weight"), r.state(path, "bias"), m.stride, m.padding, m.dilation,
-                m.groups, True, m.output_padding)
+    stride, padding, dilation, output_padding = (r.config(path, name) for name in
+                                                 ("stride", "padding", "dilation", "output_padding"))
+    return conv(r, r.tensor(x), r.state(path, "weight"), r.state(path, "bias"), stride, padding, dilation,
+                r.attr(path, "groups"), True, output_padding)
+
+
+def _pool_settings(r: FxReader, path: str, names: tuple[str, ...]) -> list:
+    """A pooling module's settings, which the pooling kernel unrolls (checked when the candidate runs)."""
+    return [r.config(path, name) for name in names]
 
 
 @handles("nn.MaxPool1d", "nn.MaxPool2d", "nn.MaxPool3d")
@@ -80,14 +99,17 @@ def _m_max_pool(r: FxReader, m, path, x):
     if m.return_indices:
         raise Unsupported(r.origin, "return_indices=True")
     nd = int(type(m).__name__[-2])
-    return pool(r, "max_pool", r.tensor(x), nd, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+    settings = _pool_settings(r, path, ("kernel_size", "stride", "padding", "dilation", "ceil_mode"))
+    return pool(r, "max_pool", r.tensor(x), nd, *settings)
 
 
 @handles("nn.AvgPool1d", "nn.AvgPool2d", "nn.AvgPool3d")
 def _m_avg_pool(r: FxReader, m, path, x):
     nd = int(type(m).__name__[-2])
-    return pool(r, "avg_pool", r.tensor(x), nd, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode,
-                m.count_include_pad, getattr(m, "divisor_override", None))
+    kernel, stride, padding, ceil_mode, count_include_pad = _pool_settings(
+        r, path, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"))
+    divisor = r.config(path, "divisor_override") if hasattr(m, "divisor_override") else None
+    return pool(r, "avg_pool", r.tensor(x), nd, kernel, stride, padding, 1, ceil_mode, count_include_pad, divisor)
 
 
 @handles("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "nn.AdaptiveAvgPool3d", "nn.AdaptiveMaxPool1d",
@@ -96,7 +118,8 @@ def _m_adaptive(r: FxReader, m, path, x):
     if getattr(m, "return_indices", False):
         raise Unsupported(r.origin, "return_indices=True")
     name = type(m).__name__
-    return adaptive_pool(r, "max" if "Max" in name else "avg", r.tensor(x), int(name[-2]), m.output_size)
+    return adaptive_pool(r, "max" if "Max" in name else "avg", r.tensor(x), int(name[-2]),
+                         r.config(path, "output_size"))
 
 
 @handles("nn.Flatten")
@@ -110,7 +133,7 @@ def _m_unflatten(r: FxReader, m, path, x):
     x = r.tensor(x)
     dim = norm_dim(m.dim, x.rank)
     sizes = r.sizes_of(x)
-    return r.op("reshape", [x], sizes=sizes[:dim] + tuple(m.unflattened_size) + sizes[dim + 1:])
+    return r.op("reshape", [x], sizes=sizes[:dim] + tuple(r.config(path, "unflattened_size")) + sizes[dim + 1:])
 
 
 @handles("nn.Softmax", "nn.LogSoftmax", "nn.Softmin")
@@ -125,13 +148,13 @@ def _m_softmax(r: FxReader, m, path, x):
 @handles("nn.LayerNorm")
 def _m_layer_norm(r: FxReader, m, path, x):
     return norm.layer_norm(r.b, r.tensor(x), len(m.normalized_shape), r.state(path, "weight"),
-                           r.state(path, "bias"), float(m.eps), r.origin)
+                           r.state(path, "bias"), r.attr(path, "eps"), r.origin)
 
 
 @handles("nn.RMSNorm")
 def _m_rms_norm(r: FxReader, m, path, x):
     x = r.tensor(x)
-    eps = torch.finfo(x.dtype).eps if m.eps is None else float(m.eps)
+    eps = torch.finfo(x.dtype).eps if m.eps is None else r.attr(path, "eps")
     return norm.rms_norm(r.b, x, len(m.normalized_shape), r.state(path, "weight"), eps, r.origin)
 
 
@@ -139,7 +162,7 @@ def _m_rms_norm(r: FxReader, m, path, x):
 def _m_batch_norm(r: FxReader, m, path, x):
     use_batch = m.training or not m.track_running_stats or m.running_mean is None
     return norm.batch_norm(r.b, r.tensor(x), r.state(path, "running_mean"), r.state(path, "running_var"),
-                           r.state(path, "weight"), r.state(path, "bias"), use_batch, float(m.eps), r.origin)
+                           r.state(path, "weight"), r.state(path, "bias"), use_batch, r.attr(path, "eps"), r.origin)
 
 
 @handles("nn.InstanceNorm1d", "nn.InstanceNorm2d", "nn.InstanceNorm3d")
@@ -149,14 +172,15 @@ def _m_instance_norm(r: FxReader, m, path, x):
         raise Unsupported(r.origin, "an unbatched input")
     use_input = m.training or not m.track_running_stats
     return norm.instance_norm(r.b, x, r.state(path, "running_mean"), r.state(path, "running_var"),
-                              r.state(path, "weight"), r.state(path, "bias"), use_input, float(m.eps), r.origin)
+                              r.state(path, "weight"), r.state(path, "bias"), use_input, r.attr(path, "eps"),
+                              r.origin)
 
 
 @handles("nn.GroupNorm")
 def _m_group_norm(r: FxReader, m, path, x):
     x = r.tensor(x)
-    return norm.group_norm(r.b, x, int(m.num_groups), r.state(path, "weight"), r.state(path, "bias"),
-                           float(m.eps), list(r.sizes_of(x)), r.origin)
+    return norm.group_norm(r.b, x, r.attr(path, "num_groups"), r.state(path, "weight"), r.state(path, "bias"),
+                           r.attr(path, "eps"), list(r.sizes_of(x)), r.origin)
 
 
 @handles("nn.CrossEntropyLoss", "nn.NLLLoss")
@@ -164,7 +188,7 @@ def _m_cross_entropy(r: FxReader, m, path, x, target):
     if getattr(m, "weight", None) is not None or getattr(m, "label_smoothing", 0.0):
         raise Unsupported(f"nn.{type(m).__name__}", "class weights or label smoothing")
     key = "cross_entropy" if type(m).__name__ == "CrossEntropyLoss" else "nll_loss"
-    return loss_by_class(r, key, x, target, int(m.ignore_index), m.reduction)
+    return loss_by_class(r, key, x, target, int(r.config(path, "ignore_index")), m.reduction)
 
 
 @handles("nn.MSELoss", "nn.L1Loss", "nn.SmoothL1Loss", "nn.HuberLoss", "nn.KLDivLoss")

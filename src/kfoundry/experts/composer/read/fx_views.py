@@ -122,10 +122,10 @@ def _unfold(r: FxReader, *args, **kwargs):
     size, step = int(scalar_of(a["size"])), int(scalar_of(a["step"]))
     if step != size:
         return r.op("unfold", [x], dim=dim, size=size, step=step)
-    if x.shape[dim] % size:
-        x = r.op("slice", [x], dim=dim, start=0, stop=x.shape[dim] // size * size, step=1)
     sizes = r.sizes_of(x)
     windows = r.sym_binary("floordiv", sizes[dim], size)
+    # the tail, where other sizes leave one: a view, which splitting the dim keeps a view
+    x = r.op("slice", [x], dim=dim, start=0, stop=r.sym_binary("mul", windows, size), step=1)
     x = r.op("reshape", [x], sizes=sizes[:dim] + (windows, size) + sizes[dim + 1:])
     order = [d for d in range(x.rank) if d != dim + 1] + [dim + 1]
     return r.op("permute", [x], dims=tuple(order))
@@ -134,10 +134,8 @@ def _unfold(r: FxReader, *args, **kwargs):
 @handles("narrow")
 def _narrow(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim, start, length")
-    start = int(scalar_of(a["start"]))
-    stop = start + int(scalar_of(a["length"]))
-    return r.op("slice", [r.tensor(a["input"])], dim=int(a["dim"]), start=start, stop=stop,
-                step=1)
+    return r.op("slice", [r.tensor(a["input"])], dim=int(a["dim"]), start=a["start"],
+                stop=r.sym_binary("add", a["start"], a["length"]), step=1)
 
 
 @handles("select")
@@ -155,7 +153,7 @@ def _unbind(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim=0")
     x = r.tensor(a["input"])
     dim = norm_dim(int(a["dim"]), x.rank)
-    return tuple(r.op("select", [x], dim=dim, index=i) for i in range(x.shape[dim]))
+    return tuple(r.op("select", [x], dim=dim, index=i) for i in range(scalar_of(r.size_of(x, dim))))
 
 
 @handles("size")
@@ -198,9 +196,7 @@ def _getattr(r: FxReader, obj, name):
 @handles("getitem")
 def _getitem(r: FxReader, obj, index):
     if not (isinstance(obj, Value) and obj.is_tensor):
-        if isinstance(index, Value):
-            index = index.concrete
-        return obj[index]
+        return obj[scalar_of(index)]
     return tensor_index(r, obj, index)
 
 
@@ -220,7 +216,7 @@ def tensor_index(r: FxReader, x: Value, index: Any) -> Value:
             x = r.op("unsqueeze", [x], dim=dim)
             dim += 1
         elif isinstance(item, slice):
-            start, stop, step = (scalar_of(v) for v in (item.start, item.stop, item.step))
+            start, stop, step = item.start, item.stop, scalar_of(item.step)
             if start in (None, 0) and stop is None and step in (None, 1):
                 dim += 1
                 continue

@@ -59,11 +59,49 @@ _REQUIRED = object()
 
 
 def scalar_of(value: Any, what: str = "argument") -> Any:
+    """The number a handler builds its ops around: a host number (a size, a module's attribute) is taken at its
+    traced value, which the candidate then checks when it runs."""
+    if isinstance(value, Value) and value.kind == SYM:
+        value.assumed = True
+    return traced(value, what)
+
+
+def traced(value: Any, what: str = "argument") -> Any:
+    """The value the sample run saw (a host number's, without building anything around it)."""
     if isinstance(value, Value):
         if value.kind in (SYM, CONST):
             return value.concrete
         raise Unsupported(what, "a tensor where the composer needs a constant")
     return value
+
+
+def operand(value: Any, convert=float) -> Any:
+    """A number an op computes with: a host number stays one (read when forward runs), a constant is converted."""
+    return value if isinstance(value, Value) and value.kind == SYM else convert(value)
+
+
+def _nested(value: Any, leaf) -> Any:
+    """`value` rebuilt with `leaf` applied to each host number in it (nested in tuples, lists, dicts and slices)."""
+    if isinstance(value, Value) and value.kind == SYM:
+        return leaf(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_nested(v, leaf) for v in value)
+    if isinstance(value, dict):
+        return {k: _nested(v, leaf) for k, v in value.items()}
+    if isinstance(value, slice):
+        return slice(_nested(value.start, leaf), _nested(value.stop, leaf), _nested(value.step, leaf))
+    return value
+
+
+def concretized(value: Any) -> Any:
+    """`value` with every host number in it taken at its traced value (scalar_of)."""
+    return _nested(value, scalar_of)
+
+
+def has_host_numbers(value: Any) -> bool:
+    found = []
+    _nested(value, found.append)
+    return bool(found)
 
 
 def ints_of(value: Any) -> tuple:
@@ -75,6 +113,6 @@ def ints_of(value: Any) -> tuple:
 def tuple_n(value: Any, n: int) -> tuple[int, ...]:
     if isinstance(value, (list, tuple)):
         if len(value) == 1:
-            return tuple(int(value[0]) for _ in range(n))
-        return tuple(int(v) for v in value)
-    return (int(value),) * n
+            return tuple(int(scalar_of(value[0])) for _ in range(n))
+        return tuple(int(scalar_of(v)) for v in value)
+    return (int(scalar_of(value)),) * n

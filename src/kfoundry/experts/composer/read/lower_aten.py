@@ -63,12 +63,11 @@ def _softmax(r: AtenReader, x, dim, half_to_float=False):
 @aten("slice")
 def _slice(r: AtenReader, x, dim=0, start=None, end=None, step=1):
     x = r.tensor(x)
-    start, end = scalar_of(start), scalar_of(end)
-    if end is not None and end >= 2**62:
+    if not isinstance(end, Value) and end is not None and end >= 2**62:
         end = None
     if start in (None, 0) and end is None and step == 1:
         return x
-    return r.op("slice", [x], dim=norm_dim(int(dim), x.rank), start=start, stop=end, step=int(step))
+    return r.op("slice", [x], dim=norm_dim(int(dim), x.rank), start=start, stop=end, step=int(scalar_of(step)))
 
 
 @aten("native_layer_norm")

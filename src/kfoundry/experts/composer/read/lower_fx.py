@@ -25,9 +25,16 @@ from kfoundry.experts.composer.ir.builder import (
     ShapeError,
     norm_dim,
 )
-from kfoundry.experts.composer.ir.graph import PARAM, Graph, Value, dead_code_eliminated, flat_values
+from kfoundry.experts.composer.ir.graph import PARAM, SYM, Graph, Value, dead_code_eliminated, flat_values
 from kfoundry.experts.composer.read import fx_functions, fx_layout, fx_modules, fx_views, recurrent
-from kfoundry.experts.composer.read.handling import Unsupported, bind, scalar_of
+from kfoundry.experts.composer.read.handling import (
+    Unsupported,
+    bind,
+    concretized,
+    has_host_numbers,
+    scalar_of,
+    traced,
+)
 from kfoundry.experts.composer.read.trace import TensorMeta, Trace
 
 _MISSING = object()
@@ -47,6 +54,7 @@ class _Poison:
 
 
 POISON = _Poison()
+READ_ERRORS = (Unsupported, ShapeError, ValueError, TypeError, KeyError, IndexError, AttributeError)
 
 HANDLER_MODULES = (fx_functions, fx_modules, fx_views, fx_layout, recurrent)
 # what the reader dispatches to by key: the handler tables of HANDLER_MODULES, merged in that order
@@ -152,6 +160,8 @@ class FxReader:
     def read(self) -> Graph:
         graph = self.trace.graph_module.graph
         live = self._live(graph)
+        for path, value in self.trace.baked.items():
+            self.b.sym("sym_attr", [], value, hint=path, path=path).assumed = True
         for node in graph.nodes:
             self.node = node
             if node.op == "placeholder":
@@ -166,6 +176,9 @@ class FxReader:
                 self._output(node)
             elif node in live:
                 self.env[node] = self._visit(node)
+        for node, dim, _ in self.trace.fixed_dims:
+            if isinstance(self.env.get(node), Value):
+                self.size_of(self.env[node], dim).assumed = True
         if self.unsupported:
             raise ReadFailed(self.unsupported)
         return dead_code_eliminated(self.b.graph)
@@ -229,18 +242,36 @@ class FxReader:
             return POISON
         name = describe(node)
         try:
-            result = self.dispatch(node, tuple(args), dict(kwargs))
-            self._check(node, result)
-        except Unsupported as exc:
-            self.unsupported.setdefault(exc.name if exc.name not in ("argument",) else name, exc.detail)
-            return POISON
-        except (ShapeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-            self.unsupported.setdefault(name, f"{type(exc).__name__}: {exc}")
-            return POISON
+            result = self._attempt(node, args, kwargs)
+        except READ_ERRORS as exc:
+            if not has_host_numbers((args, kwargs)):
+                return self._refused(name, exc)
+            try:  # a handler that needs plain numbers where it got host numbers: built for their traced values
+                result = self._attempt(node, concretized(args), concretized(kwargs))
+            except READ_ERRORS as again:
+                return self._refused(name, again)
         mutated = self._mutated(node)
         if mutated is not None and isinstance(result, Value):
             self.env[mutated] = result  # later readers of the overwritten tensor see the new value
         return result
+
+    def _attempt(self, node: torch.fx.Node, args: Any, kwargs: Any) -> Any:
+        """The node's handler run and its result checked; what it added to the graph is taken back if it fails."""
+        size = len(self.b.graph.ops)
+        try:
+            result = self.dispatch(node, tuple(args), dict(kwargs))
+            self._check(node, result)
+        except READ_ERRORS:
+            del self.b.graph.ops[size:]
+            raise
+        return result
+
+    def _refused(self, name: str, exc: Exception) -> _Poison:
+        if isinstance(exc, Unsupported):
+            self.unsupported.setdefault(exc.name if exc.name not in ("argument",) else name, exc.detail)
+        else:
+            self.unsupported.setdefault(name, f"{type(exc).__name__}: {exc}")
+        return POISON
 
     def dispatch(self, node: torch.fx.Node, args: tuple, kwargs: dict) -> Any:
         if node.op == "call_module":
@@ -339,7 +370,20 @@ class FxReader:
             raise Unsupported("torch.tensor", f"{path}: a tensor of more than one number created in forward ({shape})")
         if isinstance(value, torch.Tensor):
             return self.b.param(path, value)
+        if type(value) in (int, float):  # a number of the module's (read/numbers.py): read when forward runs
+            return self.b.sym("sym_attr", [], value, self.origin, hint=path, path=path)
         return value
+
+    def attr(self, prefix: str, name: str) -> Value:
+        """A number (or tuple) a module holds, as the host reads it when forward runs."""
+        path = f"{prefix}.{name}" if prefix else name
+        return self.b.sym("sym_attr", [], getattr(self.module(prefix), name), self.origin, hint=path, path=path)
+
+    def config(self, prefix: str, name: str) -> Any:
+        """A module's setting that the kernels are built around: its value, which the candidate checks."""
+        value = self.attr(prefix, name)
+        value.assumed = True
+        return value.concrete
 
     def state(self, prefix: str, name: str) -> Value | None:
         """A module's parameter or buffer (None when the module has none by that name)."""
@@ -386,6 +430,8 @@ class FxReader:
             return self.sym_binary(name if rounding is None else "floordiv", x, y)
         if name == "div" and rounding is not None:
             return self.op("div", [x, y], rounding_mode=rounding)
+        if name == "pow" and isinstance(y, Value) and y.kind == SYM:
+            y = scalar_of(y)  # the kernel's power is written for its exponent (x * x for 2): checked when it runs
         if name == "pow" and not isinstance(y, Value) and y == 1:
             return x
         if name in ("minimum", "maximum") and len(tensors) == 1 and isinstance(x if y is tensors[0] else y, (int, float)):
@@ -399,7 +445,7 @@ class FxReader:
             return _PY_BINARY[name](x, y)
         if name not in SYM_BINARY:
             raise Unsupported(self.origin, f"{name} of sizes")
-        concrete = _PY_BINARY[name](scalar_of(x), scalar_of(y))
+        concrete = _PY_BINARY[name](traced(x), traced(y))
         return self.b.sym(SYM_BINARY[name], [x, y], concrete, self.origin)
 
     def size_of(self, x: Value, dim: int) -> Value:

@@ -24,7 +24,7 @@ def _affine(b: GraphBuilder, y: Value, weight: Value | None, bias: Value | None,
     return y
 
 
-def standardize(b: GraphBuilder, x: Value, dims: tuple[int, ...], eps: float, origin: str) -> Value:
+def standardize(b: GraphBuilder, x: Value, dims: tuple[int, ...], eps: float | Value, origin: str) -> Value:
     """(x - mean) / sqrt(var + eps) over dims, with the biased variance."""
     mean = b.op("mean", [x], origin, hint="mean", dims=dims, keepdim=True)
     d = b.op("sub", [x, mean], origin, hint="centered")
@@ -34,12 +34,12 @@ def standardize(b: GraphBuilder, x: Value, dims: tuple[int, ...], eps: float, or
 
 
 def layer_norm(b: GraphBuilder, x: Value, normalized_ndim: int, weight: Value | None, bias: Value | None,
-               eps: float, origin: str = "") -> Value:
+               eps: float | Value, origin: str = "") -> Value:
     dims = tuple(range(x.rank - normalized_ndim, x.rank))
     return _affine(b, standardize(b, x, dims, eps, origin), weight, bias, origin)
 
 
-def rms_norm(b: GraphBuilder, x: Value, normalized_ndim: int, weight: Value | None, eps: float,
+def rms_norm(b: GraphBuilder, x: Value, normalized_ndim: int, weight: Value | None, eps: float | Value,
              origin: str = "") -> Value:
     dims = tuple(range(x.rank - normalized_ndim, x.rank))
     ms = b.op("mean", [b.op("mul", [x, x], origin)], origin, hint="mean_sq", dims=dims, keepdim=True)
@@ -48,7 +48,7 @@ def rms_norm(b: GraphBuilder, x: Value, normalized_ndim: int, weight: Value | No
 
 
 def batch_norm(b: GraphBuilder, x: Value, running_mean: Value | None, running_var: Value | None,
-               weight: Value | None, bias: Value | None, use_batch_stats: bool, eps: float,
+               weight: Value | None, bias: Value | None, use_batch_stats: bool, eps: float | Value,
                origin: str = "") -> Value:
     """BatchNorm over dim 1: batch statistics over every other dim, or the running statistics."""
     if use_batch_stats or running_mean is None or running_var is None:
@@ -63,7 +63,7 @@ def batch_norm(b: GraphBuilder, x: Value, running_mean: Value | None, running_va
 
 
 def instance_norm(b: GraphBuilder, x: Value, running_mean: Value | None, running_var: Value | None,
-                  weight: Value | None, bias: Value | None, use_input_stats: bool, eps: float,
+                  weight: Value | None, bias: Value | None, use_input_stats: bool, eps: float | Value,
                   origin: str = "") -> Value:
     """InstanceNorm: statistics per (sample, channel) over the spatial dims, or the running statistics."""
     if use_input_stats or running_mean is None or running_var is None:
@@ -73,20 +73,26 @@ def instance_norm(b: GraphBuilder, x: Value, running_mean: Value | None, running
     return batch_norm(b, x, running_mean, running_var, weight, bias, False, eps, origin)
 
 
-def group_norm(b: GraphBuilder, x: Value, groups: int, weight: Value | None, bias: Value | None, eps: float,
-               sizes: list, origin: str = "") -> Value:
+def group_norm(b: GraphBuilder, x: Value, groups: int | Value, weight: Value | None, bias: Value | None,
+               eps: float | Value, sizes: list, origin: str = "") -> Value:
     """GroupNorm: x viewed as (N, G, C/G, rest); statistics over the last two; the per-channel affine is
     applied in that view too (weight viewed as (G, C/G, 1)), so the whole layer is one kernel.
 
-    `sizes` are x's sizes as the host knows them (ints or sym values), used to view the result back."""
-    channels = x.shape[1]
-    if channels % groups:
-        raise ValueError(f"GroupNorm: {channels} channels in {groups} groups")
-    grouped = b.op("reshape", [x], origin, hint="grouped", sizes=(sizes[0], groups, channels // groups, -1))
+    `sizes` are x's sizes as the host knows them (ints or sym values), used to view the result back; the group
+    count is a host number too where the module holds it, so that C/G is computed when forward runs."""
+    count = groups.concrete if isinstance(groups, Value) else groups
+    if x.shape[1] % count:
+        raise ValueError(f"GroupNorm: {x.shape[1]} channels in {count} groups")
+    channels = sizes[1]
+    if isinstance(channels, Value) or isinstance(groups, Value):
+        per_group = b.sym("sym_floordiv", [channels, groups], x.shape[1] // count, origin, hint="channels_per_group")
+    else:
+        per_group = channels // groups
+    grouped = b.op("reshape", [x], origin, hint="grouped", sizes=(sizes[0], groups, per_group, -1))
     y = standardize(b, grouped, (2, 3), eps, origin)
-    w = b.op("reshape", [weight], origin, hint=f"{weight.name}_grouped", sizes=(groups, channels // groups, 1)) \
+    w = b.op("reshape", [weight], origin, hint=f"{weight.name}_grouped", sizes=(groups, per_group, 1)) \
         if weight is not None else None
-    bb = b.op("reshape", [bias], origin, hint=f"{bias.name}_grouped", sizes=(groups, channels // groups, 1)) \
+    bb = b.op("reshape", [bias], origin, hint=f"{bias.name}_grouped", sizes=(groups, per_group, 1)) \
         if bias is not None else None
     y = _affine(b, y, w, bb, origin)
     return b.op("reshape", [y], origin, hint="group_normed", sizes=tuple(sizes))

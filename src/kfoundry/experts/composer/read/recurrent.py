@@ -39,12 +39,18 @@ class Cell:
         return self.kind != "GRU"
 
 
-def _gate(r: FxReader, gates: Value, k: int, hidden: int) -> Value:
-    return r.op("slice", [gates], dim=gates.rank - 1, start=k * hidden, stop=(k + 1) * hidden, step=1)
+def _part(r: FxReader, x: Value, dim: int, k: int, hidden: Value) -> Value:
+    """The k-th of x's gates along dim (`hidden`, the weights' own size, wide each)."""
+    start = r.sym_binary("mul", hidden, k) if k else 0
+    return r.op("slice", [x], dim=dim, start=start, stop=r.sym_binary("mul", hidden, k + 1), step=1)
 
 
-def _bias_part(r: FxReader, bias: Value | None, k: int, hidden: int) -> Value | None:
-    return None if bias is None else r.op("slice", [bias], dim=0, start=k * hidden, stop=(k + 1) * hidden, step=1)
+def _gate(r: FxReader, gates: Value, k: int, hidden: Value) -> Value:
+    return _part(r, gates, gates.rank - 1, k, hidden)
+
+
+def _bias_part(r: FxReader, bias: Value | None, k: int, hidden: Value) -> Value | None:
+    return None if bias is None else _part(r, bias, 0, k, hidden)
 
 
 def _add(r: FxReader, a: Value | None, b: Value | None) -> Value | None:
@@ -57,7 +63,7 @@ def step(r: FxReader, cell: Cell, projected: Value, h: Value | None, c: Value | 
          ) -> tuple[Value, Value | None]:
     """One time step: `projected` is the input's projection for this step (with the biases the cell folds);
     h and c are the state (None: zero). Returns the new (h, c)."""
-    hid = cell.hidden
+    hid = r.size_of(cell.w_hh, 1)
     w_hh_t = r.op("transpose", [cell.w_hh], dim0=0, dim1=1)
     if cell.kind == "GRU":
         hp = decompose.matmul(r.b, h, w_hh_t, r.origin) if h is not None else None
@@ -127,7 +133,7 @@ def _m_recurrent(r: FxReader, m, path, x, state=None):
     time = 1 if m.batch_first else 0
     h0, c0 = _state_tensors(r, state, kind)
     seq, last_h, last_c = x, [], []
-    for layer in range(m.num_layers):
+    for layer in range(r.config(path, "num_layers")):
         cell = Cell(kind, m.hidden_size, r.state(path, f"weight_ih_l{layer}"), r.state(path, f"weight_hh_l{layer}"),
                     r.state(path, f"bias_ih_l{layer}"), r.state(path, f"bias_hh_l{layer}"))
         projected = _project(r, cell, seq)
@@ -136,7 +142,7 @@ def _m_recurrent(r: FxReader, m, path, x, state=None):
         states = r.op("recurrent", [projected, cell.w_hh, None if cell.folds_hidden_bias else cell.b_hh, h, c],
                       kind=kind, time=time, hidden=cell.hidden)
         seq = r.op("select", [states], dim=0, index=0)
-        last = x.shape[time] - 1
+        last = -1
         last_h.append(r.op("select", [seq], dim=time, index=last))
         if kind == "LSTM":
             last_c.append(r.op("select", [r.op("select", [states], dim=0, index=1)], dim=time, index=last))

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from kfoundry.experts.composer.read.numbers import NumberTracer, baked, module_numbers, module_settings
 from kfoundry.problem import (
     ProblemSource,
     build_model,
@@ -59,6 +60,8 @@ class Trace:
     inputs: list
     output_kind: str  # "tensor", "tuple" or "list"
     notes: list[str] = field(default_factory=list)
+    baked: dict[str, Any] = field(default_factory=dict)  # the module's numbers taken as constants, by path
+    fixed_dims: list = field(default_factory=list)  # (placeholder, dim, size): dims taken at the sample's size
 
 
 def load_sample(problem_path: str | Path, set_values: dict | None = None, eval_mode: bool = False,
@@ -116,17 +119,29 @@ def _record(gm: torch.fx.GraphModule, args: list) -> tuple[dict, Any]:
     return recorder.values, result
 
 
-def trace_fx(model: torch.nn.Module, inputs: list) -> Trace:
-    """Symbolic trace of the whole forward; non-tensor arguments are specialized to the sample's values."""
+def trace_fx(model: torch.nn.Module, inputs: list, numbers: bool = True) -> Trace:
+    """Symbolic trace of the whole forward; non-tensor arguments are specialized to the sample's values. The
+    module's numbers are get_attr nodes (read/numbers.py) where they can be, unless `numbers` is False: then
+    constants, named in the trace's `baked`."""
     try:
         names = list(inspect.signature(model.forward).parameters)
     except (TypeError, ValueError):
         names = []
     concrete = {names[i]: v for i, v in enumerate(inputs) if i < len(names) and not isinstance(v, torch.Tensor)}
+    found = module_numbers(model)
+    if found and numbers:
+        try:
+            return _fx_trace(model, inputs, NumberTracer(found).trace_module(model, concrete or None), {})
+        except Exception:  # noqa: BLE001 -- a number steering control flow: the plain trace takes them as constants
+            pass
     try:
         gm = torch.fx.symbolic_trace(model, concrete_args=concrete or None)
     except Exception as exc:  # noqa: BLE001 -- FX raises many kinds: control flow on proxies, untraceable calls
         raise TraceFailed(f"torch.fx cannot trace the forward: {type(exc).__name__}: {exc}") from None
+    return _fx_trace(model, inputs, gm, baked(model, found))
+
+
+def _fx_trace(model: torch.nn.Module, inputs: list, gm: torch.fx.GraphModule, numbers: dict[str, Any]) -> Trace:
     placeholders = {}
     for n, node in enumerate(node for node in gm.graph.nodes if node.op == "placeholder"):
         if n >= len(inputs):
@@ -136,7 +151,7 @@ def trace_fx(model: torch.nn.Module, inputs: list) -> Trace:
         values, result = _record(gm, list(inputs))
     except Exception as exc:  # noqa: BLE001 -- any failure means this trace cannot be used
         raise TraceFailed(f"the traced forward failed on the sample inputs: {type(exc).__name__}: {exc}") from None
-    return Trace("fx", gm, values, placeholders, model, inputs, _output_kind(result))
+    return Trace("fx", gm, values, placeholders, model, inputs, _output_kind(result), baked=numbers)
 
 
 def trace_dispatch(model: torch.nn.Module, inputs: list) -> Trace:
@@ -181,4 +196,18 @@ def trace_dispatch(model: torch.nn.Module, inputs: list) -> Trace:
     except Exception as exc:  # noqa: BLE001 -- any failure means this trace cannot be used
         raise TraceFailed(f"the dispatch-level trace failed on the sample inputs: {type(exc).__name__}: {exc}") \
             from None
-    return Trace("aten", gm, values, placeholders, model, inputs, _output_kind(result))
+    return Trace("aten", gm, values, placeholders, model, inputs, _output_kind(result),
+                 baked=baked(model, module_numbers(model)) | module_settings(model), fixed_dims=_fixed_dims(gm))
+
+
+def _fixed_dims(gm: torch.fx.GraphModule) -> list[tuple[torch.fx.Node, int, int]]:
+    """(placeholder, dim, size) of every dim the dispatch-level trace took at its sample size: those a symbolic
+    trace specialized (a Python loop over a size, a size that met a constant), every dim of a real one."""
+    found = []
+    for node in gm.graph.nodes:
+        example = node.meta.get("val") if node.op == "placeholder" else None
+        for dim, size in enumerate(example.shape if isinstance(example, torch.Tensor) else ()):
+            fixed = size.node.maybe_as_int() if isinstance(size, torch.SymInt) else int(size)
+            if fixed is not None:
+                found.append((node, dim, fixed))
+    return found

@@ -36,6 +36,7 @@ from kfoundry.experts.composer.emit.kernel import (
     space_sizes,
     unravel,
 )
+from kfoundry.experts.composer.ir.graph import number
 from kfoundry.experts.composer.plan.fusion import Group
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
@@ -74,7 +75,7 @@ def channels_per_group(group: Group) -> tuple[int, int]:
     """(input channels, output channels) of one group of the convolution."""
     op = group.anchor
     x, w = op.args
-    groups = op.attrs["groups"]
+    groups = number(op.attrs["groups"])
     cin = int(x.shape[1]) // groups
     cout = int(w.shape[1]) if op.attrs["transposed"] else int(w.shape[0]) // groups
     return cin, cout
@@ -158,16 +159,16 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     attrs = op.attrs
     nd = len(attrs["stride"])
     transposed = attrs["transposed"]
-    groups = attrs["groups"]
+    groups = host.size(attrs["groups"])
     kw = KernelWriter(f"_{group.name}_kernel")
     lines = allocate(host, group.exports)
     sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
     xn = host.name(x)
     xs = host.shape(x)
     in_sizes = [kw.arg(f"in_size{d}", xs[2 + d]) for d in range(nd)]
-    cin_group = kw.arg("c_per_group", f"{xs[1]} // {groups}" if groups != 1 else xs[1])
+    cin_group = kw.arg("c_per_group", f"{xs[1]} // {groups}" if groups != "1" else xs[1])
     out_channels = sizes[1]
-    cout_group_host = f"{out_channels} // {groups}" if groups != 1 else out_channels
+    cout_group_host = f"{out_channels} // {groups}" if groups != "1" else out_channels
     cout_group = kw.arg("oc_per_group", cout_group_host)
     layout = config.get("layout", "direct")
     phases = layout == "phases"
@@ -228,7 +229,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     emitter.bind(out, "acc", {"m", "n"})
     epilogue(emitter, access, group, 1, cout_group)
     tiles = tile_grid(m_total_host, cout_group_host, config)
-    columns = product([str(groups), str(n_phases)])
+    columns = product([groups, str(n_phases)])
     lines.append(kw.launch(f"lambda META: ({tiles}, {columns})",
                            {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)

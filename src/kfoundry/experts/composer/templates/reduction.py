@@ -437,7 +437,9 @@ class RowKernel:
         group = self.group
         if not splittable(group):
             raise ValueError(f"{group.name}: split rows need reductions that combine from partial results")
-        split = kw.constexpr("SPLIT", str(self.config["SPLIT"]))
+        # one host constant for the kernel, its grid and its partials' buffer: the tuner rewrites all three at once
+        split_host = self.host.fresh("SPLIT")
+        split = kw.constexpr("SPLIT", split_host)
         stage_var = self.host.fresh("stage")
         kw.constexpr("STAGE", stage_var)
         reductions = [op for op in group.ops if category(op.name) == "reduction"]
@@ -503,11 +505,12 @@ class RowKernel:
         kw.indent -= 1
 
         indent = "        "
+        self.lines.append(f"{indent}{split_host} = {self.config['SPLIT']}")
         self.lines.append(wrap_call(f"{indent}{partials} = torch.empty(({len(reductions)}, {rows_expr}, "
-                                    f"{self.config['SPLIT']}), device={self.host.device()}, dtype=torch.float32)"))
+                                    f"{split_host}), device={self.host.device()}, dtype=torch.float32)"))
         self.lines.extend(indent + line for line in kw.prelude)  # once, before the loop over stages
         self.lines.append(f"{indent}for {stage_var} in range(1, {passes + 2}):  # a launch per pass, then the outputs")
-        grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}), {self.config['SPLIT']})"
+        grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}), {split_host})"
         self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}, indent=indent + "    ",
                                     with_prelude=False))
 

@@ -103,6 +103,6 @@ def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.line(f"last = tl.minimum({length} - start, {block}) - 1")
     kw.line(f"carry = tl.sum(tl.where(tl.arange(0, {block})[None, :] == last, s, 0), axis=1)")
     kw.indent -= 1
-    grid = f"(triton.cdiv({n_rows}, {rows_size}),)"
+    grid = f'lambda META: (triton.cdiv({n_rows}, META["BR"]),)'  # the launch's BR only: BLOCK may equal it
     lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
