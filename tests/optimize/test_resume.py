@@ -124,7 +124,10 @@ def test_ctrl_c_stops_at_once_and_says_how_to_resume(tmp_path):
     db = run / "run.sqlite"
     command = [sys.executable, "-m", "kfoundry", "optimize", str(AFFINE), "--device", "cpu", "--trials", "1",
                "--llm", "none", "--max-evals", "40", "--no-library", "-o", str(run), "--quiet"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # the run starts with Ctrl-C as a terminal's process has it: in the full suite an earlier test left SIGINT
+    # ignored in this worker, and an ignored signal stays ignored across exec
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline and proc.poll() is None:
