@@ -229,6 +229,9 @@ def run_ir(graph: Graph, feeds: dict[Value, Any]) -> list[torch.Tensor]:
             out = F.pad(args[0], widths, at["mode"], at["value"] if at["mode"] == "constant" else None)
         elif name == "cat":
             out = torch.cat(args, at["dim"])
+        elif name == "recurrent" and at.get("reverse"):  # the steps from the last back: the same on flipped time
+            projected, *rest = args
+            out = _recurrent(projected.flip(at["time"]), *rest, at["kind"], at["time"]).flip(at["time"] + 1)
         elif name == "recurrent":
             out = _recurrent(*args, at["kind"], at["time"])
         elif name == "threshold":

@@ -40,6 +40,9 @@ MODULES = {
     "gru_batch_first": lambda: nn.GRU(5, 7, batch_first=True),
     "rnn_tanh": lambda: nn.RNN(5, 7),
     "rnn_relu_2_layers": lambda: nn.RNN(5, 7, num_layers=2, nonlinearity="relu"),
+    "lstm_bidirectional_2_layers": lambda: nn.LSTM(5, 7, num_layers=2, bidirectional=True),
+    "gru_bidirectional_batch_first": lambda: nn.GRU(5, 7, batch_first=True, bidirectional=True),
+    "rnn_bidirectional_2_layers": lambda: nn.RNN(5, 7, num_layers=2, bidirectional=True),
 }
 
 
@@ -48,7 +51,7 @@ MODULES = {
 def test_recurrent_modules_read_exactly(name, with_state):
     torch.manual_seed(0)
     rnn = MODULES[name]()
-    layers = rnn.num_layers
+    layers = rnn.num_layers * (2 if rnn.bidirectional else 1)
     inputs = [torch.randn(4, 3, 5), torch.randn(layers, 4 if rnn.batch_first else 3, 7),
               torch.randn(layers, 4 if rnn.batch_first else 3, 7)]
     assert_ir_matches(Flat(Sequence(rnn, with_state)), inputs)
@@ -70,7 +73,7 @@ def test_cells_read_exactly():
     assert_ir_matches(Cells(), [torch.randn(3, 5), torch.randn(3, 6), torch.randn(3, 6)])
 
 
-def test_bidirectional_is_named_unsupported():
+def test_projection_is_named_unsupported():
     with pytest.raises(ReadFailed) as failed:
-        read_model(Flat(Sequence(nn.LSTM(5, 7, bidirectional=True))), [torch.randn(4, 3, 5), None, None])
-    assert "bidirectional" in str(failed.value.unsupported)
+        read_model(Flat(Sequence(nn.LSTM(5, 7, proj_size=3))), [torch.randn(4, 3, 5), None, None])
+    assert "proj_size" in str(failed.value.unsupported)

@@ -60,9 +60,23 @@ def variance(b: GraphBuilder, x: Value, dims, correction: float, keepdim: bool, 
                 correction=correction)
 
 
-def vector_norm(b: GraphBuilder, x: Value, dims, keepdim: bool, origin: str = "") -> Value:
-    total = b.op("sum", [b.op("mul", [x, x], origin)], origin, dims=norm_dims(dims, x.rank), keepdim=keepdim)
-    return b.op("sqrt", [total], origin, hint="norm")
+def vector_norm(b: GraphBuilder, x: Value, dims, keepdim: bool, origin: str = "", ord: float = 2.0) -> Value:
+    """The ord-norm over dims: 2 (sqrt of the sum of squares), 1, inf and -inf (the largest and smallest
+    magnitude), 0 (the count of non-zeros), any other power p as (sum |x|^p)^(1/p)."""
+    dims = norm_dims(dims, x.rank)
+    if ord == 2:
+        total = b.op("sum", [b.op("mul", [x, x], origin)], origin, dims=dims, keepdim=keepdim)
+        return b.op("sqrt", [total], origin, hint="norm")
+    magnitude = b.op("abs", [x], origin)
+    if ord in (math.inf, -math.inf):
+        return b.op("amax" if ord > 0 else "amin", [magnitude], origin, hint="norm", dims=dims, keepdim=keepdim)
+    if ord == 1:
+        return b.op("sum", [magnitude], origin, hint="norm", dims=dims, keepdim=keepdim)
+    if ord == 0:
+        nonzero = b.op("cast", [b.op("ne", [x, 0.0], origin)], origin, dtype=x.dtype, follows=not x.fixed_dtype)
+        return b.op("sum", [nonzero], origin, hint="norm", dims=dims, keepdim=keepdim)
+    total = b.op("sum", [b.op("pow", [magnitude, float(ord)], origin)], origin, dims=dims, keepdim=keepdim)
+    return b.op("pow", [total, 1.0 / float(ord)], origin, hint="norm")
 
 
 def normalize(b: GraphBuilder, x: Value, dim: int, eps: float, origin: str = "") -> Value:

@@ -150,6 +150,20 @@ def _where(r: FxReader, *args, **kwargs):
     return r.op("where", [r.tensor(a["condition"]), a["input"], a["other"]])
 
 
+@handles("masked_fill")
+def _masked_fill(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, mask, value")
+    x, mask, value = r.tensor(a["input"]), r.tensor(a["mask"], "mask"), a["value"]
+    if isinstance(value, Value) and value.is_tensor and value.rank:
+        raise Unsupported(r.origin or "Tensor.masked_fill", "a fill value of more than one number")
+    if isinstance(value, Value) and value.is_tensor:  # a 0-d tensor: its number, in x's dtype
+        value = r.op("cast", [value], dtype=x.dtype, follows=not x.fixed_dtype)
+    elif not isinstance(value, Value):
+        value = float(value) if x.is_float else value
+    filled = r.op("where", [mask, value, x])
+    return filled if filled.dtype == x.dtype else r.op("cast", [filled], dtype=x.dtype, follows=not x.fixed_dtype)
+
+
 @handles("addcmul", "addcdiv")
 def _addcmul(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "input, tensor1, tensor2, value=1")
@@ -290,10 +304,34 @@ def _var(r: FxReader, *args, **kwargs):
 
 @handles("norm")
 def _norm(r: FxReader, *args, **kwargs):
+    """torch.norm, Tensor.norm and torch.linalg.norm (`ord`) as vector norms; matrix norms are not read."""
+    if "ord" in kwargs:
+        kwargs["p"] = kwargs.pop("ord")
     a = bind(args, kwargs, "input, p='fro', dim=None, keepdim=False, out=None, dtype=None")
-    if a["p"] not in ("fro", 2, 2.0):
-        raise Unsupported("torch.norm", f"p={a['p']!r}")
-    return decompose.vector_norm(r.b, r.tensor(a["input"]), a["dim"], bool(a["keepdim"]), r.origin)
+    x, p, dims = r.tensor(a["input"]), a["p"], a["dim"]
+    matrix = len(ints_of(dims)) == 2 if dims is not None else x.rank == 2
+    if isinstance(p, str) and p != "fro" or r.origin.startswith("torch.linalg") and matrix and p not in (None, "fro"):
+        raise Unsupported(r.origin or "torch.norm", f"the matrix norm p={p!r}")
+    if p is None or p == "fro":
+        p = 2.0
+    return _vector_norm_of(r, x, p, dims, bool(a["keepdim"]), a["dtype"])
+
+
+@handles("vector_norm", "linalg_vector_norm")
+def _vector_norm(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, ord=2, dim=None, keepdim=False, dtype=None, out=None")
+    return _vector_norm_of(r, r.tensor(a["input"]), a["ord"], a["dim"], bool(a["keepdim"]), a["dtype"])
+
+
+def _vector_norm_of(r: FxReader, x: Value, p, dims, keepdim: bool, dtype) -> Value:
+    p = float(scalar_of(p))
+    if p < 0 and p != -math.inf:
+        raise Unsupported(r.origin or "torch.linalg.vector_norm", f"ord={p}")
+    if dtype is not None:
+        x = r.op("cast", [x], dtype=dtype)
+    if not x.is_float:
+        raise Unsupported(r.origin or "torch.linalg.vector_norm", "the norm of an integer tensor")
+    return decompose.vector_norm(r.b, x, ints_of(dims) if dims is not None else None, keepdim, r.origin, ord=p)
 
 
 @handles("normalize")
@@ -383,15 +421,24 @@ def _kl_div(r: FxReader, *args, **kwargs):
 def _sdpa(r: FxReader, *args, **kwargs):
     a = bind(args, kwargs, "query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, "
                            "enable_gqa=False")
-    q, k, v = r.tensor(a["query"]), r.tensor(a["key"], "key"), r.tensor(a["value"], "value")
-    if a["is_causal"] or a["enable_gqa"] or float(a["dropout_p"]) != 0.0:
-        raise Unsupported("F.scaled_dot_product_attention", "causal, grouped-query or dropout attention")
-    scale = a["scale"]
+    return attention(r, a["query"], a["key"], a["value"], a["attn_mask"], float(a["dropout_p"]),
+                     bool(a["is_causal"]), a["scale"], bool(a["enable_gqa"]))
+
+
+def attention(r: FxReader, q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool = False, scale=None,
+              enable_gqa: bool = False) -> Value:
+    """softmax(q @ k^T * scale + mask) @ v; a causal mask keeps each query's keys up to its own position (the
+    top-left-aligned lower triangle, as PyTorch's)."""
+    q, k, v = r.tensor(q), r.tensor(k, "key"), r.tensor(v, "value")
+    if enable_gqa or dropout_p != 0.0:
+        raise Unsupported("F.scaled_dot_product_attention", "grouped-query or dropout attention")
     if scale is None:  # 1 / sqrt(head dim), computed when forward runs
         scale = r.sym_binary("div", 1.0, r.sym_binary("pow", r.size_of(q, -1), 0.5))
     scores = decompose.matmul(r.b, q, r.op("transpose", [k], dim0=-2, dim1=-1), r.origin)
     scores = r.op("mul", [scores, scale])
-    mask = a["attn_mask"]
+    if is_causal:
+        offset = r.op("sub", [r.op("iota", [scores], dim=scores.rank - 1), r.op("iota", [scores], dim=scores.rank - 2)])
+        scores = r.op("where", [r.op("le", [offset, 0]), scores, -math.inf])
     if isinstance(mask, Value) and mask.is_tensor:
         if mask.dtype == torch.bool:
             scores = r.op("where", [mask, scores, -math.inf])

@@ -10,7 +10,7 @@ import torch
 
 from kfoundry.experts.composer.ir.builder import norm_dim
 from kfoundry.experts.composer.ir.graph import Value
-from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, scalar_of
+from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, scalar_of, traced
 
 if TYPE_CHECKING:
     from kfoundry.experts.composer.read.lower_fx import FxReader
@@ -225,3 +225,81 @@ def tensor_index(r: FxReader, x: Value, index: Any) -> Value:
         else:
             x = r.op("select", [x], dim=dim, index=int(scalar_of(item)))
     return x
+
+
+# -- splits ----------------------------------------------------------------------------------------------
+def _pieces(r: FxReader, x: Value, dim: int, bounds: list) -> tuple:
+    """Slices of x along dim between consecutive bounds (host numbers or ints; None: the dim's end)."""
+    out = []
+    for start, stop in zip(bounds, bounds[1:]):
+        if (start in (None, 0)) and stop is None:
+            out.append(x)
+        else:
+            out.append(r.op("slice", [x], dim=dim, start=start, stop=stop, step=1))
+    return tuple(out)
+
+
+def split_by_size(r: FxReader, x: Value, dim: int, size) -> tuple:
+    """Pieces `size` wide (the last one what is left); their count is the traced shape's."""
+    step = int(scalar_of(size)) if not isinstance(size, Value) else size.concrete
+    if step <= 0:
+        raise Unsupported(r.origin or "torch.split", f"a split size of {step}")
+    count = max(1, -(-x.shape[dim] // step))
+    bounds = [r.sym_binary("mul", size, k) if k else 0 for k in range(count)] + [None]
+    return _pieces(r, x, dim, bounds)
+
+
+def split_by_sizes(r: FxReader, x: Value, dim: int, sizes) -> tuple:
+    bounds, at = [0], 0
+    for s in sizes:
+        at = r.sym_binary("add", at, s)
+        bounds.append(at)
+    if sum(int(traced(s)) for s in sizes) != x.shape[dim]:
+        raise Unsupported(r.origin or "torch.split", f"sizes {list(map(traced, sizes))} for a dim of {x.shape[dim]}")
+    bounds[-1] = None
+    return _pieces(r, x, dim, bounds)
+
+
+@handles("split", "split_with_sizes", "unsafe_split", "unsafe_split_with_sizes", "split_copy")
+def _split(r: FxReader, x, *args, **kwargs):
+    size = kwargs.pop("split_size_or_sections", kwargs.pop("split_size", kwargs.pop("split_sizes", None)))
+    a = bind(args if size is None else (size, *args), kwargs, "size, dim=0")
+    x = r.tensor(x)
+    dim = norm_dim(int(scalar_of(a["dim"])), x.rank)
+    if isinstance(a["size"], (list, tuple, torch.Size)):
+        return split_by_sizes(r, x, dim, list(a["size"]))
+    return split_by_size(r, x, dim, a["size"])
+
+
+@handles("chunk", "unsafe_chunk")
+def _chunk(r: FxReader, *args, **kwargs):
+    a = bind(args, kwargs, "input, chunks, dim=0")
+    x = r.tensor(a["input"])
+    dim = norm_dim(int(scalar_of(a["dim"])), x.rank)
+    chunks = int(scalar_of(a["chunks"]))
+    if chunks <= 0:
+        raise Unsupported(r.origin or "torch.chunk", f"{chunks} chunks")
+    n = r.size_of(x, dim)  # pieces of ceil(n / chunks), computed when forward runs
+    size = r.sym_binary("floordiv", r.sym_binary("add", n, chunks - 1), chunks)
+    return split_by_size(r, x, dim, size) if x.shape[dim] else (x,)
+
+
+@handles("tensor_split")
+def _tensor_split(r: FxReader, *args, **kwargs):
+    """Into N pieces (the first n % N one longer), or at the given indices, as slices."""
+    sections = kwargs.pop("sections", kwargs.pop("indices", kwargs.pop("tensor_indices_or_sections", None)))
+    a = bind(args if sections is None else (args[0], sections, *args[1:]), kwargs, "input, sections, dim=0")
+    x = r.tensor(a["input"])
+    dim = norm_dim(int(scalar_of(a["dim"])), x.rank)
+    cut = a["sections"]
+    if isinstance(cut, Value) and cut.is_tensor:
+        raise Unsupported(r.origin or "torch.tensor_split", "indices given as a tensor")
+    if isinstance(cut, (list, tuple)):
+        return _pieces(r, x, dim, [0, *cut, None])
+    count = int(scalar_of(cut))
+    if count <= 0:
+        raise Unsupported(r.origin or "torch.tensor_split", f"{count} sections")
+    n = int(scalar_of(r.size_of(x, dim)))  # the pieces' bounds are built for this size (checked when it runs)
+    base, extra = divmod(n, count)
+    bounds = [k * base + min(k, extra) for k in range(count)] + [None]
+    return _pieces(r, x, dim, bounds)

@@ -6,6 +6,7 @@ statistics and other in-place writes to module state are not part of the output 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ from kfoundry.experts.composer.ir.builder import norm_dim
 from kfoundry.experts.composer.ir.graph import Graph, Value, flat_values
 from kfoundry.experts.composer.read import decompose, fx_layout, norm
 from kfoundry.experts.composer.read.fx_functions import adaptive_pool, conv, loss_by_class, pool
+from kfoundry.experts.composer.read.fx_functions import attention as fx_attention
 from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, scalar_of, tuple_n
 from kfoundry.experts.composer.read.lower_fx import HANDLERS, POISON, FxReader, describe
 from kfoundry.experts.composer.read.trace import Trace
@@ -58,6 +60,34 @@ def _to_copy(r: AtenReader, x, *args, dtype=None, **kwargs):
 @aten("_softmax", "_log_softmax")
 def _softmax(r: AtenReader, x, dim, half_to_float=False):
     return decompose.softmax(r.b, r.tensor(x), int(dim), r.origin, log=r.key == "_log_softmax")
+
+
+@aten("_safe_softmax")
+def _safe_softmax(r: AtenReader, x, dim, dtype=None):
+    """softmax, with 0 (not NaN) along rows that are all -inf (attention with every key masked)."""
+    x = r.tensor(x)
+    if dtype is not None:
+        x = r.op("cast", [x], dtype=dtype)
+    dim = norm_dim(int(dim), x.rank)
+    hidden = r.op("eq", [r.op("amax", [x], dims=(dim,), keepdim=True), -math.inf])
+    return r.op("where", [hidden, 0.0, decompose.softmax(r.b, x, dim, r.origin)])
+
+
+@aten("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math")
+def _sdpa_parts(r: AtenReader, q, k, v, *rest, attn_mask=None, scale=None, **kwargs):
+    """The attention output, and a second result (log-sum-exp or weights) that the composer does not compute."""
+    if r.key == "_scaled_dot_product_attention_math":
+        a = bind(rest, kwargs, "attn_mask=None, dropout_p=0.0, is_causal=False, dropout_mask=None, "
+                               "enable_gqa=False")
+        attn_mask = a["attn_mask"] if attn_mask is None else attn_mask
+        if a["dropout_mask"] is not None:
+            raise Unsupported("aten._scaled_dot_product_attention_math", "a dropout mask")
+    else:
+        a = bind(rest, kwargs, "dropout_p=0.0, is_causal=False")
+        a["enable_gqa"] = False
+    out = fx_attention(r, q, k, v, attn_mask, float(a["dropout_p"]), bool(a["is_causal"]), scale,
+                       bool(a["enable_gqa"]))
+    return (out, POISON)
 
 
 @aten("slice")

@@ -26,7 +26,7 @@ from kfoundry.experts.composer.ir.builder import (
     norm_dim,
 )
 from kfoundry.experts.composer.ir.graph import PARAM, SYM, Graph, Value, dead_code_eliminated, flat_values
-from kfoundry.experts.composer.read import fx_functions, fx_layout, fx_modules, fx_views, recurrent
+from kfoundry.experts.composer.read import fx_attention, fx_functions, fx_layout, fx_modules, fx_views, recurrent
 from kfoundry.experts.composer.read.handling import (
     Unsupported,
     bind,
@@ -56,7 +56,7 @@ class _Poison:
 POISON = _Poison()
 READ_ERRORS = (Unsupported, ShapeError, ValueError, TypeError, KeyError, IndexError, AttributeError)
 
-HANDLER_MODULES = (fx_functions, fx_modules, fx_views, fx_layout, recurrent)
+HANDLER_MODULES = (fx_functions, fx_modules, fx_views, fx_layout, recurrent, fx_attention)
 # what the reader dispatches to by key: the handler tables of HANDLER_MODULES, merged in that order
 HANDLERS: dict[str, Callable] = {key: fn for module in HANDLER_MODULES for key, fn in module.HANDLERS.items()}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -30,6 +31,19 @@ def module_numbers(model: torch.nn.Module) -> dict[str, tuple[torch.nn.Module, s
             if type(value) in (int, float) and not name.startswith("_"):
                 found[f"{prefix}.{name}" if prefix else name] = (module, name)
     return found
+
+
+@contextmanager
+def kept_tensor_attributes(model: torch.nn.Module):
+    """The tensors the modules hold as plain attributes, put back after a trace: a forward that assigns one
+    (`self.h0 = self.h0.to(x.device)`) would leave a tracer's proxy or fake tensor there."""
+    held = [(module, name, value) for module in model.modules() for name, value in vars(module).items()
+            if isinstance(value, torch.Tensor)]
+    try:
+        yield
+    finally:
+        for module, name, value in held:
+            module.__dict__[name] = value
 
 
 class NumberTracer(torch.fx.Tracer):
@@ -49,7 +63,8 @@ class NumberTracer(torch.fx.Tracer):
     def trace_module(self, model: torch.nn.Module, concrete_args: dict | None) -> torch.fx.GraphModule:
         values = {path: getattr(module, name) for path, (module, name) in self.numbers.items()}
         try:
-            graph = self.trace(model, concrete_args=concrete_args)
+            with kept_tensor_attributes(model):
+                graph = self.trace(model, concrete_args=concrete_args)
         finally:
             for path, (module, name) in self.numbers.items():
                 module.__dict__[name] = values[path]

@@ -120,8 +120,6 @@ def _state_tensors(r: FxReader, state, kind: str) -> tuple[Value | None, Value |
 @handles("nn.LSTM", "nn.GRU", "nn.RNN")
 def _m_recurrent(r: FxReader, m, path, x, state=None):
     what = r.origin or f"nn.{type(m).__name__}"
-    if m.bidirectional:
-        raise Unsupported(what, "bidirectional")
     if getattr(m, "proj_size", 0):
         raise Unsupported(what, "proj_size")
     if m.dropout and m.training and m.num_layers > 1:
@@ -130,26 +128,44 @@ def _m_recurrent(r: FxReader, m, path, x, state=None):
     if x.rank != 3:
         raise Unsupported(what, "an unbatched sequence")
     kind = _kind(m)
-    time = 1 if m.batch_first else 0
     h0, c0 = _state_tensors(r, state, kind)
+    directions = 2 if m.bidirectional else 1
     seq, last_h, last_c = x, [], []
     for layer in range(r.config(path, "num_layers")):
-        cell = Cell(kind, m.hidden_size, r.state(path, f"weight_ih_l{layer}"), r.state(path, f"weight_hh_l{layer}"),
-                    r.state(path, f"bias_ih_l{layer}"), r.state(path, f"bias_hh_l{layer}"))
-        projected = _project(r, cell, seq)
-        h = r.op("select", [h0], dim=0, index=layer) if h0 is not None else None
-        c = r.op("select", [c0], dim=0, index=layer) if c0 is not None else None
-        states = r.op("recurrent", [projected, cell.w_hh, None if cell.folds_hidden_bias else cell.b_hh, h, c],
-                      kind=kind, time=time, hidden=cell.hidden)
-        seq = r.op("select", [states], dim=0, index=0)
-        last = -1
-        last_h.append(r.op("select", [seq], dim=time, index=last))
-        if kind == "LSTM":
-            last_c.append(r.op("select", [r.op("select", [states], dim=0, index=1)], dim=time, index=last))
+        outputs = []
+        for direction in range(directions):
+            out, h, c = _direction(r, m, path, kind, seq, h0, c0, layer, direction)
+            outputs.append(out)
+            last_h.append(h)
+            if c is not None:
+                last_c.append(c)
+        seq = outputs[0] if directions == 1 else fx_layout.cat(r, outputs, 2)
     h_n = fx_layout.cat(r, [r.op("unsqueeze", [h], dim=0) for h in last_h], 0)
     if kind != "LSTM":
         return seq, h_n
     return seq, (h_n, fx_layout.cat(r, [r.op("unsqueeze", [c], dim=0) for c in last_c], 0))
+
+
+def _direction(r: FxReader, m, path: str, kind: str, seq: Value, h0: Value | None, c0: Value | None, layer: int,
+               direction: int) -> tuple[Value, Value, Value | None]:
+    """One direction of one layer: its output sequence and its last (h, c); the reverse direction runs from the
+    last step to the first, so its last state is the one at step 0."""
+    time = 1 if m.batch_first else 0
+    suffix = f"l{layer}" + ("_reverse" if direction else "")
+    cell = Cell(kind, m.hidden_size, r.state(path, f"weight_ih_{suffix}"), r.state(path, f"weight_hh_{suffix}"),
+                r.state(path, f"bias_ih_{suffix}"), r.state(path, f"bias_hh_{suffix}"))
+    projected = _project(r, cell, seq)
+    index = layer * (2 if m.bidirectional else 1) + direction
+    h = r.op("select", [h0], dim=0, index=index) if h0 is not None else None
+    c = r.op("select", [c0], dim=0, index=index) if c0 is not None else None
+    flags = {"reverse": True} if direction else {}
+    states = r.op("recurrent", [projected, cell.w_hh, None if cell.folds_hidden_bias else cell.b_hh, h, c],
+                  kind=kind, time=time, hidden=cell.hidden, **flags)
+    out = r.op("select", [states], dim=0, index=0)
+    last = 0 if direction else -1
+    last_c = r.op("select", [r.op("select", [states], dim=0, index=1)], dim=time, index=last) \
+        if kind == "LSTM" else None
+    return out, r.op("select", [out], dim=time, index=last), last_c
 
 
 @handles("nn.LSTMCell", "nn.GRUCell", "nn.RNNCell")

@@ -13,7 +13,14 @@ from typing import Any
 import torch
 import torch.fx
 
-from kfoundry.experts.composer.read.numbers import NumberTracer, baked, module_numbers, module_settings
+from kfoundry.experts.composer.read.numbers import (
+    NumberTracer,
+    baked,
+    kept_tensor_attributes,
+    module_numbers,
+    module_settings,
+)
+from kfoundry.experts.composer.read.rnn_meta import shapes_only_recurrence
 from kfoundry.problem import (
     ProblemSource,
     build_model,
@@ -78,6 +85,8 @@ def load_sample(problem_path: str | Path, set_values: dict | None = None, eval_m
             init_inputs = init_inputs_of(module)
             model = build_model(module.Model, init_inputs, SAMPLE_SEED, None, device, eval_mode)
             inputs = make_inputs(module, SAMPLE_SEED + 1, None, device)
+    if device == "meta":
+        shapes_only_recurrence(model)
     return Sample(source, module, model, init_inputs, inputs, eval_mode, device)
 
 
@@ -120,6 +129,11 @@ def _record(gm: torch.fx.GraphModule, args: list) -> tuple[dict, Any]:
 
 
 def trace_fx(model: torch.nn.Module, inputs: list, numbers: bool = True) -> Trace:
+    with kept_tensor_attributes(model):
+        return _trace_fx(model, inputs, numbers)
+
+
+def _trace_fx(model: torch.nn.Module, inputs: list, numbers: bool = True) -> Trace:
     """Symbolic trace of the whole forward; non-tensor arguments are specialized to the sample's values. The
     module's numbers are get_attr nodes (read/numbers.py) where they can be, unless `numbers` is False: then
     constants, named in the trace's `baked`."""
@@ -135,10 +149,19 @@ def trace_fx(model: torch.nn.Module, inputs: list, numbers: bool = True) -> Trac
         except Exception:  # noqa: BLE001 -- a number steering control flow: the plain trace takes them as constants
             pass
     try:
-        gm = torch.fx.symbolic_trace(model, concrete_args=concrete or None)
+        gm = _symbolic_trace(model, concrete or None)
     except Exception as exc:  # noqa: BLE001 -- FX raises many kinds: control flow on proxies, untraceable calls
         raise TraceFailed(f"torch.fx cannot trace the forward: {type(exc).__name__}: {exc}") from None
     return _fx_trace(model, inputs, gm, baked(model, found))
+
+
+def _symbolic_trace(model: torch.nn.Module, concrete: dict | None) -> torch.fx.GraphModule:
+    """torch.fx.symbolic_trace, with the model's tensor attributes put back before the graph module copies them."""
+    tracer = torch.fx.Tracer()
+    with kept_tensor_attributes(model):
+        graph = tracer.trace(model, concrete_args=concrete)
+    name = model.__class__.__name__ if isinstance(model, torch.nn.Module) else model.__name__
+    return torch.fx.GraphModule(tracer.root, graph, name)
 
 
 def _fx_trace(model: torch.nn.Module, inputs: list, gm: torch.fx.GraphModule, numbers: dict[str, Any]) -> Trace:
@@ -156,6 +179,11 @@ def _fx_trace(model: torch.nn.Module, inputs: list, gm: torch.fx.GraphModule, nu
 
 def trace_dispatch(model: torch.nn.Module, inputs: list) -> Trace:
     """A dispatch-level (ATen) trace through make_fx, with shapes kept symbolic where it can."""
+    with kept_tensor_attributes(model):
+        return _trace_dispatch(model, inputs)
+
+
+def _trace_dispatch(model: torch.nn.Module, inputs: list) -> Trace:
     from torch.func import functional_call
     from torch.fx.experimental.proxy_tensor import make_fx
 
