@@ -72,4 +72,4 @@ def test_optimize_s_llm_experts_get_the_target_s_facts_on_cpu(tmp_path):
     contexts = [e.context for e in experts if hasattr(e, "context")]
     assert contexts and all(c.device.name == "NVIDIA H100 PCIe" and c.device.sm_count == 114 for c in contexts)
     tuner = [e for e in experts if e.name == "tuner"][0]
-    assert tuner.device.kind == "cpu"  # the tuner gets the machine's own facts
+    assert tuner.device.name == "NVIDIA H100 PCIe"  # its variants fit the target's shared memory and registers

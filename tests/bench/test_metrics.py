@@ -79,3 +79,12 @@ def test_a_correct_problem_without_a_time_is_not_fast_and_is_counted_apart():
 def test_bad_speedup_values_are_not_speedups():
     odd = [{"status": "ok", "speedup_eager": math.nan}, {"status": "ok", "speedup_eager": 0.0}]
     assert m.geomean_correct(odd) is None
+
+
+def test_out_of_resource_counts_per_problem_and_in_total():
+    message = "kernel compilation failed: out of resource: shared memory, Required: 262144, Hardware limit: 232448."
+    assert m.is_out_of_resource("compile_error", message)
+    assert not m.is_out_of_resource("runtime_error", message) and not m.is_out_of_resource("compile_error", "x")
+    outcomes = [dict(o, out_of_resource=n) for o, n in zip(JUDGED, (0, 2, None, 1))]
+    assert m.summarize(outcomes)["out_of_resource"] == 3
+    assert m.summarize(JUDGED)["out_of_resource"] is None  # no search ran: not counted, not 0

@@ -426,3 +426,33 @@ def test_each_problem_s_best_is_checked_at_other_sizes_with_a_column_and_a_count
     assert "other sizes" in text and "NO" in text
     assert "holds at other sizes (the correct candidate judged again at a second size set)" in text
     assert "1 of 2 checked" in text
+
+
+def test_out_of_resource_errors_of_our_experts_are_counted(tmp_path, suite):
+    """The composer's and the tuner's candidates that failed "out of resource", per problem and in total; an
+    LLM's do not count (only our experts' kernels are checked against the device)."""
+    oor = {"status": "compile_error", "message": "out of resource: shared memory, Required: 262144, Hardware "
+           "limit: 232448.", "timing": {}, "correctness": {}}
+    counts = {"1_a": {"composer": 1, "tuner": 2, "initializer": 1}, "2_b": {}, "3_c": {"initializer": 1}}
+
+    def fake(problem_path=None, *, out=None, **_):
+        name = Path(problem_path).stem
+        with RunStore.create(out, problem_path, {"policy": "strict"}, seed=1) as store:
+            cid = store.add_candidate("class ModelNew: pass\n", [], "composer", 0, 0, "template")
+            store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[name]))
+            for expert, count in counts[name].items():
+                origin = {"composer": "template", "tuner": "tuner"}.get(expert, "llm")
+                for i in range(count):
+                    cid = store.add_candidate(f"class ModelNew: pass  # {expert} {i}\n", [], expert, 0, 1, origin)
+                    store.finish_evaluation(store.start_evaluation(cid), oor)
+            paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+        return json.loads(paths["result"].read_text())
+    report = run_bench(suite, settings(), tmp_path / "out", optimize_fn=fake)
+    assert [r.out_of_resource for r in report.results] == [3, 0, 0]
+    document = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert document["metrics"]["out_of_resource"] == 3
+    assert [r["out_of_resource"] for r in csv.DictReader((tmp_path / "out" / "bench.csv").open())] == ["3", "0", "0"]
+    console = Console(record=True, width=250)
+    print_report(report, console)
+    text = console.export_text()
+    assert "out of resource" in text and "3 evaluation(s)" in text

@@ -318,3 +318,79 @@ def test_spills_in_one_kernel_leave_the_other_launches_alone():
     changed = {name for v in variants for name in v.changes}
     assert changed and all("@_row_0_kernel" not in n and "@_split_fp16x3_kernel" not in n for n in changed), changed
     assert "num_warps@_gemm_0_kernel" in changed or "num_stages" in changed
+
+
+# -- device limits (kfoundry.experts.composer.templates.device_limits): the same estimate as the composer's ------
+
+def _checks(source: str, device_facts) -> dict[str, tuple[int, int]]:
+    from kfoundry.experts.tunables import discover
+    from kfoundry.experts.tuner import limits
+
+    return limits(discover(source), device_facts)
+
+
+def _over(checks: dict[str, tuple[int, int]]) -> list[str]:
+    return [key for key, (need, limit) in checks.items() if need > limit]
+
+
+@pytest.mark.parametrize("target", ["H200", "A100", "RTX 4090"])
+@pytest.mark.parametrize("parent", [LINEAR, CONV], ids=["linear", "conv"])
+def test_a_variant_over_the_devices_limits_is_never_proposed(parent, target):
+    from kfoundry.evaluate.device_facts import target_facts
+
+    facts = target_facts(target)
+    before = _checks(parent, facts)
+    variants = [v for seed in range(2) for v in tune(parent, random.Random(seed), n=8, device=facts)]
+    assert variants
+    for variant in variants:
+        after = _checks(variant.source, facts)
+        # within the limit, or (a parent already over it) no worse than the parent
+        assert all(need <= limit or need <= before[key][0] for key, (need, limit) in after.items()), after
+        if not _over(before):
+            assert not _over(after), (variant.summary, _over(after))
+
+
+def test_the_128x128x32_linear_in_3_stages_fits_an_h200_but_not_an_rtx_4090():
+    from kfoundry.evaluate.device_facts import target_facts
+
+    smem = next(v for k, v in _checks(LINEAR, target_facts("H200")).items() if k.endswith("shared memory"))
+    assert smem == (3 * (128 * 32 + 32 * 128) * 4 + 8192, 232448)  # 96 KiB of tiles and the reserve
+    assert _over(_checks(LINEAR, target_facts("RTX 4090"))) == [k for k in _checks(LINEAR, None)
+                                                                  if k.endswith("shared memory")]
+    # a parent over the limit that failed "out of resource": every variant fits
+    strict = tune(LINEAR, random.Random(0), n=30, device=target_facts("RTX 4090"), strict=True)
+    assert strict and all(not _over(_checks(v.source, target_facts("RTX 4090"))) for v in strict)
+    assert all(v.changes.get("num_stages", (3, 3))[1] < 3 or v.changes.get("BK", (32, 32))[1] < 32 or
+               "BM" in v.changes or "BN" in v.changes for v in strict)
+
+
+CONV_OVER_CHANNELS = LINEAR.replace("BM, BN, BK = 128, 128, 32",
+                                    "BM, BK = 64, 64\n        BN = max(16, triton.next_power_of_2(N))")
+
+
+def test_a_tile_sized_on_the_host_is_still_checked():
+    """The conv reduced over its channels whose tuner child (BM 256, BK 64, 4 stages) asked the H200 for 327680
+    bytes: its BN is sized on the host (taken as 128), and that child is never proposed."""
+    from kfoundry.evaluate.device_facts import target_facts
+
+    h200 = target_facts("H200")
+    parent = CONV_OVER_CHANNELS.replace("num_warps=8, num_stages=3", "num_warps=8, num_stages=2")
+    assert any(k.endswith("shared memory") for k in _checks(parent, h200))
+    variants = [v for seed in range(4) for v in tune(parent, random.Random(seed), n=8, device=h200)]
+    assert variants and all(not _over(_checks(v.source, h200)) for v in variants)
+    sizes = [(values(v.source)["BM"], values(v.source)["num_stages"]) for v in variants]
+    assert (256, 4) not in sizes and any(stages == 3 for _, stages in sizes)
+
+
+def test_the_expert_tunes_a_parent_that_failed_out_of_resource_strictly():
+    from kfoundry.experts.context import ParentInfo
+    from kfoundry.experts.tuner_expert import out_of_resource
+    from kfoundry.search.individual import Individual
+
+    message = "out of resource: shared memory, Required: 262144, Hardware limit: 232448."
+    failed = Individual(id="1", source=LINEAR, status="compile_error",
+                        parent_info=ParentInfo(source=LINEAR, status="compile_error", message=message))
+    assert out_of_resource(failed)
+    assert not out_of_resource(Individual(id="2", source=LINEAR, status="ok", fitness=1.0))
+    other = ParentInfo(source=LINEAR, status="compile_error", message="NameError: x")
+    assert not out_of_resource(Individual(id="3", source=LINEAR, status="compile_error", parent_info=other))

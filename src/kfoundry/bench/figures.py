@@ -38,6 +38,9 @@ def metric_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     if "passed_calling_pytorch" in metrics:
         rows.append(("passed calling PyTorch compute (allowed only by --policy permissive, with a warning)",
                      f"{metrics['passed_calling_pytorch']} of {correct} passed"))
+    if metrics.get("out_of_resource") is not None:
+        rows.append(("out of resource (our experts' candidates over the GPU's shared memory, registers or threads; "
+                     "target 0)", f"{metrics['out_of_resource']} evaluation(s)"))
     if metrics.get("size_checked"):
         rows.append(("holds at other sizes (the correct candidate judged again at a second size set)",
                      f"{metrics['holds_at_other_sizes']} of {metrics['size_checked']} checked"))

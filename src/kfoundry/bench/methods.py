@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kfoundry.bench import results as R
+from kfoundry.bench.metrics import OUR_EXPERTS, is_out_of_resource
 from kfoundry.bench.results import (FIGURES, CandidateResult, ProblemResult, SampleResult, labels_from_evaluation,
                                    labels_from_run_result)
 from kfoundry.bench.settings import describe
@@ -236,6 +237,7 @@ def _optimize(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
         record = optimize(problem.path, out=run_dir, options=problem_options(config, set_values), llm=search.llm,
                           quiet=True, **budget, **extra)
     apply_run_result(result, record)
+    result.out_of_resource = count_out_of_resource(run_dir)
     result.other_sizes = (record.get("best") or {}).get("other_sizes")
     if result.correct:
         _read_best_evaluation(result, run_dir)
@@ -249,6 +251,22 @@ def _takes(function: Callable[..., Any], name: str) -> bool:
     except (TypeError, ValueError):
         return False
     return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def count_out_of_resource(run_dir: Path) -> int | None:
+    """The run's evaluations of our own experts' candidates (metrics.OUR_EXPERTS) that failed out of resource;
+    None where the run store cannot be read."""
+    from kfoundry.errors import KFoundryError
+    from kfoundry.runs import RunStore
+
+    try:
+        with RunStore.open(run_dir, resume=False) as store:
+            experts = {c["id"]: c["expert"] for c in store.candidates()}
+            evaluations = store.finished_evaluations()
+    except KFoundryError:
+        return None
+    return sum(experts.get(candidate) in OUR_EXPERTS and is_out_of_resource(e.get("status"), e.get("message"))
+               for candidate, e in evaluations.items())
 
 
 def _read_best_evaluation(result: ProblemResult, run_dir: Path) -> None:

@@ -13,6 +13,9 @@ score must not rise because its problems fail to load), and the summary says how
   counted as the reference (1.0x).
 - passed calling PyTorch compute: correct problems whose candidate passed only because the policy is
   permissive (the guard's warnings).
+- out of resource: evaluations of our own experts' candidates (the composer's, the tuner's) that failed to
+  compile for want of shared memory, registers or threads ("out of resource"), per problem (--method optimize)
+  and in total; the target is 0 (kfoundry.experts.composer.templates.device_limits).
 - samples (solutions with KernelBench's sample_K files): pass@k averaged over the problems (a problem
   without a file counts 0), and sample 0's own figures (KernelBench's analysis reads sample 0 only),
   while each problem's figures above are of its best sample (best of k).
@@ -53,6 +56,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+OUR_EXPERTS = ("composer", "tuner")  # the programmatic experts, whose kernels are checked against the device
+
+
+def is_out_of_resource(status: str | None, message: str | None) -> bool:
+    """A compile error for want of the GPU's shared memory, registers or threads (Triton's OutOfResources)."""
+    return status == "compile_error" and "out of resource" in (message or "").lower()
+
+
+def out_of_resource_total(outcomes: Sequence[Outcome]) -> int | None:
+    """The problems' out-of-resource counts summed; None when no problem has one (no search ran)."""
+    counts = [o.get("out_of_resource") for o in outcomes if o.get("out_of_resource") is not None]
+    return sum(counts) if counts else None
 
 
 def is_correct(outcome: Outcome) -> bool:
@@ -175,6 +192,7 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                             for o in outcomes),
         "holds_at_other_sizes": sum(is_correct(o) and (o.get("other_sizes") or {}).get("holds") is True
                                     for o in outcomes),
+        "out_of_resource": out_of_resource_total(outcomes),
     }
     for baseline, key in BASELINES.items():
         summary[baseline] = _speed(outcomes, key)

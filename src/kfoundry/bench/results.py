@@ -111,6 +111,8 @@ class ProblemResult(CandidateResult):
     pass_at_k: dict[str, float] = field(default_factory=dict)  # "pass@1", "pass@n" over its samples
     # the reported candidate judged again at a second size set (kfoundry.types.SizeCheck as a dict)
     other_sizes: dict[str, Any] | None = None
+    # evaluations of the composer's and the tuner's candidates that failed "out of resource" (optimize method)
+    out_of_resource: int | None = None
 
     @property
     def holds_at_other_sizes(self) -> bool | None:

@@ -55,6 +55,9 @@ def columns(report: BenchReport) -> list[Column]:
         chosen.append(Column("other sizes", other_sizes_text))
     if any(r.calls_pytorch for r in report.results):
         chosen.append(Column("calls PyTorch", lambda r: "yes" if r.calls_pytorch else ""))
+    if any(r.out_of_resource for r in report.results):  # our experts' kernels over the GPU's limits (target: none)
+        chosen.append(Column("out of resource", lambda r: "" if r.out_of_resource is None else str(r.out_of_resource),
+                             right=True))
     return chosen
 
 

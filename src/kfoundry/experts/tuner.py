@@ -4,11 +4,14 @@ device's limits, mostly in the direction the parent's diagnosis points (register
 stages, more warps; memory-bound: wider blocks and more warps; see DIRECTIONS), and remembers through the
 experience library which settings helped on problems of the same class.
 
-Limits are estimates. For a tl.dot kernel with M/N/K tiles: shared memory
-(BLOCK_M*BLOCK_K + BLOCK_K*BLOCK_N) * element bytes * num_stages within the device's shared memory per block, and
-the accumulator BLOCK_M*BLOCK_N / (num_warps*32) within 256 fp32 registers per thread; for CUDA strings: at most
-1024 threads per block and 48 KiB of static __shared__ arrays. A variant must satisfy each limit, or at least be no
-worse than its parent where the parent already exceeds it (the estimate is rough; a parent that works proves it).
+Limits: each launch or config of a tl.dot kernel is checked as the composer's templates are
+(kfoundry.experts.composer.templates.device_limits: shared memory of the pipelined operand tiles and of the
+epilogue, registers of the accumulators and operand fragments, threads per block) against the device's limits
+(the run's GPU, or a --target-gpu; none: the default 99 KiB target); a tile dim no literal spells (BN sized on the
+host) is taken as UNKNOWN_TILE. For CUDA strings: the device's threads per block and 48 KiB of static __shared__
+arrays. A variant must satisfy each limit, or at least be no worse than its parent where the parent already exceeds
+it (the estimate errs high: a parent that works proves it) -- except shared memory and threads when the parent
+itself failed "out of resource": then every variant must fit.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kfoundry import source_ast
+from kfoundry.experts.composer.templates.device_limits import DEFAULT_LIMITS, DeviceLimits, dot_need, limits_of
 from kfoundry.experts.tunables import (Discovery, Tunable, apply_values, discover, find_tunables, line_starts,
                                        node_span)
 from kfoundry.types import DeviceFacts, Diagnosis
@@ -28,11 +32,11 @@ from kfoundry.types import DeviceFacts, Diagnosis
 __all__ = ["DIRECTIONS", "DOT_PRECISIONS", "Guidance", "Tunable", "TunedVariant", "find_tunables", "guidance",
            "limits", "precision_variants", "preferred_settings", "shared_memory_limit", "tune", "tuning_record"]
 
-REGISTERS_PER_THREAD = 256  # fp32 accumulator registers per thread we allow a tile to need
-MAX_THREADS_PER_BLOCK = 1024
 STATIC_SHARED_BYTES = 48 * 1024  # CUDA's cap on static __shared__ arrays, whatever the device
 HOPPER_SHARED_BYTES = 227 * 1024
-DEFAULT_SHARED_BYTES = 100 * 1024  # when the device is not known
+DEFAULT_SHARED_BYTES = DEFAULT_LIMITS.shared_memory_per_block  # when the device is not known
+UNKNOWN_TILE = 128  # a dot tile dim no literal spells (BN = max(16, next_power_of_2(N)) on the host)
+HARD_LIMITS = ("shared memory", "threads")  # what fails to compile or launch; registers over the limit spill
 NEIGHBOUR_PROBABILITY = 0.8  # the rest: any valid value
 ATTEMPTS_PER_VARIANT = 25
 GUIDED_SHARE = 0.75  # of the proposals on a parent whose diagnosis points a way: a step that way, the rest random
@@ -105,34 +109,37 @@ class TunedVariant:
     origin: str = "random"  # remembered (the library's preference), guided (the diagnosis's way), random, precision
 
 
-def shared_memory_limit(device: DeviceFacts | None) -> int:
-    """Bytes of shared memory one block may use on `device` (opt-in maximum where it is known)."""
-    if device is not None and device.shared_memory_per_block_bytes:
-        return device.shared_memory_per_block_bytes
-    if device is not None and any(tag in device.name for tag in ("H100", "H200", "H800", "GH200", "Hopper")):
-        return HOPPER_SHARED_BYTES
-    return DEFAULT_SHARED_BYTES
+def shared_memory_limit(device: DeviceFacts | DeviceLimits | None) -> int:
+    """Bytes of shared memory one block may use on `device` (device_limits.limits_of)."""
+    return limits_of(device).shared_memory_per_block
 
 
-def limits(found: Discovery, shared_bytes: int) -> dict[str, tuple[int, int]]:
-    """What each launch, config or CUDA string needs against its limit: key -> (estimate, limit)."""
+def limits(found: Discovery, device: DeviceFacts | DeviceLimits | None = None) -> dict[str, tuple[int, int]]:
+    """What each launch, config or CUDA string needs against `device`'s limit: key -> (estimate, limit)."""
+    device = limits_of(device)
     checks: dict[str, tuple[int, int]] = {}
     for group in found.tile_groups:
-        if group.m and group.n and group.k:
-            tiles = group.m * group.k + group.k * group.n
-            checks[f"{group.label}: shared memory"] = (tiles * group.element_bytes * group.stages, shared_bytes)
-            checks[f"{group.label}: registers"] = (group.m * group.n // (max(group.warps, 1) * 32),
-                                                   REGISTERS_PER_THREAD)
+        if not (group.m or group.n or group.k):
+            continue
+        need = dot_need(group.m or UNKNOWN_TILE, group.n or UNKNOWN_TILE, group.k or UNKNOWN_TILE,
+                        num_warps=max(group.warps, 1), num_stages=group.stages, element_bytes=group.element_bytes,
+                        a_copies=group.a_copies, b_copies=group.b_copies, accumulators=group.accumulators)
+        checks[f"{group.label}: shared memory"] = (need.shared_bytes, device.shared_memory_per_block)
+        checks[f"{group.label}: registers"] = (need.registers, device.register_limit(need.threads))
+        checks[f"{group.label}: threads"] = (need.threads, device.max_threads_per_block)
     for facts in found.cuda:
         if facts.max_threads is not None:
-            checks[f"{facts.label}: threads"] = (facts.max_threads, MAX_THREADS_PER_BLOCK)
+            checks[f"{facts.label}: threads"] = (facts.max_threads, device.max_threads_per_block)
         checks[f"{facts.label}: static shared memory"] = (facts.static_shared_bytes, STATIC_SHARED_BYTES)
     return checks
 
 
-def _within(parent: dict[str, tuple[int, int]], child: dict[str, tuple[int, int]]) -> bool:
+def _within(parent: dict[str, tuple[int, int]], child: dict[str, tuple[int, int]], strict: bool = False) -> bool:
+    """Each of the child's needs within its limit, or no worse than the parent's where the parent exceeds it
+    too (`strict`: the parent failed out of resource, so its shared memory and threads prove nothing)."""
     for key, (need, limit) in child.items():
-        if need > limit and need > parent.get(key, (0, 0))[0]:
+        hard = strict and key.endswith(HARD_LIMITS)
+        if need > limit and (hard or need > parent.get(key, (0, 0))[0]):
             return False
     return True
 
@@ -174,18 +181,19 @@ def _proposals(tunables: list[Tunable], rng: random.Random, preferred: dict[str,
         yield (guided, "guided") if guided else (_random_change(tunables, rng, max_changes), "random")
 
 
-def tune(source: str, rng: random.Random, *, device: DeviceFacts | None = None, n: int = 1,
+def tune(source: str, rng: random.Random, *, device: DeviceFacts | DeviceLimits | None = None, n: int = 1,
          preferred: dict[str, int] | None = None, max_changes: int = 2,
-         guide: Guidance | None = None) -> list[TunedVariant]:
+         guide: Guidance | None = None, strict: bool = False) -> list[TunedVariant]:
     """Up to `n` distinct valid variants of `source`, each changing 1..max_changes tunables (mostly to a
-    neighbouring value, x2 or /2); remembered `preferred` values come first, then mostly steps the way `guide`
-    (the parent's diagnosis) points. [] when nothing is tunable."""
+    neighbouring value, x2 or /2), each within `device`'s limits (see the module; `strict`: the parent failed
+    out of resource, every variant must fit); remembered `preferred` values come first, then mostly steps the
+    way `guide` (the parent's diagnosis) points. [] when nothing is tunable."""
     found = discover(source)
     tunables = [t for t in found.tunables if len(t.choices) > 1] if found else []
     if not tunables or n < 1 or max_changes < 1:
         return []
-    shared_bytes = shared_memory_limit(device)
-    parent_limits = limits(found, shared_bytes)
+    device = limits_of(device)
+    parent_limits = limits(found, device)
     by_name = {t.name: t for t in tunables}
     seen: set[frozenset] = set()
     variants: list[TunedVariant] = []
@@ -194,7 +202,7 @@ def tune(source: str, rng: random.Random, *, device: DeviceFacts | None = None, 
         if key in seen:
             continue
         seen.add(key)
-        variant = _variant(source, found.tunables, by_name, proposal, parent_limits, shared_bytes, origin)
+        variant = _variant(source, found.tunables, by_name, proposal, parent_limits, device, origin, strict)
         if variant is not None:
             variants.append(variant)
             if len(variants) == n:
@@ -203,10 +211,11 @@ def tune(source: str, rng: random.Random, *, device: DeviceFacts | None = None, 
 
 
 def _variant(source: str, tunables: list[Tunable], by_name: dict[str, Tunable], values: dict[str, int],
-             parent_limits: dict[str, tuple[int, int]], shared_bytes: int, origin: str) -> TunedVariant | None:
+             parent_limits: dict[str, tuple[int, int]], device: DeviceLimits, origin: str,
+             strict: bool = False) -> TunedVariant | None:
     text = apply_values(source, tunables, values)
     child = discover(text) if text is not None and text != source else None
-    if child is None or not _within(parent_limits, limits(child, shared_bytes)):
+    if child is None or not _within(parent_limits, limits(child, device), strict):
         return None
     changes = {name: (by_name[name].value, value) for name, value in values.items()}
     ordered = {t.name: changes[t.name] for t in tunables if t.name in changes}

@@ -43,10 +43,11 @@ class TunerExpert:
             switched = []
 
         guide = guidance(getattr(parent, "diagnosis", None))
+        strict = out_of_resource(parent)
 
         def retuned():  # a generator: the tunables are read only when no precision switch is new
             yield from tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred,
-                            guide=guide)
+                            guide=guide, strict=strict)
 
         for variant in itertools.chain(switched, retuned()):
             if not self.is_known(variant.source):
@@ -63,6 +64,13 @@ class TunerExpert:
     def restore(self, data: list | None) -> None:
         if data:
             self.rng.setstate(random_state_from_json(data))
+
+
+def out_of_resource(parent: Any) -> bool:
+    """The parent failed to compile for want of shared memory or threads (Triton's OutOfResources)."""
+    info = getattr(parent, "parent_info", None)
+    message = getattr(info, "message", "") or ""
+    return getattr(parent, "status", "") == "compile_error" and "out of resource" in message.lower()
 
 
 def state_of(experts: list[Any]) -> Any:

@@ -126,14 +126,18 @@ class Optimization:
             add(candidate.source, "composer")  # the rest wait for the router to pick the composer
         return children
 
-    def _compose(self) -> list[Any]:
+    def _compose(self, device: Any = None) -> list[Any]:
+        """The composer's candidates, their tiles fitted to the GPU the kernels are for (`device`: this run's,
+        or on a CPU the --target-gpu)."""
         try:
             from kfoundry.experts.composer import compose
+            from kfoundry.experts.composer.templates.device_limits import kernel_target
 
             # twice what the first population takes: the rest wait for the router to pick the composer
             result = compose(self.problem, set_values=self.options.set_values, precision=self.options.precision,
                              eval_mode=self.options.eval_mode, max_variants=2 * self.settings.compose_variants,
-                             tolerance=self.options.tolerance, name=self.name)  # a resumed run's too: its own
+                             tolerance=self.options.tolerance, name=self.name,  # a resumed run's too: its own
+                             device=kernel_target(device, self.settings.target_gpu))
         except Exception as exc:  # noqa: BLE001 -- the composer is one source of first kernels, never a reason to stop
             message = f"the composer failed ({type(exc).__name__}: {exc})"
             self.store.event("composed", count=0, unsupported=[], message=message)
@@ -295,7 +299,8 @@ class Optimization:
                                                      for r in retrieved])
                 snapshot = self.store.load_state("search") if self.resumed else None
                 # a run stopped before its first generation ended builds its first population again
-                self.composed = self._compose() if snapshot is None and s.compose_variants > 0 else []
+                self.composed = self._compose(prepared.device_facts) if snapshot is None and s.compose_variants > 0 \
+                    else []
                 archipelago = session.archipelago()
                 self.experts = session.experts(
                     problem_source=self.evaluator.source.text, name=self.name, device=prepared.device_facts,

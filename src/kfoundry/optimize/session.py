@@ -107,13 +107,15 @@ class Session:
                 problem_class: str = "other", facts: Any = None, timed: bool = False) -> list[Any]:
         """The tuner always; the composer while it has kernels the first population left (`left_over`);
         the LLM experts with an LLM."""
+        from kfoundry.experts.composer.templates.device_limits import kernel_target  # the tuner's limits
+
         s, o = self.settings, self.options
         context = PromptContext(problem_source=problem_source, problem_name=name, backend=s.backend,
                                 device=prompt_device(device, s.target_gpu),
                                 precision=o.precision, tolerance=o.tolerance, policy=o.policy, experience=experience,
                                 problem_class=problem_class, facts=facts, timed=timed, trials=o.trials)
         return registry.build(registry.Setup(
-            context=context, llm=self.llm, budget=self.budget, device=device, seed=s.seed,
+            context=context, llm=self.llm, budget=self.budget, device=kernel_target(device, s.target_gpu), seed=s.seed,
             is_known=lambda source: source_hash(source) in archipelago.seen, composed=left_over,
             preferred=preferred, prompts_dir=self.store.run_dir / "prompts"))
 

@@ -25,6 +25,9 @@ class TileGroup:
     warps: int = TRITON_DEFAULT_WARPS
     stages: int = TRITON_DEFAULT_STAGES
     element_bytes: int = 4
+    a_copies: int = 1  # distinct left operands of the kernel's dots (fp16x3: a hi and a lo tile)
+    b_copies: int = 1  # distinct right operands (an LSTM step: a weight tile per gate)
+    accumulators: int = 1  # 2-D tl.zeros tiles (fp16x3: the sum, the high and the low products)
 
 
 _BLOCK_NAME = re.compile(r"[XYZR]BLOCK|B(?P<b>[MNK])"
@@ -268,6 +271,16 @@ def _uses_dot(kernel: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and dotted(n.func).rsplit(".", 1)[-1] == "dot" for n in ast.walk(kernel))
 
 
+def _dot_operands(kernel: ast.AST) -> tuple[int, int, int]:
+    """(distinct left operands, distinct right operands, 2-D zero tiles) of a kernel's tl.dot calls."""
+    dots = [n for n in ast.walk(kernel) if isinstance(n, ast.Call) and dotted(n.func).rsplit(".", 1)[-1] == "dot"
+            and len(n.args) >= 2]
+    zeros = [n for n in ast.walk(kernel) if isinstance(n, ast.Call) and dotted(n.func).rsplit(".", 1)[-1] == "zeros"
+             and n.args and isinstance(n.args[0], (ast.Tuple, ast.List)) and len(n.args[0].elts) == 2]
+    return (max(1, len({ast.dump(d.args[0]) for d in dots})), max(1, len({ast.dump(d.args[1]) for d in dots})),
+            max(1, len(zeros)))
+
+
 def _element_bytes(kernel: ast.AST | None) -> int:
     # 2 only when the kernel visibly works in half precision; fp32 otherwise (the safe estimate)
     if kernel is not None and any(isinstance(n, ast.Attribute) and n.attr in ("float16", "bfloat16")
@@ -381,7 +394,7 @@ def _group(label: str, values: list[tuple[str, int | None]], kernel: ast.AST) ->
             roles[rule.role] = value
     return TileGroup(label, roles.get("M"), roles.get("N"), roles.get("K"),
                      roles.get("warps", TRITON_DEFAULT_WARPS), roles.get("stages", TRITON_DEFAULT_STAGES),
-                     _element_bytes(kernel))
+                     _element_bytes(kernel), *_dot_operands(kernel))
 
 
 def python_tunables(py: PythonModule) -> list[Tunable | None]:

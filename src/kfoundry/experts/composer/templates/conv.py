@@ -38,6 +38,8 @@ from kfoundry.experts.composer.emit.kernel import (
 )
 from kfoundry.experts.composer.ir.graph import number
 from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.types import DeviceFacts
+from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
     HALF,
@@ -48,6 +50,7 @@ from kfoundry.experts.composer.templates.gemm import (
     dot_step,
     epilogue,
     grouped_tiles,
+    operand_bytes,
     tile_constexprs,
     tile_grid,
 )
@@ -110,7 +113,20 @@ def _narrow(tile: dict, cout: int) -> dict:
     return dict(tile, BN=min(tile["BN"], max(16, _next_power_of_2(cout))))
 
 
-def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
+def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
+            device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    """The tile configurations, each fitted to `device` as gemm.configs fits them; the outer-product (fma)
+    loop takes one input channel a step, its accumulator tile the larger need (a 1024 x 64 one asked the
+    H200 for 262144 bytes)."""
+    cout, width = channels_per_group(group)[1], operand_bytes(list(group.anchor.args[:2]), precision)
+
+    def need(config: dict):
+        return composer_dot_need(config, n_full=cout, element_bytes=width,
+                                 k_step=1 if config.get("layout") == "fma" else None)
+    return fit_configs(_configs(group, precision, tolerance), need, device)
+
+
+def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict]:
     # cuDNN convolutions run in TF32 on GPUs by PyTorch's default: TF32 variants are fair there
     precisions = dot_precisions(precision, tolerance, tf32_fair=True)
     cout = channels_per_group(group)[1]

@@ -25,6 +25,8 @@ from kfoundry.experts.composer.emit.kernel import (
 )
 from kfoundry.experts.composer.ir.graph import Value, category
 from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
+from kfoundry.types import DeviceFacts
 
 BASE_CONFIGS = [
     {"BM": 64, "BN": 64, "BK": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3},
@@ -85,7 +87,24 @@ def splittable(group: Group) -> bool:
     return not group.reduced and a.rank >= 2 and b.rank >= 2 and (b.rank == 2 or group.anchor.out.rank <= 3)
 
 
-def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
+def operand_bytes(values: list[Value], precision: str) -> int:
+    """The widest element of a dot's operands: a dtype the program fixed, else the evaluation's precision's."""
+    widths = [v.dtype.itemsize if v.fixed_dtype and v.dtype is not None else 4 if precision == "fp32" else 2
+              for v in values]
+    return max(widths, default=4)
+
+
+def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
+            device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    """The tile configurations, each fitted to `device`'s shared memory, registers and threads (device_limits:
+    fewer stages, then smaller tiles; dropped where none fits). None: the compose call's target, else the
+    default target (device_limits.DEFAULT_LIMITS)."""
+    n, width = int(group.anchor.out.shape[-1]), operand_bytes(list(group.anchor.args), precision)
+    return fit_configs(_configs(group, precision, tolerance),
+                       lambda c: composer_dot_need(c, n_full=n, element_bytes=width), device)
+
+
+def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict]:
     precisions = dot_precisions(precision, tolerance)
     out = [dict(c) for c in SPLIT_CONFIGS] if precision == "fp32" and splittable(group) else []
     for i, base in enumerate(TILE_REDUCTION_CONFIGS if group.reduced else BASE_CONFIGS):

@@ -19,13 +19,16 @@ from kfoundry.experts.composer.emit.kernel import (
     unravel,
 )
 from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
+from kfoundry.types import DeviceFacts
 
 CONFIGS = [{"BLOCK": 256, "num_warps": 4}, {"BLOCK": 512, "num_warps": 4}, {"BLOCK": 128, "num_warps": 2},
            {"BLOCK": 1024, "num_warps": 8}]
 
 
-def configs(group: Group) -> list[dict]:
-    return [dict(c) for c in CONFIGS]
+def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    """The configurations that fit `device` (device_limits; None: the compose call's target, else the default)."""
+    return fit_configs([dict(c) for c in CONFIGS], lambda c: tile_need(c["BLOCK"], num_warps=c["num_warps"]), device)
 
 
 def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:

@@ -13,7 +13,9 @@ from kfoundry.experts.composer.emit import expr
 from kfoundry.experts.composer.emit.host import HostContext
 from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
 from kfoundry.experts.composer.plan.fusion import Group
-from kfoundry.experts.composer.templates.gemm import dot_precisions
+from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
+from kfoundry.experts.composer.templates.gemm import dot_precisions, operand_bytes
+from kfoundry.types import DeviceFacts
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 # BM batch rows and BN hidden units per program, BK hidden units per step of the product (the tuner knows the names)
@@ -21,10 +23,15 @@ TILES = [{"BM": 16, "BN": 32, "BK": 32, "num_warps": 4}, {"BM": 32, "BN": 64, "B
          {"BM": 16, "BN": 64, "BK": 64, "num_warps": 4}, {"BM": 64, "BN": 32, "BK": 32, "num_warps": 4}]
 
 
-def configs(group: Group, precision: str = "fp32", tolerance: float | None = None) -> list[dict]:
+def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
+            device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    """The tiles, each fitted to `device` (device_limits): one weight tile and one accumulator per gate."""
     precisions = dot_precisions(precision, tolerance)
-    return [dict(tile, precision=precisions[0] if i < len(TILES) - 1 else precisions[-1])
-            for i, tile in enumerate(TILES)]
+    tiles = [dict(tile, precision=precisions[0] if i < len(TILES) - 1 else precisions[-1])
+             for i, tile in enumerate(TILES)]
+    gates, width = GATES[group.anchor.attrs["kind"]], operand_bytes(list(group.anchor.args[:2]), precision)
+    return fit_configs(tiles, lambda c: composer_dot_need(c, element_bytes=width, b_tiles=gates,
+                                                          accumulators=gates), device)
 
 
 def _activation(kw: KernelWriter, name: str, value: str) -> str:
@@ -118,12 +125,16 @@ def recurrent_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
     steps = host.shape(projected)[time]
     indent = "        "
     lines.append(f"{indent}for {t} in range({steps}):")
-    body = [f"{step_x} = {pn}.select({time}, {t})", f"{new_h} = {on}[0].select({time}, {t})"]
-    body.append(f"{prev_h} = {on}[0].select({time}, {t} - 1) if {t} else "
+    # the step computed at iteration t, and the one before it (a reverse layer runs from the last step back)
+    at, before = (host.fresh("s"), None) if op.attrs.get("reverse") else (t, f"{t} - 1")
+    body = [f"{at} = {steps} - 1 - {t}"] if before is None else []
+    before = before or f"{at} + 1"
+    body += [f"{step_x} = {pn}.select({time}, {at})", f"{new_h} = {on}[0].select({time}, {at})"]
+    body.append(f"{prev_h} = {on}[0].select({time}, {before}) if {t} else "
                 f"{host.name(h0) if h0 is not None else new_h}")
     if lstm:
-        body.append(f"{new_c} = {on}[1].select({time}, {t})")
-        body.append(f"{prev_c} = {on}[1].select({time}, {t} - 1) if {t} else "
+        body.append(f"{new_c} = {on}[1].select({time}, {at})")
+        body.append(f"{prev_c} = {on}[1].select({time}, {before}) if {t} else "
                     f"{host.name(c0) if c0 is not None else new_c}")
     lines.extend(f"{indent}    {line}" for line in body)
     grid = f'lambda META: (triton.cdiv({new_h}.shape[{batch}], META["BM"]), triton.cdiv({wn}.shape[1], META["BN"]))'

@@ -37,7 +37,9 @@ from kfoundry.experts.composer.emit.kernel import (
 )
 from kfoundry.experts.composer.ir.graph import Op, Value, category
 from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, next_power_of_2, tile_need
 from kfoundry.experts.composer.templates.row_passes import Pass, gather_of, schedule
+from kfoundry.types import DeviceFacts
 
 SINGLE_MAX_COLS = 32768  # the widest row one program holds in registers (16 warps: 64 values a thread)
 SPLIT_MIN_COLS = 65536  # rows at least this long, and fewer than SPLIT_MAX_ROWS of them, are split
@@ -67,7 +69,19 @@ def split_count(rows: int, cols: int, br: int, bc: int) -> int:
     return split
 
 
-def configs(group: Group) -> list[dict]:
+def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    """The configurations that fit `device` (device_limits; None: the compose call's target, else the default):
+    a program keeps BR rows of BC columns, the whole row in the single mode."""
+    cols = 1
+    for d in group.reduced:
+        cols *= group.space[d]
+
+    def need(c: dict):
+        return tile_need(c["BR"] * c.get("BC", next_power_of_2(cols)), num_warps=c["num_warps"], rows=c["BR"])
+    return fit_configs(_configs(group), need, device)
+
+
+def _configs(group: Group) -> list[dict]:
     cols = 1
     for d in group.reduced:
         cols *= group.space[d]

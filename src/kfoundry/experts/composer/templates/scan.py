@@ -12,13 +12,17 @@ from __future__ import annotations
 from kfoundry.experts.composer.emit.host import HostContext, product
 from kfoundry.experts.composer.emit.kernel import Access, Emitter, KernelCode, KernelWriter, Space, allocate
 from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
+from kfoundry.types import DeviceFacts
 
 CONFIGS = [{"BR": 4, "BLOCK": 1024, "num_warps": 4}, {"BR": 1, "BLOCK": 2048, "num_warps": 8},
            {"BR": 16, "BLOCK": 256, "num_warps": 4}, {"BR": 8, "BLOCK": 512, "num_warps": 4}]
 
 
-def configs(group: Group) -> list[dict]:
-    return [dict(c) for c in CONFIGS]
+def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    """The configurations that fit `device` (device_limits; None: the compose call's target, else the default)."""
+    return fit_configs([dict(c) for c in CONFIGS],
+                       lambda c: tile_need(c["BR"] * c["BLOCK"], num_warps=c["num_warps"], rows=c["BR"]), device)
 
 
 def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
