@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kfoundry.experts.tunables import apply_values, find_tunables
-from tests.experts.composer.helpers import compose_ok, first, submit, verdict
+from tests.experts.composer.helpers import compose_ok, first, fixture, submit, verdict
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -101,14 +101,14 @@ def test_unrelated_tensors_of_equal_sizes_are_not_one_kernel(tmp_path):
 
 
 def test_a_candidate_built_for_some_sizes_only_raises_naming_them():
-    # a Python loop over the steps: the trace unrolls it, so the kernels hold for 3 steps only
-    path = _problem("coverage/14_rnn_cell_loop")
-    composed_at = {"batch_size": 2, "steps": 3, "input_size": 4, "hidden_size": 8}
-    source = first(compose_ok(path, set_values=composed_at, max_variants=1)).source
-    evaluation = submit(path, source, set_values=dict(composed_at, steps=4)).result()
+    # a Python loop of pointwise steps: the trace unrolls it into one kernel (not rolled: nothing but pointwise
+    # ops repeat), which holds for 3 steps only
+    path = fixture("pointwise_steps")
+    source = first(compose_ok(path, max_variants=1)).source
+    evaluation = submit(path, source, set_values={"steps": 4}).result()
     assert evaluation.status == "runtime_error"
     assert "ValueError" in evaluation.message and "only supports the sizes it was composed for" in evaluation.message
-    assert "x.shape[0] = 4 (composed for 3)" in evaluation.message
+    assert "x.shape[1] = 4 (composed for 3)" in evaluation.message
 
 
 def test_the_tuner_rewrites_tiles_and_never_a_size(judged):

@@ -13,8 +13,10 @@ import torch
 from kfoundry.errors import ProblemError
 from kfoundry.problem import on_host
 from kfoundry.experts.composer.emit.codegen import generate
+from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
-from kfoundry.experts.composer.plan.fusion import Group, Plan, plan
+from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups
+from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
 from kfoundry.experts.composer.read.lower_aten import read_aten_graph
 from kfoundry.experts.composer.read.lower_fx import ReadFailed, read_graph
 from kfoundry.experts.composer.read.model_init import InitError, init_parts
@@ -27,6 +29,7 @@ from kfoundry.experts.composer.read.trace import (
     trace_fx,
 )
 from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, recurrent, reduction, scan
+from kfoundry.experts.composer.templates.device_limits import DeviceFacts, DeviceLimits, target_device
 
 KIND_ORDER = ("recurrent", "gemm", "conv", "pool", "scan", "row", "pointwise")
 UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it
@@ -185,41 +188,43 @@ def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int
 
 
 def describe_plan(the_plan: Plan) -> str:
-    parts = []
-    for g in the_plan.groups:
-        ops = [op.name for op in g.ops]
-        if g.kind == "recurrent":
-            a = g.anchor.attrs
-            text = f"{a['kind'].split('_')[0]} layer ({g.anchor.args[0].shape[a['time']]} steps)"
-        elif g.kind in ("gemm", "conv", "pool", "scan"):
-            flags = [flag for flag in ("reversed", "exclusive") if g.anchor.attrs.get(flag.removesuffix("d"))]
-            text = " ".join(flags + [g.anchor.name]) + (f" with {', '.join(ops)} fused" if ops else "")
-            if g.prologue is not None:
-                text = f"{', '.join(op.name for op in g.prologue.ops)} fused into " + text
-        elif g.kind == "row":
-            text = f"row kernel ({', '.join(dict.fromkeys(ops))})"
-        else:
-            text = f"pointwise kernel ({', '.join(dict.fromkeys(ops))})"
-        parts.append(text)
-    return "; ".join(parts)
+    """The kernels in order; a rolled loop's as one part (their own described with the loop)."""
+    parts: list[str] = []
+    outside: list[Group] = []
+    in_loop = False
+    for step in the_plan.steps:
+        if isinstance(step, LoopStart):
+            parts.append(describe_groups(outside))
+            outside, in_loop = [], True
+            loop = step.rolled.loop
+            parts.append(f"a loop of {loop.count} steps, each: {loop.described or 'views only'}")
+        elif isinstance(step, LoopEnd):
+            in_loop = False
+        elif isinstance(step, Group) and not in_loop:
+            outside.append(step)
+    parts.append(describe_groups(outside))
+    return "; ".join(p for p in parts if p)
 
 
 def compose(problem_path: str | Path, *, set_values: dict | None = None, precision: str = "fp32",
             eval_mode: bool = False, max_variants: int = 4, tolerance: float | None = None,
-            name: str | None = None) -> ComposeResult:
+            name: str | None = None, device: DeviceFacts | DeviceLimits | None = None) -> ComposeResult:
     """Triton candidates for a problem from the template library, or the ops that stop it. `name`, the
     problem's name in the kernels' docstrings, defaults to the file's (examples/<name>/problem.py: the
     folder's); a resumed run gives the one it started with, so that its kernels are the same code.
+    `device`: the GPU the kernels are for; every tile configuration fits its shared memory, registers and
+    threads per block (templates.device_limits). None: a 99 KiB GPU (an RTX 4090's, the most constrained
+    common target), which any A100, H100 or H200 also fits.
 
     Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
     composer does not understand is reported in `unsupported`."""
     sample = _load(problem_path, set_values, eval_mode)
-    with on_host(sample.device):  # its forward is traced in the main process, which never touches the GPU
+    with on_host(sample.device), target_device(device):  # traced in the main process, which never touches the GPU
         result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
     if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
         # what failed on the meta device (shapes only) may work with real data: once more on the CPU
         sample = _load(problem_path, set_values, eval_mode, "cpu")
-        with on_host("cpu"):
+        with on_host("cpu"), target_device(device):
             result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
     return result
 
@@ -283,7 +288,7 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
         return ComposeResult([], names, f"Nothing composed for {name}: the composer has no template for "
                              f"{', '.join(described)}.", captured.notes)
     graph = copy_unwritten_outputs(captured.graph)
-    the_plan = plan(graph)
+    the_plan = plan_rolled(graph)
     if not the_plan.groups:
         return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
                              captured.notes)
@@ -292,13 +297,14 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     failures: list[str] = []
     title = (f"Composed by Kernel Foundry's template composer for {name} ({captured.tracer} trace): "
              f"{describe_plan(the_plan)}.")
-    for choice in variants(the_plan, precision, tolerance, max_variants):
-        source = generate(the_plan, init, choice, sample.model, _wrap_doc(title))
+    for choice, graphed in _with_graph(the_plan, init, variants(the_plan, precision, tolerance, max_variants),
+                                       max_variants):
+        source = generate(the_plan, init, choice, sample.model, _wrap_doc(title), graphed=graphed)
         problem = _self_check(source)
         if problem:
             failures.append(problem)
             continue
-        label = variant_name(lead, choice[lead.name], len(the_plan.groups))
+        label = variant_name(lead, choice[lead.name], len(the_plan.groups)) + ("_graph" if graphed else "")
         while any(c.name == label for c in candidates):
             label += "_v"
         candidates.append(ComposedCandidate(label, source, choice))
@@ -308,6 +314,16 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     message = (f"Composed {len(candidates)} variant(s) of {len(the_plan.groups)} kernel(s) for {name}: "
                f"{describe_plan(the_plan)}.")
     return ComposeResult(candidates, [], message, captured.notes + failures)
+
+
+def _with_graph(the_plan: Plan, init, choices: list[dict], limit: int) -> list[tuple[dict, bool]]:
+    """The variants to write: each choice of tiles, and where the forward launches many kernels (a rolled loop,
+    a whole network) the first choice again replayed from a CUDA graph, second in the list (within the limit)."""
+    plain = [(choice, False) for choice in choices]
+    many = bool(the_plan.loops) or len(the_plan.groups) >= GRAPH_MIN_LAUNCH_SITES
+    if not choices or not many or not can_graph(init.forward_signature, init.forward_args):
+        return plain
+    return (plain[:1] + [(choices[0], True)] + plain[1:])[:limit]
 
 
 def _wrap_doc(text: str, width: int = 110) -> str:

@@ -11,11 +11,15 @@ from kfoundry.experts.composer.emit.host import (
     COMPOSED_FOR_HELPER,
     POOL_OUT_SIZE_HELPER,
     HostContext,
+    python_literal,
     attribute_expr,
 )
-from kfoundry.experts.composer.emit.kernel import KernelCode, wrap_call
+from kfoundry.experts.composer.emit.graphed import CUDA_GRAPHED_HELPER, graphed_methods
+from kfoundry.experts.composer.emit.hoist import hoist
+from kfoundry.experts.composer.emit.kernel import KernelCode, allocate, wrap_call
 from kfoundry.experts.composer.ir.graph import SYM, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan
+from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, Rolled
 from kfoundry.experts.composer.read.model_init import InitParts
 from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, recurrent, reduction, scan
 
@@ -42,6 +46,51 @@ class ForwardWriter:
         self.host = host
         self.lines: list[str] = []
         self.emitted: set[Value] = set()
+        self.loop_from: int | None = None  # the first line of a loop's body
+        self.step = ""  # the loop's variable
+
+    def open_loop(self, rolled: Rolled, model: torch.nn.Module | None) -> None:
+        """The lines before a rolled loop (its states, the tensors it collects into) and its header."""
+        host, loop = self.host, rolled.loop
+        for value in rolled.before.outputs + [c.init for c in loop.carries]:
+            self.ensure(value)
+        self.lines.append(f"{INDENT}# one body the trace repeated, as a loop")
+        for carry in loop.carries:
+            self.lines.append(f"{INDENT}{host.name(carry.state)} = {host.name(carry.init)}")
+        self.lines.extend(allocate(host, [slot.collected for slot in loop.slots], INDENT))
+        step = self.step = host.fresh("step")
+        self.lines.append(f"{INDENT}for {step} in range({host.trip(loop)}):")
+        self.loop_from = len(self.lines)
+        for index in loop.indices:
+            expr = host.step_expr(index.start, index.stride, step, loop)
+            if expr == step:
+                host.names[index.value] = step
+            else:
+                self.lines.append(f"{INDENT}{host.name(index.value)} = {expr}")
+        for layer in loop.layer_params + loop.layer_numbers:
+            path = layer.value.path if layer.value.kind != SYM else layer.value.producer.attrs["path"]
+            expr = attribute_expr("self", path, model, (layer.part, host.step_expr(layer.start, layer.stride, step,
+                                                                                    loop)))
+            self.lines.append(f"{INDENT}{host.name(layer.value)} = {expr}")
+            if layer.value.assumed:  # a number the kernels were built around: each layer's must be the same
+                self.lines.append(f"{INDENT}_composed_for(({expr!r}, {host.name(layer.value)}, "
+                                  f"{python_literal(layer.value.concrete)}))")
+        for slot in loop.slots:
+            index = host.step_expr(loop.count - 1, -1, step, loop) if slot.reverse else step
+            host.slots[slot.value] = (slot, index)
+
+    def close_loop(self, rolled: Rolled) -> None:
+        """The end of the loop's body: what the next step starts from; the body indented under its header."""
+        for value in rolled.body.outputs:
+            self.ensure(value)
+        for carry in rolled.loop.carries:
+            self.lines.append(f"{INDENT}{self.host.name(carry.state)} = {self.host.name(carry.next)}")
+        written = {self.host.name(slot.collected) for slot in rolled.loop.slots}
+        moved, kept = hoist(self.lines[self.loop_from:], self.step, written)
+        header = self.lines[self.loop_from - 1]
+        self.lines[self.loop_from - 1:] = moved + [header] + ["\n".join("    " + part for part in line.split("\n"))
+                                                            for line in kept]
+        self.loop_from = None
 
     def ensure(self, value: Value) -> None:
         """Emit the host view that produces `value` (and the views it stands on) if not done yet."""
@@ -62,8 +111,9 @@ class ForwardWriter:
 
 
 def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch.nn.Module | None = None,
-             title: str = "") -> str:
-    """The source of a complete candidate file for one choice of tile configuration per group."""
+             title: str = "", graphed: bool = False) -> str:
+    """The source of a complete candidate file for one choice of tile configuration per group; `graphed`: its
+    forward replays the kernels from a CUDA graph (emit/graphed.py)."""
     host = HostContext(plan, model)
     for value in plan.graph.inputs:
         if value.index is not None and value.index < len(init.forward_args):
@@ -75,6 +125,7 @@ def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch
     for path, value in plan.graph.params.items():
         if value in used_params:
             writer.lines.append(f"{INDENT}{host.name(value)} = {attribute_expr('self', path, model)}")
+    # a rolled loop's first layer is read here too, and each layer again in the loop (the sizes are all the same)
     syms = [step.op for step in plan.steps if isinstance(step, HostStep) and step.op.out.kind == SYM]
     writer.lines.extend(INDENT + host.sym_line(op) for op in syms)
     check = host.composed_for([op for op in syms if op.out.assumed])
@@ -84,6 +135,12 @@ def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch
     first_of: dict[str, KernelCode] = {}  # canonical source -> the kernel first emitted with it
     for step in plan.steps:
         if isinstance(step, HostStep):
+            continue
+        if isinstance(step, LoopStart):
+            writer.open_loop(step.rolled, model)
+            continue
+        if isinstance(step, LoopEnd):
+            writer.close_loop(step.rolled)
             continue
         for value in writer.group_inputs(step):
             writer.ensure(value)
@@ -114,12 +171,17 @@ def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch
     parts.extend(expr.HELPERS[name] for name in sorted(helpers))
     if "_pool_out_size(" in body:
         parts.append(POOL_OUT_SIZE_HELPER)
-    if check:
+    if "_composed_for(" in body:
         parts.append(COMPOSED_FOR_HELPER)
+    if graphed:
+        parts.append(CUDA_GRAPHED_HELPER)
     parts.extend(k.source for k in kernels)
     cls = [f"class ModelNew({init.bases}):"]
     cls.extend(init.class_body or ["    def __init__(self):\n        super().__init__()"])
-    cls.append(f"    def forward({init.forward_signature}):\n{body}")
+    if graphed:
+        cls.extend(graphed_methods(init.forward_signature, init.forward_args, body))
+    else:
+        cls.append(f"    def forward({init.forward_signature}):\n{body}")
     parts.append("\n\n".join(cls))
     return "\n\n\n".join(p.rstrip("\n") for p in parts if p) + "\n"
 

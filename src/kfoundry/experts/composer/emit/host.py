@@ -20,14 +20,17 @@ RESERVED = frozenset({"self", "torch", "triton", "tl", "nn", "math", "F", "grid"
     frozenset(keyword.kwlist) | frozenset(dir(builtins))
 
 
-def attribute_expr(root: str, path: str, model: torch.nn.Module | None) -> str:
-    """'layers.0.weight' -> 'self.layers[0].weight' (indexing where a container holds the part)."""
+def attribute_expr(root: str, path: str, model: torch.nn.Module | None, index: tuple[int, str] | None = None) -> str:
+    """'layers.0.weight' -> 'self.layers[0].weight' (indexing where a container holds the part); `index`
+    (position of a part, an expression) puts the expression in that part's place: 'self.layers[step].weight'."""
     expr = root
     current = model
-    for part in path.split("."):
+    for position, part in enumerate(path.split(".")):
         container = current is not None and isinstance(current, (torch.nn.ModuleList, torch.nn.Sequential,
                                                                  torch.nn.ParameterList))
-        if container and part.isdigit():
+        if index is not None and index[0] == position:
+            expr += f"[{index[1]}]"
+        elif container and part.isdigit():
             expr += f"[{part}]"
         elif (current is not None and isinstance(current, (torch.nn.ModuleDict, torch.nn.ParameterDict))) \
                 or not part.isidentifier() or keyword.iskeyword(part):
@@ -81,6 +84,16 @@ class HostContext:
             self.names[value] = self.fresh(value.name)
         for value in plan.graph.params.values():
             self.names[value] = self.fresh(value.name)
+        # a rolled loop (plan/rolling.py): stand-ins name the values they stand for; a carried state has the shape
+        # of its first value; each step's value of a collected tensor is written into its slot
+        self.aliases: dict[Value, Value] = {}
+        self.same_shape: dict[Value, Value] = {}
+        self.slots: dict[Value, tuple] = {}  # value -> (Slot, the step's index expression)
+        self.collected: dict[Value, tuple] = {}  # a tensor a loop collects its steps' values in -> (Slot, Loop)
+        for rolled in plan.loops:
+            self.aliases.update(rolled.aliases)
+            self.same_shape.update({c.state: c.init for c in rolled.loop.carries})
+            self.collected.update({slot.collected: (slot, rolled.loop) for slot in rolled.loop.slots})
 
     def fresh(self, base: str) -> str:
         name = base if base.isidentifier() else "v"
@@ -93,6 +106,8 @@ class HostContext:
         return name
 
     def name(self, value: Value) -> str:
+        if value in self.aliases:
+            return self.name(self.aliases[value])
         if value not in self.names:
             self.names[value] = self.fresh(value.name)
         return self.names[value]
@@ -147,6 +162,13 @@ class HostContext:
         return list(self._formulas[value])
 
     def _formula(self, value: Value) -> list[str]:
+        if value in self.aliases:
+            return self.formula(self.aliases[value])
+        if value in self.same_shape:
+            return self.formula(self.same_shape[value])
+        if value in self.collected:
+            slot, loop = self.collected[value]
+            return self._collected_formula(slot, self.trip(loop))
         if value.kind in (INPUT, PARAM):
             name = self.name(value)
             return [f"{name}.shape[{i}]" for i in range(value.rank)]
@@ -205,6 +227,36 @@ class HostContext:
                        f"{dilation[i]}, {a['ceil_mode']})" for i in range(nd)]
             return xs[:x.rank - nd] + spatial
         return self._view_formula(op, x, xs)
+
+    # -- rolled loops --------------------------------------------------------------------------------
+    def trip(self, loop) -> str:
+        """How many steps the loop runs: the size of the input dim it walks, or the traced count."""
+        if loop.along is None:
+            return str(loop.count)
+        x, dim = loop.along
+        return self.formula(x)[dim]
+
+    def step_expr(self, start: int, stride: int, step: str, loop) -> str:
+        if (start, stride) == (0, 1):
+            return step
+        if loop.along is not None and (start, stride) == (loop.count - 1, -1):
+            return f"{_paren(self.trip(loop))} - 1 - {step}"
+        return f"{start} + {stride} * {step}" if start else f"{stride} * {step}"
+
+    def slot_line(self, value: Value) -> str:
+        """`value` made as its step's slice of the tensor the loop collects it in."""
+        slot, index = self.slots[value]
+        collected = self.name(slot.collected)
+        if slot.stacked:
+            return f"{self.name(value)} = {collected}.select({slot.dim}, {index})"
+        length = self.formula(value)[slot.dim]
+        return f"{self.name(value)} = {collected}.narrow({slot.dim}, {_paren(index)} * {_paren(length)}, {length})"
+
+    def _collected_formula(self, slot, trip: str) -> list[str]:
+        dims = self.formula(slot.value)
+        if slot.stacked:
+            return dims[:slot.dim] + [trip] + dims[slot.dim:]
+        return dims[:slot.dim] + [product([trip, dims[slot.dim]])] + dims[slot.dim + 1:]
 
     def _layout_formula(self, op) -> list[str]:
         xs = self.formula(op.args[0])
@@ -288,7 +340,7 @@ class HostContext:
         checks += [(size, size, 1) for size in self.unit_dims() if size not in {what for what, _, _ in checks}]
         if not checks:
             return None
-        return f"_composed_for({', '.join(f'({what!r}, {now}, {_source(then)})' for what, now, then in checks)})"
+        return f"_composed_for({', '.join(f'({what!r}, {now}, {python_literal(then)})' for what, now, then in checks)})"
 
     def unit_dims(self) -> list[str]:
         """The size expressions, other than the literal 1, of the tensors' dims of size 1."""
@@ -330,7 +382,7 @@ class HostContext:
             index = ", ".join([":"] * d + [":".join(self._bound(a[k]) for k in ("start", "stop", "step"))])
             return f"{name} = {x}[{index}]"
         if op.name == "select":
-            return f"{name} = {x}.select({a['dim']}, {a['index']})"
+            return f"{name} = {x}.select({a['dim']}, {self.size(a['index'])})"
         if op.name == "unfold":
             return f"{name} = {x}.unfold({a['dim']}, {a['size']}, {a['step']})"
         raise KeyError(op.name)
@@ -345,10 +397,10 @@ POOL_OUT_SIZE_HELPER = '''def _pool_out_size(size, kernel, stride, padding, dila
 '''
 
 
-def _source(value) -> str:
+def python_literal(value) -> str:
     """A traced value as Python source (`float("inf")` for an infinity)."""
     if isinstance(value, (tuple, list)):
-        inner = ", ".join(_source(v) for v in value) + ("," if len(value) == 1 and isinstance(value, tuple) else "")
+        inner = ", ".join(python_literal(v) for v in value) + ("," if len(value) == 1 and isinstance(value, tuple) else "")
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     return literal(value) if isinstance(value, float) else repr(value)
 

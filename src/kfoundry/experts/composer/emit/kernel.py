@@ -594,6 +594,10 @@ def allocate(host: HostContext, values: list[Value], indent: str = "        ") -
     for value in values:
         if value in host.allocated:
             continue
+        if value in host.slots:
+            lines.append(wrap_call(indent + host.slot_line(value)))
+            host.allocated.add(value)
+            continue
         if value in host.placements:
             joined, before = host.placements[value]
             lines += allocate(host, [joined], indent)

@@ -18,6 +18,7 @@ outside their group, or returned, are exported (written to memory).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -99,7 +100,8 @@ class HostStep:
 @dataclass
 class Plan:
     graph: Graph
-    steps: list[Group | HostStep]
+    steps: list  # Groups and HostSteps; a rolled loop's between a LoopStart and a LoopEnd (plan/rolling.py)
+    loops: list[Any] = field(default_factory=list)  # plan/rolling.Rolled: how the graph was cut around each loop
 
     @property
     def groups(self) -> list[Group]:
@@ -110,11 +112,33 @@ class Plan:
         for step in self.steps:
             if isinstance(step, HostStep):
                 lines.append(f"host: {step.op!r}")
+            elif not isinstance(step, Group):
+                lines.append(type(step).__name__)
             else:
                 ops = ", ".join(op.name for op in ([step.anchor] if step.anchor else []) + step.ops)
                 lines.append(f"{step.kind} {step.name} space={list(step.space)} reduced={list(step.reduced)}: {ops}; "
                              f"exports {step.exports}")
         return "\n".join(lines)
+
+
+def describe_groups(groups: list[Group]) -> str:
+    parts = []
+    for g in groups:
+        ops = [op.name for op in g.ops]
+        if g.kind == "recurrent":
+            a = g.anchor.attrs
+            text = f"{a['kind'].split('_')[0]} layer ({g.anchor.args[0].shape[a['time']]} steps)"
+        elif g.kind in ("gemm", "conv", "pool", "scan"):
+            flags = [flag for flag in ("reversed", "exclusive") if g.anchor.attrs.get(flag.removesuffix("d"))]
+            text = " ".join(flags + [g.anchor.name]) + (f" with {', '.join(ops)} fused" if ops else "")
+            if g.prologue is not None:
+                text = f"{', '.join(op.name for op in g.prologue.ops)} fused into " + text
+        elif g.kind == "row":
+            text = f"row kernel ({', '.join(dict.fromkeys(ops))})"
+        else:
+            text = f"pointwise kernel ({', '.join(dict.fromkeys(ops))})"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def leaf_map_for(arg: Value, out: Value, out_map: Map) -> Map:
