@@ -249,7 +249,8 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
                            then=str(k + 1) if k + 1 < len(seeds) else "probe")  # the guard's ghost run's next
             del out, inputs, repeat
         guard.update(launches_per_trial=launches, extension_calls=tracker.extension_calls,
-                     ops=recorder.ops, compute_ops=recorder.compute_ops(), kernel_names=sorted(tracker.kernel_names))
+                     ops=recorder.ops, compute_ops=recorder.compute_ops(), kernel_names=sorted(tracker.kernel_names),
+                     graph_replays=tracker.graphs.replays)  # launches replayed from CUDA graphs (graph_watch.py)
 
         channel.phase("guard")
         phase = "guard"

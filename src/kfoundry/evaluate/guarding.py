@@ -46,7 +46,7 @@ def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[s
     weak = evaluator.prepared.weak
     evaluation.guard.update({key: report.get(key) for key in (
         "launches_per_trial", "extension_calls", "compute_ops", "kernel_names", "kernels", "streams",
-        "library_kernels", "profile_error") if key in report})
+        "library_kernels", "profile_error", "graph_replays") if key in report})
     findings = dynamic_findings(report)
     if not weak.get("random"):
         # Input-independent problems need no exception: the ghost run poisons whatever forward allocates

@@ -11,6 +11,8 @@
 - `held_storages` / `kept_outputs`: outputs that are tensors the model keeps between calls.
 - `global_state` snapshots the flags and the timing functions a candidate must not change.
 - `profile_kernels` (GPU) names the kernels and streams a forward used.
+- `GraphWatch` (graph_watch.py): a CUDA graph's replays count the launches its capture recorded, and in ghost
+  mode run nothing and poison the graph's memory.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kfoundry.guard.allowlist import ATEN_ALLOWED, aten_name
+from kfoundry.guard.graph_watch import GraphWatch
 
 # ATen ops whose result is new storage with undefined contents (zeros, full, ... define theirs)
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
@@ -45,6 +48,7 @@ class LaunchTracker:
         self.protected: set[int] = set()  # ids of the forward's inputs, never poisoned
         self.fresh: set[int] = set()  # storages (data pointers) created by the recorded forward's ops
         self._undo: list[Callable[[], None]] = []
+        self.graphs = GraphWatch(self, fill_poison, storage_of, _tensors)  # CUDA graphs: their launches, replays
 
     # -- Triton ----------------------------------------------------------------------------
     def _wrap_run(self, cls: type) -> None:
@@ -55,12 +59,13 @@ class LaunchTracker:
         def run(self_fn, *args, **kwargs):
             outermost = tracker.depth == 0
             if outermost:
-                tracker.launches += 1
                 name = getattr(getattr(self_fn, "fn", self_fn), "__name__", None)
-                if name:
-                    tracker.kernel_names.add(name)
-                if tracker.ghost and not kwargs.get("warmup"):
-                    return None
+                if not tracker.graphs.launched(name):  # captured in a graph, it runs when the graph replays
+                    tracker.launches += 1
+                    if name:
+                        tracker.kernel_names.add(name)
+                    if tracker.ghost and not kwargs.get("warmup"):
+                        return None
             tracker.depth += 1
             try:
                 result = original(self_fn, *args, **kwargs)
@@ -91,6 +96,12 @@ class LaunchTracker:
         except ImportError:
             pass
         self._wrap_extension_builders()
+        try:
+            from torch.cuda.graphs import CUDAGraph
+        except ImportError:
+            CUDAGraph = None
+        if CUDAGraph is not None:
+            self._undo.append(self.graphs.install(CUDAGraph))
         return self
 
     def uninstall(self) -> None:
