@@ -71,3 +71,13 @@ def test_the_outputs_report_the_searchs_own_best_where_it_chose_one(store):
     assert "x.clone()" in paths["best"].read_text()
     store.choose_best(broken)
     assert store.final_best()["candidate_id"] == first
+
+
+def test_a_best_replayed_from_a_cuda_graph_says_what_to_compare_it_with(store):
+    graphed = evaluation("ok", 3.0, 2.0, runtime_ms=0.6)
+    graphed["guard"] = {"graph_replays": 7}
+    best = store.add_candidate(BEST, [], "composer", 0, 0, "template")
+    store.finish_evaluation(store.start_evaluation(best), graphed)
+    header = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})["best"].read_text().splitlines()[1]
+    assert "replayed from a CUDA graph" in header and "reduce-overhead" in header
+    assert "--baselines eager,compile,compile-reduce-overhead" in header  # not measured in this run

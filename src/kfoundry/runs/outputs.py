@@ -99,6 +99,17 @@ def size_check_of(store: RunStore, candidate_id: int) -> dict[str, Any] | None:
     return {k: v for k, v in check.items() if k != "candidate_id"}
 
 
+def graph_note(evaluation: dict[str, Any]) -> str | None:
+    """What a best kernel that replays a CUDA graph is to be compared with."""
+    if not (evaluation.get("guard") or {}).get("graph_replays"):
+        return None
+    baselines = ((evaluation.get("timing") or {}).get("baselines") or {})
+    measured = "compile-reduce-overhead" in baselines
+    return ("its kernels are replayed from a CUDA graph (captured on the first call with each set of input shapes); "
+            "torch.compile's like-for-like mode is reduce-overhead (CUDA graphs too)" +
+            ("" if measured else ": time it with --baselines eager,compile,compile-reduce-overhead"))
+
+
 def best_header(best: dict[str, Any], check: dict[str, Any] | None) -> str:
     """best.py's first lines: the sizes it was verified at, how, and whether it holds at others."""
     from kfoundry.evaluate.precision_check import describe
@@ -117,6 +128,9 @@ def best_header(best: dict[str, Any], check: dict[str, Any] | None) -> str:
         lines.append(f"# {precision}")
     if check is not None:
         lines.append("# " + SizeCheck.from_dict(check).summary())
+    graphed = graph_note(evaluation)
+    if graphed:
+        lines.append(f"# {graphed}")
     return "\n".join(line.replace("\n", " ") for line in lines) + "\n"
 
 

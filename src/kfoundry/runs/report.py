@@ -65,6 +65,7 @@ def _best_section(data: dict[str, Any]) -> dict[str, Any] | None:
 def _checked_lines(data: dict[str, Any], candidate_id: int, evaluation: dict[str, Any]) -> list[str]:
     """Where the best's verdict holds: where its precision was checked, and whether it holds at other sizes."""
     from kfoundry.evaluate.precision_check import describe
+    from kfoundry.runs.outputs import graph_note
     from kfoundry.types import SizeCheck
 
     lines = [describe(evaluation.get("precision"))]
@@ -73,6 +74,7 @@ def _checked_lines(data: dict[str, Any], candidate_id: int, evaluation: dict[str
         check = SizeCheck.from_dict(best["other_sizes"])
         sizes = ", ".join(f"{k}={v}" for k, v in check.verified_at.items())
         lines.append(f"verified at {sizes}; {check.summary()}" if sizes else check.summary())
+    lines.append(graph_note(evaluation))
     return [line for line in lines if line]
 
 
