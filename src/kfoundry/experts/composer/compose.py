@@ -197,7 +197,7 @@ def describe_plan(the_plan: Plan) -> str:
             parts.append(describe_groups(outside))
             outside, in_loop = [], True
             loop = step.rolled.loop
-            parts.append(f"a loop of {loop.count} steps, each: {loop.described or 'views only'}")
+            parts.append(f"a loop of {loop.count} steps, each: ({loop.described or 'views only'})")
         elif isinstance(step, LoopEnd):
             in_loop = False
         elif isinstance(step, Group) and not in_loop:
