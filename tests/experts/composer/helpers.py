@@ -27,6 +27,9 @@ EXAMPLE_SIZES = {
     "row_softmax": {"batch_size": 16, "dim": 100},
 }
 EVAL_SEED = 20240611
+# a vanilla RNN as a Python loop over 256 steps (a network_suite problem), and small sizes to compose it at
+RNN_LOOP = TESTS.parent / "benchmarks" / "network_suite" / "7_vanilla_rnn_loop.py"
+RNN_SIZES = {"batch_size": 2, "input_size": 4, "hidden_size": 8, "output_size": 3}
 
 # evaluations run in worker processes: two at a time keep both cores busy
 _POOL = ThreadPoolExecutor(max_workers=2)

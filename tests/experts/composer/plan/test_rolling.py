@@ -7,9 +7,8 @@ from pathlib import Path
 from kfoundry.experts.composer.compose import ComposeResult, _load, capture, copy_unwritten_outputs
 from kfoundry.experts.composer.plan.rolling import candidates, roll
 from kfoundry.problem import on_host
-from tests.experts.composer.helpers import compose_ok, fixture, submit, verdict
+from tests.experts.composer.helpers import RNN_LOOP, RNN_SIZES, compose_ok, fixture, submit, verdict
 
-RNN_SIZES = {"batch_size": 2, "input_size": 4, "hidden_size": 8, "output_size": 3}
 
 
 def quick(result: ComposeResult):
@@ -25,7 +24,7 @@ def forward_of(source: str) -> str:
 
 
 def test_a_python_loop_over_steps_is_one_loop_at_any_step_count():
-    path = fixture("rnn_steps")
+    path = RNN_LOOP
     few = compose_ok(path, set_values=dict(RNN_SIZES, steps=5), max_variants=4, tolerance=1e-4)
     many = compose_ok(path, set_values=dict(RNN_SIZES, steps=64), max_variants=4, tolerance=1e-4)
     assert "a loop of 5 steps, each: (pointwise kernel (cat); matmul with add, tanh fused; matmul with add fused)" \
