@@ -26,7 +26,8 @@ call with another selection finished.
 A second table follows the search's course per problem (generation 0's best, the final best, the experts whose
 candidates raised it), the best's fraction of the roofline and of the 3xTF32 roof (three TF32 products per FLOP: what
 an fp32 GEMM exact to fp32 can reach on tensor cores) at the run's measured ceilings and at the datasheet's, and,
-with --baselines ...,compile-max-autotune-no-cudagraphs, that mode's time where it compiled in under 60 s.
+with --baselines ...,compile-max-autotune-no-cudagraphs, that mode's time where it compiled in under 60 s, and with
+...,compile-reduce-overhead, torch.compile's CUDA-graph mode (the like-for-like baseline of a graph variant).
 
 Prints the tables and the summary (labelled with device, versions, trials, statistic) and writes JSON to
 benchmarks/results/programmatic_suite-<UTC stamp>.json. On CPU nothing is timed (Triton's interpreter): every
@@ -59,6 +60,7 @@ CORRECT_TARGET = 0.9  # the issue's bar: a correct kernel for at least 90% of th
 MIN_REFERENCE_MS = 0.5  # the issue's realistic sizes: each reference at least this long on the H200
 UNJUDGED = ("problem_error",)
 AUTOTUNE = "compile-max-autotune-no-cudagraphs"  # the third baseline, with --baselines
+GRAPHS = "compile-reduce-overhead"  # torch.compile with CUDA graphs: a graph variant's like-for-like baseline
 AUTOTUNE_COMPILE_LIMIT_S = 60.0  # the issue's bar: its time counts only where it compiled in under this  # the reference itself failed: nothing to judge a method by
 NA = "n/a"
 NONE = "-"
@@ -134,6 +136,10 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
             "autotune_ms": autotune_ms,
             "autotune_compile_s": autotune_s,
             "speedup_autotune": autotune_ms / ours_ms if autotune_counts and ours_ms else None,
+            "reduce_overhead_ms": extra.get("reduce_overhead_ms"),
+            "speedup_reduce_overhead": (extra["reduce_overhead_ms"] / ours_ms
+                                        if extra.get("reduce_overhead_ms") and ours_ms else None),
+            "graph_replays": extra.get("graph_replays"),
             "message": p.get("message", ""),
             "run_dir": p.get("run_dir"),
         })
@@ -271,7 +277,7 @@ def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 COURSE_COLUMNS = ("#", "problem", "gen 0", "final", "improved by (speedup after)", "roof", "3xTF32 roof",
-                  "3xTF32 sheet", "autotune ms", "vs autotune")
+                  "3xTF32 sheet", "autotune ms", "vs autotune", "reduce-overhead ms", "vs reduce-overhead")
 COURSE_LEFT = {"problem", "improved by (speedup after)"}
 
 
@@ -281,8 +287,9 @@ def _improved_by(improvements: Sequence[dict[str, Any]]) -> str:
 
 def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The second table: the search's course (speedups vs eager of generation 0's best and the final best, and the
-    experts whose candidates raised it), the best against the roofs, and torch.compile max-autotune-no-cudagraphs
-    (its time where it compiled within AUTOTUNE_COMPILE_LIMIT_S; '>60 s' where it did not)."""
+    experts whose candidates raised it), the best against the roofs, torch.compile max-autotune-no-cudagraphs
+    (its time where it compiled within AUTOTUNE_COMPILE_LIMIT_S; '>60 s' where it did not) and torch.compile
+    reduce-overhead (CUDA graphs; '(graph)' where our best replays a CUDA graph too)."""
     body = []
     for r in rows:
         autotune = _ms(r.get("autotune_ms"))
@@ -293,7 +300,9 @@ def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             _x(r.get("final_speedup")), _improved_by(r.get("improvements") or []),
             NA if r.get("roofline") is None else f"{_share(r['roofline'])} {r.get('roof_key') or ''}".rstrip(),
             _share(r.get("roof_3xtf32")), _share(r.get("roof_3xtf32_datasheet")), autotune,
-            _x(r.get("speedup_autotune")),
+            _x(r.get("speedup_autotune")), _ms(r.get("reduce_overhead_ms")) + (" (graph)" if r.get("graph_replays")
+                                                                              else ""),
+            _x(r.get("speedup_reduce_overhead")),
         ])
     widths = [max([len(c)] + [len(line[i]) for line in body]) for i, c in enumerate(COURSE_COLUMNS)]
 
@@ -515,6 +524,9 @@ def run_figures(gathered: dict[str, Any]) -> dict[str, Any]:
     autotune = ((evaluation.get("timing") or {}).get("baselines") or {}).get(AUTOTUNE) or {}
     figures["autotune_ms"] = _number(autotune.get("median_ms"))
     figures["autotune_compile_s"] = _number(autotune.get("setup_s"))
+    graphs = ((evaluation.get("timing") or {}).get("baselines") or {}).get(GRAPHS) or {}
+    figures["reduce_overhead_ms"] = _number(graphs.get("median_ms"))
+    figures["graph_replays"] = (evaluation.get("guard") or {}).get("graph_replays")  # the best replays a CUDA graph
     return figures
 
 

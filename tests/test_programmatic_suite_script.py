@@ -241,3 +241,23 @@ def test_a_run_gives_the_search_course_the_roofs_and_max_autotune(ps, tmp_path):
     assert ">60 s" in [line for line in text.splitlines() if "11_fake_gemm" in line][1]
     assert "median gain 2.692x over 2 problem(s), 2 improved" in text
     assert "max-autotune-no-cudagraphs 1.250x (geomean over 1); compiled in 60 s or more, left out: 11_fake_gemm" in text
+
+
+def test_a_best_replaying_a_cuda_graph_is_set_against_torch_compile_reduce_overhead(ps, tmp_path):
+    from kfoundry.runs.report_data import gather
+    from tests.runs.test_report_fixture import EAGER_MS, build_run
+
+    run_dir = tmp_path / "runs" / "10_fake_gemm"
+    build_run(run_dir)
+    gathered = gather(run_dir)
+    gathered["best"]["evaluation"]["timing"]["baselines"][ps.GRAPHS] = {"median_ms": 7.8}
+    gathered["best"]["evaluation"].setdefault("guard", {})["graph_replays"] = 12
+    figures = ps.run_figures(gathered)
+    assert figures["reduce_overhead_ms"] == 7.8 and figures["graph_replays"] == 12
+    record = _problem(10, "10_fake_gemm", "ok", eager_ms=EAGER_MS, compile_ms=8.6, runtime_ms=5.2,
+                      speedup_eager=EAGER_MS / 5.2, speedup_compile=8.6 / 5.2)
+    [row] = ps.build_rows([record], extras={"10_fake_gemm": figures})
+    assert row["speedup_reduce_overhead"] == pytest.approx(7.8 / 5.2)
+    text = ps.render(ps.build_document(_bench([record], FAKE_GPU_LABELS), [row], {"max_evals": 12}, [], "x"))
+    course = [line for line in text.splitlines() if "10_fake_gemm" in line][1]
+    assert "7.8 (graph)" in course and "1.500x" in course

@@ -381,7 +381,7 @@ def table_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 MERGED = ("#", "problem", "composed", "status", "eager ms", "compile ms", "ours ms", "vs eager", "vs compile",
-          "kernels", "launch sites", "launches/fwd")
+          "reduce-overhead ms", "vs reduce-overhead", "graph", "kernels", "launch sites", "launches/fwd")
 
 
 def merge(gpu: dict[str, Any], compose_doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -392,6 +392,8 @@ def merge(gpu: dict[str, Any], compose_doc: dict[str, Any]) -> list[dict[str, An
         rows.append({"number": c["number"], "name": c["name"], "composed": c["composed"], "status": g.get("status"),
                      "eager_ms": g.get("eager_ms"), "compile_ms": g.get("compile_ms"), "ours_ms": g.get("ours_ms"),
                      "speedup_eager": g.get("speedup_eager"), "speedup_compile": g.get("speedup_compile"),
+                     "reduce_overhead_ms": g.get("reduce_overhead_ms"),
+                     "speedup_reduce_overhead": g.get("speedup_reduce_overhead"), "graph": bool(g.get("graph_replays")),
                      "kernels": c["kernels"], "launch_sites": c["launch_sites"],
                      "launches": (c.get("launch") or {}).get("launches")})
     return rows
@@ -402,6 +404,7 @@ def merged_lines(rows: list[dict[str, Any]]) -> list[str]:
     def x(v): return "-" if v is None else f"{v:.3f}x"
     body = [[str(r["number"]), r["name"], "yes" if r["composed"] else "no", _cell(r["status"]), ms(r["eager_ms"]),
              ms(r["compile_ms"]), ms(r["ours_ms"]), x(r["speedup_eager"]), x(r["speedup_compile"]),
+             ms(r.get("reduce_overhead_ms")), x(r.get("speedup_reduce_overhead")), "yes" if r.get("graph") else "no",
              _cell(r["kernels"]), _cell(r["launch_sites"]), _cell(r["launches"])] for r in rows]
     return _lines(MERGED, body, {"problem", "composed", "status"})
 

@@ -92,8 +92,10 @@ def test_merge_joins_gpu_times_with_compose_facts(run_script):
                              "launch": {"launches": 12}},
                             {"number": 2, "name": "2_b", "composed": False, "kernels": None, "launch_sites": None}]}
     gpu = {"problems": [{"name": "1_a", "status": "ok", "eager_ms": 2.0, "compile_ms": 1.0, "ours_ms": 1.5,
-                         "speedup_eager": 1.333, "speedup_compile": 0.667}]}
+                         "speedup_eager": 1.333, "speedup_compile": 0.667, "reduce_overhead_ms": 1.2,
+                         "speedup_reduce_overhead": 0.8, "graph_replays": 3}]}
     rows = run_script.merge(gpu, compose)
     assert rows[0]["launches"] == 12 and rows[0]["ours_ms"] == 1.5 and rows[1]["status"] is None
+    assert rows[0]["graph"] and rows[0]["speedup_reduce_overhead"] == 0.8
     text = "\n".join(run_script.merged_lines(rows))
-    assert "1_a" in text and "0.667x" in text and "2_b" in text
+    assert "1_a" in text and "0.667x" in text and "0.800x" in text and "2_b" in text
