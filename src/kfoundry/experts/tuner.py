@@ -7,7 +7,7 @@ experience library which settings helped on problems of the same class.
 Limits: each launch or config of a tl.dot kernel is checked as the composer's templates are
 (kfoundry.experts.composer.templates.device_limits: shared memory of the pipelined operand tiles and of the
 epilogue, registers of the accumulators and operand fragments, threads per block) against the device's limits
-(the run's GPU, or a --target-gpu; none: the default 99 KiB target); a tile dim no literal spells (BN sized on the
+(the run's GPU, or a --target-gpu; none: the default target, an H100); a tile dim no literal spells (BN sized on the
 host) is taken as UNKNOWN_TILE. For CUDA strings: the device's threads per block and 48 KiB of static __shared__
 arrays. A variant must satisfy each limit, or at least be no worse than its parent where the parent already exceeds
 it (the estimate errs high: a parent that works proves it) -- except shared memory and threads when the parent

@@ -19,7 +19,7 @@ from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
 from kfoundry.experts.composer.read.lower_aten import read_aten_graph
 from kfoundry.experts.composer.read.lower_fx import ReadFailed, read_graph
-from kfoundry.experts.composer.read.model_init import InitError, init_parts
+from kfoundry.experts.composer.read.model_init import InitError, InitParts, init_parts
 from kfoundry.experts.composer.read.numbers import module_numbers
 from kfoundry.experts.composer.read.trace import (
     Sample,
@@ -29,7 +29,7 @@ from kfoundry.experts.composer.read.trace import (
     trace_fx,
 )
 from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, recurrent, reduction, scan
-from kfoundry.experts.composer.templates.device_limits import DeviceFacts, DeviceLimits, target_device
+from kfoundry.experts.composer.templates.device_limits import DeviceFacts, DeviceLimits
 
 KIND_ORDER = ("recurrent", "gemm", "conv", "pool", "scan", "row", "pointwise")
 UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it
@@ -129,20 +129,22 @@ def copy_unwritten_outputs(graph: Graph) -> Graph:
     return graph
 
 
-def group_configs(group: Group, precision: str, tolerance: float | None) -> list[dict]:
+def group_configs(group: Group, precision: str, tolerance: float | None,
+                  device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    """The group's tile configurations, each fitting `device` (device_limits; None: the default target)."""
     if group.kind == "gemm":
-        return gemm.configs(group, precision, tolerance)
+        return gemm.configs(group, precision, tolerance, device)
     if group.kind == "conv":
-        return conv.configs(group, precision, tolerance)
+        return conv.configs(group, precision, tolerance, device)
     if group.kind == "row":
-        return reduction.configs(group)
+        return reduction.configs(group, device)
     if group.kind == "pool":
-        return pool.configs(group)
+        return pool.configs(group, device)
     if group.kind == "scan":
-        return scan.configs(group)
+        return scan.configs(group, device)
     if group.kind == "recurrent":
-        return recurrent.configs(group, precision, tolerance)
-    return pointwise.configs(group)
+        return recurrent.configs(group, precision, tolerance, device)
+    return pointwise.configs(group, device)
 
 
 def dominant(groups: list[Group]) -> Group:
@@ -173,9 +175,10 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
     return name + (f"_{kernels}kernels" if kernels > 1 else "")
 
 
-def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int) -> list[dict[str, dict]]:
+def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int,
+             device: DeviceFacts | DeviceLimits | None = None) -> list[dict[str, dict]]:
     """Up to `limit` distinct choices of one configuration per kernel: the i-th of each kernel's list."""
-    lists = {g.name: group_configs(g, precision, tolerance) for g in the_plan.groups}
+    lists = {g.name: group_configs(g, precision, tolerance, device) for g in the_plan.groups}
     longest = max((len(v) for v in lists.values()), default=0)
     out: list[dict[str, dict]] = []
     for i in itertools.count():
@@ -213,26 +216,25 @@ def compose(problem_path: str | Path, *, set_values: dict | None = None, precisi
     problem's name in the kernels' docstrings, defaults to the file's (examples/<name>/problem.py: the
     folder's); a resumed run gives the one it started with, so that its kernels are the same code.
     `device`: the GPU the kernels are for; every tile configuration fits its shared memory, registers and
-    threads per block (templates.device_limits). None: a 99 KiB GPU (an RTX 4090's, the most constrained
-    common target), which any A100, H100 or H200 also fits.
+    threads per block (templates.device_limits). None: the typical target (device_limits.DEFAULT_LIMITS, an H100).
 
     Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
     composer does not understand is reported in `unsupported`."""
     sample = _load(problem_path, set_values, eval_mode)
-    with on_host(sample.device), target_device(device):  # traced in the main process, which never touches the GPU
-        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
+    with on_host(sample.device):  # its forward is traced in the main process, which never touches the GPU
+        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device)
     if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
         # what failed on the meta device (shapes only) may work with real data: once more on the CPU
         sample = _load(problem_path, set_values, eval_mode, "cpu")
-        with on_host("cpu"), target_device(device):
-            result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name)
+        with on_host("cpu"):
+            result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device)
     return result
 
 
 def _safe_compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
-                  tolerance: float | None, name: str | None) -> ComposeResult:
+                  tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None) -> ComposeResult:
     try:
-        return _compose(sample, precision, eval_mode, max_variants, tolerance, name)
+        return _compose(sample, precision, eval_mode, max_variants, tolerance, name, device)
     except Exception as exc:  # noqa: BLE001 -- a composer bug must not stop a search: say so, produce nothing
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return ComposeResult([], [f"composer error ({type(exc).__name__})"],
@@ -268,7 +270,7 @@ def _load(problem_path: str | Path, set_values: dict | None, eval_mode: bool, de
 
 
 def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
-             tolerance: float | None, name: str | None) -> ComposeResult:
+             tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None) -> ComposeResult:
     path = sample.source.path
     name = name or (path.parent.name if path.stem == "problem" else path.stem)  # examples/<name>/problem.py
     try:
@@ -297,7 +299,7 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     failures: list[str] = []
     title = (f"Composed by Kernel Foundry's template composer for {name} ({captured.tracer} trace): "
              f"{describe_plan(the_plan)}.")
-    for choice, graphed in _with_graph(the_plan, init, variants(the_plan, precision, tolerance, max_variants),
+    for choice, graphed in _with_graph(the_plan, init, variants(the_plan, precision, tolerance, max_variants, device),
                                        max_variants):
         source = generate(the_plan, init, choice, sample.model, _wrap_doc(title), graphed=graphed)
         problem = _self_check(source)
@@ -316,7 +318,7 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     return ComposeResult(candidates, [], message, captured.notes + failures)
 
 
-def _with_graph(the_plan: Plan, init, choices: list[dict], limit: int) -> list[tuple[dict, bool]]:
+def _with_graph(the_plan: Plan, init: InitParts, choices: list[dict], limit: int) -> list[tuple[dict, bool]]:
     """The variants to write: each choice of tiles, and where the forward launches many kernels (a rolled loop,
     a whole network) the first choice again replayed from a CUDA graph, second in the list (within the limit)."""
     plain = [(choice, False) for choice in choices]

@@ -10,15 +10,14 @@ from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.read.model_init import init_parts
 from kfoundry.experts.composer.read.trace import load_sample
-from kfoundry.experts.composer.templates.device_limits import target_device
 from kfoundry.guard.static import check_source
 from tests.experts.composer.helpers import fixture
 
 
-def _source(name: str, index: int = 0, eval_mode: bool = False) -> str:
+def _source(name: str, index: int = 0, eval_mode: bool = False, device=None) -> str:
     sample = load_sample(fixture(name), eval_mode=eval_mode)
     the_plan = plan(capture(sample).graph)
-    choice = {g.name: group_configs(g, "fp32", None)[index] for g in the_plan.groups}
+    choice = {g.name: group_configs(g, "fp32", None, device)[index] for g in the_plan.groups}
     return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "A title.")
 
 
@@ -46,8 +45,8 @@ def test_forward_launches_and_returns_the_outputs():
 
 
 def test_variants_change_only_the_configuration():
-    with target_device(target_facts("H200")):  # the two fp16x3 tiles measured there (an RTX 4090 fits one)
-        a, b = _source("linear_gelu_scale", 0), _source("linear_gelu_scale", 1)
+    h200 = target_facts("H200")  # the two fp16x3 tiles measured there (an RTX 4090 fits one)
+    a, b = _source("linear_gelu_scale", 0, device=h200), _source("linear_gelu_scale", 1, device=h200)
     assert "BK=64, GROUP_M=8, num_warps=8, num_stages=3)" in a
     assert "BK=32, GROUP_M=8, num_warps=8, num_stages=4)" in b
     changed = [(x, y) for x, y in zip(a.splitlines(), b.splitlines()) if x != y]

@@ -46,9 +46,7 @@ block / threads), 65536 / threads on every GPU since Kepler. Threads: num_warps 
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kfoundry.evaluate.gpu_table import TYPICAL, lookup
@@ -88,20 +86,17 @@ def _typical_shared() -> int:
 DEFAULT_LIMITS = DeviceLimits(f"the typical target ({TYPICAL}: {_typical_shared() // KiB} KiB a block)",
                               _typical_shared())
 
-_TARGET: contextvars.ContextVar[DeviceLimits | None] = contextvars.ContextVar("kernel_target", default=None)
-
-
 def limits_of(device: DeviceFacts | DeviceLimits | None) -> DeviceLimits:
     """The limits of `device`: its facts (measured, or a named target's datasheet), filled from the bundled table
-    by name; with none (no device, a CPU), the target of the enclosing `target_device`, else DEFAULT_LIMITS."""
+    by name; with none (no device, a CPU, a GPU the table does not know), DEFAULT_LIMITS."""
     if isinstance(device, DeviceLimits):
         return device
     if device is None or device.kind == "cpu":
-        return _TARGET.get() or DEFAULT_LIMITS
+        return DEFAULT_LIMITS
     spec = lookup(device.name)
     shared = device.shared_memory_per_block_bytes or (spec.shared_memory_per_block_bytes if spec else None)
     if not shared:
-        return _TARGET.get() or DEFAULT_LIMITS
+        return DEFAULT_LIMITS
     registers = device.registers_per_sm or (spec.registers_per_sm if spec else None) or 65536
     per_thread = device.max_registers_per_thread or (spec.max_registers_per_thread if spec else None) or 255
     return DeviceLimits(device.name, shared, per_thread, registers)
@@ -117,16 +112,6 @@ def kernel_target(measured: DeviceFacts | None, target_gpu: str | None = None) -
 
         return target_facts(target_gpu)
     return None
-
-
-@contextlib.contextmanager
-def target_device(device: DeviceFacts | DeviceLimits | None) -> Iterator[DeviceLimits]:
-    """Within it, a template's `configs()` called without a device fits the configurations to `device`."""
-    token = _TARGET.set(limits_of(device) if device is not None else None)
-    try:
-        yield limits_of(device)
-    finally:
-        _TARGET.reset(token)
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,8 @@ def operand_bytes(values: list[Value], precision: str) -> int:
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
             device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
     """The tile configurations, each fitted to `device`'s shared memory, registers and threads (device_limits:
-    fewer stages, then smaller tiles; dropped where none fits). None: the compose call's target, else the
-    default target (device_limits.DEFAULT_LIMITS)."""
+    fewer stages, then smaller tiles; dropped where none fits). None: the default target
+    (device_limits.DEFAULT_LIMITS)."""
     n, width = int(group.anchor.out.shape[-1]), operand_bytes(list(group.anchor.args), precision)
     return fit_configs(_configs(group, precision, tolerance),
                        lambda c: composer_dot_need(c, n_full=n, element_bytes=width), device)

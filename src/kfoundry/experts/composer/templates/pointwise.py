@@ -34,7 +34,7 @@ CONFIGS = [
 
 
 def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
-    """The configurations that fit `device` (device_limits; None: the compose call's target, else the default)."""
+    """The configurations that fit `device` (device_limits; None: the default target)."""
     return fit_configs([dict(c) for c in CONFIGS], lambda c: tile_need(c["BLOCK"], num_warps=c["num_warps"]), device)
 
 

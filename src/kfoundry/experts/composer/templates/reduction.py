@@ -70,7 +70,7 @@ def split_count(rows: int, cols: int, br: int, bc: int) -> int:
 
 
 def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
-    """The configurations that fit `device` (device_limits; None: the compose call's target, else the default):
+    """The configurations that fit `device` (device_limits; None: the default target):
     a program keeps BR rows of BC columns, the whole row in the single mode."""
     cols = 1
     for d in group.reduced:

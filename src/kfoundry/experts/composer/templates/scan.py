@@ -20,7 +20,7 @@ CONFIGS = [{"BR": 4, "BLOCK": 1024, "num_warps": 4}, {"BR": 1, "BLOCK": 2048, "n
 
 
 def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
-    """The configurations that fit `device` (device_limits; None: the compose call's target, else the default)."""
+    """The configurations that fit `device` (device_limits; None: the default target)."""
     return fit_configs([dict(c) for c in CONFIGS],
                        lambda c: tile_need(c["BR"] * c["BLOCK"], num_warps=c["num_warps"], rows=c["BR"]), device)
 
