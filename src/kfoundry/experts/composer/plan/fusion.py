@@ -121,6 +121,14 @@ class Plan:
         return "\n".join(lines)
 
 
+def name_groups(steps: list) -> None:
+    """Each group named after its kind and its place among that kind's groups (gemm_0, pointwise_2, ...)."""
+    counts: dict[str, int] = {}
+    for group in (s for s in steps if isinstance(s, Group)):
+        counts[group.kind] = counts.get(group.kind, 0) + 1
+        group.name = f"{group.kind}_{counts[group.kind] - 1}"
+
+
 def describe_groups(groups: list[Group]) -> str:
     parts = []
     for g in groups:
@@ -193,10 +201,7 @@ class Planner:
                 self._pointwise(op)
         self._exports()
         self._prologues()
-        counts: dict[str, int] = {}
-        for group in self.groups():
-            counts[group.kind] = counts.get(group.kind, 0) + 1
-            group.name = f"{group.kind}_{counts[group.kind] - 1}"
+        name_groups(self.steps)
         return Plan(self.graph, self.steps)
 
     def groups(self) -> list[Group]:

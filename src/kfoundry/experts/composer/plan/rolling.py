@@ -40,7 +40,7 @@ from kfoundry.experts.composer.ir.graph import (
     Value,
     category,
 )
-from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups, plan
+from kfoundry.experts.composer.plan.fusion import Plan, describe_groups, name_groups, plan
 
 MIN_COUNT = 2
 # a body worth a loop computes more than pointwise ops: a pointwise chain fuses into one kernel unrolled
@@ -168,9 +168,10 @@ class _Matcher:
     def run(self) -> None:
         for k in range(self.period):
             first = self.op(0, k)
+            expected = signature(first)
             for j in range(1, self.count):
                 other = self.op(j, k)
-                if signature(other) != signature(first):
+                if signature(other) != expected:
                     raise _Mismatch(f"op {k} differs in step {j}")
                 self._match(("args",), first.args, other.args, j, k, first.name)
                 self._match(("attrs",), first.attrs, other.attrs, j, k, first.name)
@@ -308,11 +309,7 @@ def plan_rolled(graph: Graph) -> Plan:
     steps += after.steps
     ops += after.graph.ops
     whole = Graph(list(graph.inputs), dict(graph.params), ops, loops[-1].outputs, graph.output_kind)
-    counts: dict[str, int] = {}
-    for step in steps:
-        if isinstance(step, Group):
-            counts[step.kind] = counts.get(step.kind, 0) + 1
-            step.name = f"{step.kind}_{counts[step.kind] - 1}"
+    name_groups(steps)  # one name each across the parts, each planned on its own
     return Plan(whole, steps, loops)
 
 
