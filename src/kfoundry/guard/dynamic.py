@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kfoundry.guard.allowlist import ATEN_ALLOWED, aten_name
 from kfoundry.guard.graph_watch import GraphWatch
+from kfoundry.guard.tensors import fill_poison, storage_of, tensors_in
 
 # ATen ops whose result is new storage with undefined contents (zeros, full, ... define theirs)
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
@@ -48,7 +49,7 @@ class LaunchTracker:
         self.protected: set[int] = set()  # ids of the forward's inputs, never poisoned
         self.fresh: set[int] = set()  # storages (data pointers) created by the recorded forward's ops
         self._undo: list[Callable[[], None]] = []
-        self.graphs = GraphWatch(self, fill_poison, storage_of, _tensors)  # CUDA graphs: their launches, replays
+        self.graphs = GraphWatch(self)  # CUDA graphs: their launches and replays
 
     # -- Triton ----------------------------------------------------------------------------
     def _wrap_run(self, cls: type) -> None:
@@ -139,55 +140,19 @@ class LaunchTracker:
             # what the kernel wrote is lost: its results, and the buffers this forward allocated and
             # handed to it (an out= style kernel). Never the inputs, nor what the model holds (its
             # weights): a kept output is judged by the guard's second look (kept_outputs)
-            for tensor in _tensors(result):
+            for tensor in tensors_in(result):
                 if id(tensor) not in self.protected:
                     fill_poison(tensor)
-            for tensor in _tensors(list(args) + list(kwargs.values())):
+            for tensor in tensors_in(list(args) + list(kwargs.values())):
                 if id(tensor) not in self.protected and storage_of(tensor) in self.fresh:
                     fill_poison(tensor)
         return result
 
 
-def fill_poison(tensor: torch.Tensor) -> None:
-    """NaN (floats, complex) or a sentinel (integers, bool): what no kernel is expected to write."""
-    if tensor.is_floating_point() or tensor.is_complex():
-        tensor.fill_(float("nan"))
-    elif tensor.dtype == torch.bool:
-        tensor.fill_(True)
-    elif tensor.dtype == torch.uint8:
-        tensor.fill_(255)
-    else:
-        try:
-            tensor.fill_(torch.iinfo(tensor.dtype).max // 2)
-        except TypeError:  # quantized and other dtypes with no integer range: left as they are
-            pass
-
-
-def storage_of(tensor: torch.Tensor) -> int:
-    """Where a tensor's storage begins (0 for none): views of one storage share it."""
-    try:
-        return tensor.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return 0
-
-
-def _tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
-    """The tensors in a value, in lists, tuples and dicts (a few levels deep)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if depth > 3:
-        return []
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item, depth + 1)]
-    return []
-
-
 def held_storages(model: torch.nn.Module) -> set[int]:
     """The storages of every tensor the model holds between calls: parameters, buffers and tensor
     attributes of its modules (also in lists, tuples and dicts)."""
-    held = {storage_of(t) for module in model.modules() for t in _tensors(vars(module))}
+    held = {storage_of(t) for module in model.modules() for t in tensors_in(vars(module))}
     held.discard(0)
     return held
 
@@ -195,7 +160,7 @@ def held_storages(model: torch.nn.Module) -> set[int]:
 def kept_outputs(out: Any, held: set[int]) -> list[torch.Tensor]:
     """The output tensors that live in storage the model holds: a buffer the kernels rewrite on every
     call, or a value computed once and returned again."""
-    return [t for t in _tensors(out) if t.numel() and storage_of(t) in held]
+    return [t for t in tensors_in(out) if t.numel() and storage_of(t) in held]
 
 
 class ExtensionProxy:
@@ -245,7 +210,7 @@ class OpRecorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         if name in UNINITIALISED and isinstance(out, torch.Tensor):
             fill_poison(out)
-        returned = _tensors(out if isinstance(out, (tuple, list)) else [out])
+        returned = tensors_in(out if isinstance(out, (tuple, list)) else [out])
         for tensor, schema in zip(returned, func._schema.returns):
             if schema.alias_info is None:  # new storage, not a view nor an argument written in place
                 self.tracker.fresh.add(storage_of(tensor))

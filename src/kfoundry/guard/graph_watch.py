@@ -20,6 +20,8 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from kfoundry.guard.tensors import fill_poison, storage_of, tensors_in
+
 
 @dataclass
 class GraphRecord:
@@ -32,25 +34,22 @@ class GraphRecord:
 class _Allocations(TorchDispatchMode):
     """The tensors ops return in new storage (not a view of, nor written into, one of their arguments)."""
 
-    def __init__(self, into: list[torch.Tensor], storage_of: Callable[[torch.Tensor], int],
-                 tensors: Callable[[Any], list[torch.Tensor]]) -> None:
+    def __init__(self, into: list[torch.Tensor]) -> None:
         super().__init__()
-        self.into, self.storage_of, self.tensors = into, storage_of, tensors
+        self.into = into
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        given = {self.storage_of(t) for t in self.tensors(list(args) + list((kwargs or {}).values()))}
-        self.into.extend(t for t in self.tensors(out) if t.numel() and self.storage_of(t) not in given)
+        given = {storage_of(t) for t in tensors_in(list(args) + list((kwargs or {}).values()))}
+        self.into.extend(t for t in tensors_in(out) if t.numel() and storage_of(t) not in given)
         return out
 
 
 class GraphWatch:
     """Installed on a graph class (torch.cuda.CUDAGraph, or a stand-in with the same methods in tests)."""
 
-    def __init__(self, tracker: Any, poison: Callable[[torch.Tensor], None],
-                 storage_of: Callable[[torch.Tensor], int], tensors: Callable[[Any], list[torch.Tensor]]) -> None:
+    def __init__(self, tracker: Any) -> None:
         self.tracker = tracker
-        self.poison, self.storage_of, self.tensors = poison, storage_of, tensors
         self.records: dict[int, GraphRecord] = {}  # id(graph) -> what its capture recorded
         self.capturing: GraphRecord | None = None
         self._mode: _Allocations | None = None
@@ -81,7 +80,7 @@ class GraphWatch:
             record.replays += 1
             if watch.tracker.ghost:
                 for tensor in record.memory:
-                    watch.poison(tensor)
+                    fill_poison(tensor)
                 return None
             watch.tracker.launches += record.launches
             watch.tracker.kernel_names |= record.names
@@ -101,7 +100,7 @@ class GraphWatch:
     def _begin(self, graph: Any) -> None:
         record = self.records[id(graph)] = GraphRecord()
         self.capturing = record
-        self._mode = _Allocations(record.memory, self.storage_of, self.tensors)
+        self._mode = _Allocations(record.memory)
         self._mode.__enter__()
 
     def _end(self) -> None:
