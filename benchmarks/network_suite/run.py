@@ -339,13 +339,9 @@ def _cell(value: Any) -> str:
 
 
 def _lines(columns: tuple[str, ...], body: list[list[str]], left: set[str]) -> list[str]:
-    widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(columns)]
+    from kfoundry.bench.table import aligned_lines
 
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if col in left else c.rjust(w)
-                         for c, w, col in zip(cells, widths, columns, strict=True)).rstrip()
-
-    return [line(list(columns)), line(["-" * w for w in widths]), *(line(r) for r in body)]
+    return aligned_lines(columns, body, set(columns) - left)
 
 
 def _launches(row: dict[str, Any]) -> str:

@@ -147,14 +147,12 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def print_table(lines: list[dict[str, Any]]) -> None:
+    from kfoundry.bench.table import aligned_lines
+
     header = ("problem", "tl.dot", "CPU verdict (e cand / e ref)", "GPU verdict (e cand / e ref)", "agree")
-    cells = [header] + [(x["problem"], x["dot"], x["cpu"], x["gpu"],
-                         "-" if x["agree"] is None else "yes" if x["agree"] else "NO") for x in lines]
-    widths = [max(len(str(c[i])) for c in cells) for i in range(len(header))]
-    for k, line in enumerate(cells):
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)))
-        if k == 0:
-            print("  ".join("-" * width for width in widths))
+    body = [[str(x["problem"]), str(x["dot"]), str(x["cpu"]), str(x["gpu"]),
+             "-" if x["agree"] is None else "yes" if x["agree"] else "NO"] for x in lines]
+    print("\n".join(aligned_lines(header, body)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -110,18 +110,16 @@ def _foretold(row: dict[str, Any]) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
+    from kfoundry.bench.table import aligned_lines
+
     header = ("problem", "candidate", "CPU, composed sizes", "CPU, other sizes", "GPU, file's sizes", "foretold")
-    cells = [header]
+    body = []
     for r in rows:
         other = r.get("cpu_other_sizes") or {}
-        cells.append((Path(r["problem"]).stem, r["candidate"][:44], r["cpu"]["status"],
-                      "-" if other.get("holds") is None else "holds" if other["holds"] else other.get("status", "no"),
-                      (r.get("gpu") or {}).get("status", "-"), _foretold(r)))
-    widths = [max(len(str(c[i])) for c in cells) for i in range(len(header))]
-    for k, line in enumerate(cells):
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)))
-        if k == 0:
-            print("  ".join("-" * width for width in widths))
+        body.append([Path(r["problem"]).stem, r["candidate"][:44], r["cpu"]["status"],
+                     "-" if other.get("holds") is None else "holds" if other["holds"] else other.get("status", "no"),
+                     (r.get("gpu") or {}).get("status", "-"), _foretold(r)])
+    print("\n".join(aligned_lines(header, body)))
 
 
 def main(argv: list[str] | None = None) -> int:

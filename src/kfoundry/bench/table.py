@@ -93,13 +93,19 @@ def fits(console: Console, headers: list[Column], body: list[list[str]]) -> bool
 
 def plain_lines(headers: list[Column], body: list[list[str]]) -> list[str]:
     """An aligned text table: every column as wide as its widest cell, nothing cut."""
-    widths = _widths(headers, body)
+    return aligned_lines([c.header for c in headers], body, {c.header for c in headers if c.right})
+
+
+def aligned_lines(headers: list[str] | tuple[str, ...], body: list[list[str]], right: set[str] = frozenset()) -> list[str]:
+    """Header, rule and rows of a text table, each column as wide as its widest cell; the columns named in `right`
+    (numbers) aligned right, the others left. The benchmark scripts print theirs with it too."""
+    widths = [max([len(h)] + [len(cells[i]) for cells in body]) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
-        return GAP.join(cell.rjust(w) if c.right else cell.ljust(w)
-                        for cell, w, c in zip(cells, widths, headers, strict=True)).rstrip()
+        return GAP.join(cell.rjust(w) if h in right else cell.ljust(w)
+                        for cell, w, h in zip(cells, widths, headers, strict=True)).rstrip()
 
-    return [line([c.header for c in headers]), line(["-" * w for w in widths]), *(line(cells) for cells in body)]
+    return [line(list(headers)), line(["-" * w for w in widths]), *(line(cells) for cells in body)]
 
 
 def _rich_table(title: str, headers: list[Column], body: list[list[str]], messages: list[str]) -> Table:
