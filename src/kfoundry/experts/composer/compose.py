@@ -16,6 +16,7 @@ from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups
+from kfoundry.experts.composer.plan.recurrence import with_recurrences
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
 from kfoundry.experts.composer.read.lower_aten import read_aten_graph
 from kfoundry.experts.composer.read.lower_fx import ReadFailed, read_graph
@@ -290,7 +291,7 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
         return ComposeResult([], names, f"Nothing composed for {name}: the composer has no template for "
                              f"{', '.join(described)}.", captured.notes)
     graph = copy_unwritten_outputs(captured.graph)
-    the_plan = plan_rolled(graph)
+    the_plan = plan_rolled(with_recurrences(graph))
     if not the_plan.groups:
         return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
                              captured.notes)
@@ -320,9 +321,11 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
 
 def _with_graph(the_plan: Plan, init: InitParts, choices: list[dict], limit: int) -> list[tuple[dict, bool]]:
     """The variants to write: each choice of tiles, and where the forward launches many kernels (a rolled loop,
-    a whole network) the first choice again replayed from a CUDA graph, second in the list (within the limit)."""
+    a recurrent layer's step kernel, a whole network) the first choice again replayed from a CUDA graph, second
+    in the list (within the limit)."""
     plain = [(choice, False) for choice in choices]
-    many = bool(the_plan.loops) or len(the_plan.groups) >= GRAPH_MIN_LAUNCH_SITES
+    many = bool(the_plan.loops) or len(the_plan.groups) >= GRAPH_MIN_LAUNCH_SITES or \
+        any(g.kind == "recurrent" for g in the_plan.groups)
     if not choices or not many or not can_graph(init.forward_signature, init.forward_args):
         return plain
     return (plain[:1] + [(choices[0], True)] + plain[1:])[:limit]

@@ -567,8 +567,8 @@ def common_subexpressions(graph: Graph) -> Graph:
 
     kept = []
     for op in graph.ops:
-        op.args = [_substitute(a, replace) for a in op.args]
-        op.attrs = {k: _substitute(v, replace) for k, v in op.attrs.items()}
+        op.args = [substituted(a, replace) for a in op.args]
+        op.attrs = {k: substituted(v, replace) for k, v in op.attrs.items()}
         key = (op.name, key_of(op.args), tuple(sorted((k, key_of(v)) for k, v in op.attrs.items())))
         if key in seen and op.out.is_tensor == seen[key].is_tensor and op.out.shape == seen[key].shape:
             replace[op.out] = seen[key]
@@ -581,13 +581,14 @@ def common_subexpressions(graph: Graph) -> Graph:
     return graph
 
 
-def _substitute(arg, replace: dict):
+def substituted(arg, replace: dict):
+    """arg with the values `replace` names replaced, inside tuples and lists too."""
     if isinstance(arg, Value):
         return replace.get(arg, arg)
     if isinstance(arg, tuple):
-        return tuple(_substitute(a, replace) for a in arg)
+        return tuple(substituted(a, replace) for a in arg)
     if isinstance(arg, list):
-        return [_substitute(a, replace) for a in arg]
+        return [substituted(a, replace) for a in arg]
     return arg
 
 
