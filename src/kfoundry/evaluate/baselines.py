@@ -47,4 +47,18 @@ def load_baselines(cache_dir: Path, key: str) -> dict[str, Any] | None:
 
 
 def save_baselines(cache_dir: Path, key: str, record: dict[str, Any]) -> None:
-    write_signed(cache_dir, _path(cache_dir, key), record)
+    """The record saved with what an earlier job saved under the key and this one did not measure (a later job
+    times baselines the first did not: reduce-overhead beside a best replayed from a CUDA graph)."""
+    write_signed(cache_dir, _path(cache_dir, key), merged_records(load_baselines(cache_dir, key) or {}, record))
+
+
+def merged_records(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """`later`, with the baselines `earlier` measured that it did not (a later figure or error wins)."""
+    stats = {**(earlier.get("stats") or {}), **(later.get("stats") or {})}
+    errors = {**{k: v for k, v in (earlier.get("errors") or {}).items() if k not in stats},
+              **(later.get("errors") or {})}
+    merged = dict(later, stats=stats, errors=errors)
+    for name in ("peak_memory_bytes", "flush_bytes", "host_overhead_ms"):
+        if merged.get(name) is None and earlier.get(name) is not None:
+            merged[name] = earlier[name]
+    return merged

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from kfoundry import paths
 from kfoundry.diagnose import diagnose
 from kfoundry.errors import CandidateFileError, EnvironmentFault, ProblemError, UsageError
-from kfoundry.evaluate.baselines import baseline_key, load_baselines
+from kfoundry.evaluate.baselines import baseline_key, load_baselines, merged_records
 from kfoundry.evaluate.environment_faults import candidate_fault
 from kfoundry.evaluate.guarding import dynamic_guard, fail_with, static_guard, timing_guard
 from kfoundry.evaluate.judge import Baselines, Judge, JudgeGone, baseline_worker
@@ -110,6 +110,12 @@ class PreparedProblem:
         if wait_for_all or not isinstance(self._baselines, Baselines):
             return self.baselines
         return self._baselines.available(["eager"])
+
+    def add_baselines(self, record: dict[str, Any]) -> None:
+        """Baselines timed later, by a job of their own, joined to the record verdicts read."""
+        current = merged_records(self.baselines or {}, record)
+        current.pop("pending", None)
+        self._baselines = dict(current, cached=bool((self.baselines or {}).get("cached")))
 
     def measured_median_ms(self, name: str) -> float | None:
         """A baseline's median if it is measured by now (never waits)."""
@@ -275,7 +281,7 @@ class Evaluator:
         # a budget per process: generous, so only a runaway meets it, and never the whole machine
         others = memory.host_terms.get("judge", 0)
         self.memory_limit = int(max(2 << 30, min(0.75 * available, (0.85 * available - others) / memory.workers)))
-        judge_limit = int(0.85 * available)
+        judge_limit = self._baseline_limit = int(0.85 * available)
         self._exchange = WorkDir.create("exchange", work_root())
         self.judge = Judge(self.device, judge_limit, self._reference_env())
         # the baseline process starts now and imports while the judge prepares: eager's figure, which it
@@ -342,15 +348,16 @@ class Evaluator:
             return plan(memory.sizes, self.device, memory.sets, *self.host_available, gpu_free=None,
                         workers=1, transport=memory.transport, tier=memory.tier, truth=memory.truth, first=True)
 
-    def _start_baselines(self, facts: DeviceFacts, limit: int,
-                         early: Worker | None) -> Baselines | dict[str, Any] | None:
+    def _start_baselines(self, facts: DeviceFacts, limit: int, early: Worker | None,
+                         names: list[str] | None = None) -> Baselines | dict[str, Any] | None:
         opts = self.options
-        if not opts.baselines:
+        names = list(opts.baselines if names is None else names)
+        if not names:
             return None
         key = baseline_key(self.source.content_hash, opts.precision, opts.eval_mode, opts.timing_trials, facts)
         if not opts.no_cache:
             cached = load_baselines(self.cache_dir, key)
-            if cached is not None and all(n in cached["stats"] or n in cached["errors"] for n in opts.baselines):
+            if cached is not None and all(n in cached["stats"] or n in cached["errors"] for n in names):
                 if early is not None:
                     early.close()
                 cached["cached"] = True
@@ -360,7 +367,7 @@ class Evaluator:
                "precision": opts.precision, "eval_mode": opts.eval_mode, "init_seed": self.init_seed,
                "trial_seeds": self.trial_seeds, "cache_dir": str(self.cache_dir),
                "timing": {"trials": opts.timing_trials, "budget_s": opts.timing_budget_s,
-                          "baselines": list(opts.baselines), "no_cache": opts.no_cache}}
+                          "baselines": names, "no_cache": opts.no_cache}}
         return Baselines(self.device, job, opts.reference_timeout_s, limit, self._reference_env(), self.progress,
                          worker=early)
 
@@ -764,6 +771,30 @@ class Evaluator:
         if not report.baselines_pending or report.candidate is None or self.prepared is None:
             return False
         self._attach_baselines(report, self.prepared.baselines or {})
+        return True
+
+    def time_baselines(self, names: list[str]) -> bool:
+        """Time more baselines now, in a baseline process of their own (the problem's judge and its verdicts
+        stay), and join them to the record verdicts read; True where any was measured. Used where a run
+        finds that its best needs another comparison, e.g. torch.compile's reduce-overhead mode beside a
+        kernel replayed from a CUDA graph."""
+        prepared = self.prepared
+        missing = [n for n in names if n not in ((prepared.baselines or {}).get("stats") or {})] \
+            if prepared is not None else []
+        if not missing or self.device == "cpu":
+            return False
+        started = self._start_baselines(prepared.device_facts, self._baseline_limit, None, missing)
+        record = started.result() if isinstance(started, Baselines) else started
+        if isinstance(started, Baselines) and started.fault is not None:
+            raise started.fault
+        prepared.add_baselines(record or {})
+        return any(n in ((record or {}).get("stats") or {}) for n in missing)
+
+    def attach_baselines(self, evaluation: Evaluation) -> bool:
+        """A timed verdict's baselines read again from the record (after `time_baselines`)."""
+        if evaluation.timing.candidate is None or self.prepared is None:
+            return False
+        self._attach_baselines(evaluation.timing, self.prepared.baselines or {})
         return True
 
     def _ok_message(self, evaluation: Evaluation) -> str:

@@ -12,6 +12,8 @@ from kfoundry.problem import DEFAULT_TOLERANCE, PRECISIONS
 # compile-MODE is torch.compile(mode=MODE)
 BASELINE_NAMES = ("eager", "compile", "compile-max-autotune", "compile-max-autotune-no-cudagraphs",
                   "compile-reduce-overhead")
+# torch.compile's mode with CUDA graphs: timed beside a best that replays its kernels from one
+GRAPH_BASELINE = "compile-reduce-overhead"
 SANDBOX_MODES = ("on", "strict", "off")
 MEMORY_TIERS = ("auto", "resident", "host", "per-set")  # kfoundry.evaluate.memory_plan's tiers, as typed
 

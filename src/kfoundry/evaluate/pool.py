@@ -185,6 +185,14 @@ class EvaluatorPool:
         index = (evaluation.settings.get("worker") or {}).get("index")
         return index is not None and self.evaluators[index].complete(evaluation)
 
+    def time_baselines(self, names: list[str]) -> bool:
+        """Every device's record gets the baselines (Evaluator.time_baselines); True where any was measured."""
+        return any([evaluator.time_baselines(names) for evaluator in self.evaluators])
+
+    def attach_baselines(self, evaluation: Evaluation) -> bool:
+        index = (evaluation.settings.get("worker") or {}).get("index")
+        return index is not None and self.evaluators[index].attach_baselines(evaluation)
+
     def close(self) -> None:
         for evaluator in self.evaluators:
             evaluator.close()

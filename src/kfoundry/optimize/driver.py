@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kfoundry.diagnose import diagnose
 from kfoundry.errors import EnvironmentFault, KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions
+from kfoundry.evaluate.options import GRAPH_BASELINE
 from kfoundry.experts.base import Proposal
 from kfoundry.experts.tuner_expert import restore_in, state_of
 from kfoundry.optimize.experience import Experience
@@ -58,6 +59,7 @@ class Optimization:
         self.external_progress = progress  # a caller's line per phase (bench), beside the panel
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}, as stored
         self._incomplete: list[tuple[int, str, Any]] = []  # verdicts without every baseline yet
+        self._timed: dict[str, tuple[int, Any]] = {}  # candidate id -> (evaluation id, verdict) timed in this process
         self._stopping = False  # the search was interrupted: evaluations cut short stay unfinished, for --resume
         self._fault: EnvironmentFault | None = None  # the machine failed: nothing more is evaluated or recorded
         self.individuals: dict[str, Individual] = {}
@@ -205,6 +207,8 @@ class Optimization:
         self._save_elapsed()  # at every verdict, the first population's too (the loop records those all at once)
         if evaluation.timing.baselines_pending:
             self._incomplete.append((eval_id, ind.id, evaluation))
+        if evaluation.timing.candidate is not None:
+            self._timed[ind.id] = (eval_id, evaluation)
         data = evaluation.to_dict()
         self.evaluations[ind.id] = {"evaluation": data, "diagnosis": data.get("diagnosis")}
         return outcome(evaluation, ind.source, ind.id)
@@ -325,6 +329,7 @@ class Optimization:
                 if self._incomplete:
                     self.view.status("reference: waiting for torch.compile's baseline")
                 self._complete_baselines()
+                self._graph_baseline()
         return self._finish(reason, prepared)
 
     async def _search(self) -> str:
@@ -379,6 +384,29 @@ class Optimization:
         while complete is not None and self._incomplete:
             eval_id, candidate_id, evaluation = self._incomplete.pop()
             if complete(evaluation):
+                self.store.amend_timing(eval_id, evaluation)
+                self.evaluations[candidate_id]["evaluation"] = evaluation.to_dict()
+
+    def _graph_baseline(self) -> None:
+        """A best that replays its kernels from a CUDA graph is compared with torch.compile's mode that does
+        too (reduce-overhead): timed now where the run's baselines did not include it, and the timed verdicts
+        get its figure (the report and best.py say so)."""
+        best = self.loop.best()
+        eval_id, evaluation = self._timed.get(best.id, (None, None)) if best is not None and best.ok else (None, None)
+        timing = getattr(self.evaluator, "time_baselines", None)
+        if evaluation is None or timing is None or not evaluation.guard.get("graph_replays") \
+                or GRAPH_BASELINE in evaluation.timing.baselines:
+            return
+        self.view.status(f"reference: timing torch.compile {GRAPH_BASELINE} (the best replays a CUDA graph)")
+        try:
+            measured = timing([GRAPH_BASELINE])
+        except EnvironmentFault as fault:
+            self.notes.append(f"torch.compile {GRAPH_BASELINE} was not timed: {fault}")
+            return
+        if not measured:
+            self.notes.append(f"torch.compile {GRAPH_BASELINE} could not be timed (see the baselines' errors)")
+        for candidate_id, (eval_id, evaluation) in self._timed.items():
+            if self.evaluator.attach_baselines(evaluation):
                 self.store.amend_timing(eval_id, evaluation)
                 self.evaluations[candidate_id]["evaluation"] = evaluation.to_dict()
 
