@@ -16,6 +16,7 @@ from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups
+from kfoundry.experts.composer.plan.amplification import normalised
 from kfoundry.experts.composer.plan.recurrence import with_recurrences
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
 from kfoundry.experts.composer.read.lower_aten import read_aten_graph
@@ -131,12 +132,13 @@ def copy_unwritten_outputs(graph: Graph) -> Graph:
 
 
 def group_configs(group: Group, precision: str, tolerance: float | None,
-                  device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
-    """The group's tile configurations, each fitting `device` (device_limits; None: the default target)."""
+                  device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False) -> list[dict]:
+    """The group's tile configurations, each fitting `device` (device_limits; None: the default target);
+    `normalised`: a normalisation after the group's product amplifies its error (plan/amplification.py)."""
     if group.kind == "gemm":
         return gemm.configs(group, precision, tolerance, device)
     if group.kind == "conv":
-        return conv.configs(group, precision, tolerance, device)
+        return conv.configs(group, precision, tolerance, device, normalised=normalised)
     if group.kind == "row":
         return reduction.configs(group, device)
     if group.kind == "pool":
@@ -179,7 +181,9 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
 def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int,
              device: DeviceFacts | DeviceLimits | None = None) -> list[dict[str, dict]]:
     """Up to `limit` distinct choices of one configuration per kernel: the i-th of each kernel's list."""
-    lists = {g.name: group_configs(g, precision, tolerance, device) for g in the_plan.groups}
+    users = the_plan.graph.users()
+    lists = {g.name: group_configs(g, precision, tolerance, device, normalised=g.anchor is not None and
+                                   normalised(the_plan.graph, g.anchor.out, users)) for g in the_plan.groups}
     longest = max((len(v) for v in lists.values()), default=0)
     out: list[dict[str, dict]] = []
     for i in itertools.count():

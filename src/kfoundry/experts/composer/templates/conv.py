@@ -43,6 +43,7 @@ from kfoundry.experts.composer.templates.device_limits import DeviceLimits, comp
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
     HALF,
+    TF32_TOLERANCE,
     TILE_MASKS,
     TILE_REDUCTION_CONFIGS,
     TILE_ZEROS,
@@ -114,16 +115,31 @@ def _narrow(tile: dict, cout: int) -> dict:
 
 
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
-            device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+            device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False) -> list[dict]:
     """The tile configurations, each fitted to `device` as gemm.configs fits them; the outer-product (fma)
     loop takes one input channel a step, its accumulator tile the larger need (a 1024 x 64 one asked the
-    H200 for 262144 bytes)."""
+    H200 for 262144 bytes). `normalised`: a normalisation divides the output by its own spread
+    (plan/amplification.py), which amplifies TF32's error (and its fp16 copies') past a tolerance below
+    TF32's: main loops close to fp32 lead, and the fast ones follow for the search (on a GPU the reference's
+    own convolution runs TF32 too, and its error may be as large)."""
     cout, width = channels_per_group(group)[1], operand_bytes(list(group.anchor.args[:2]), precision)
 
     def need(config: dict):
         return composer_dot_need(config, n_full=cout, element_bytes=width,
                                  k_step=1 if config.get("layout") == "fma" else None)
-    return fit_configs(_configs(group, precision, tolerance), need, device)
+    return fit_configs(_accurate_first(_configs(group, precision, tolerance), tolerance) if normalised
+                       else _configs(group, precision, tolerance), need, device)
+
+
+def _accurate_first(configs: list[dict], tolerance: float | None) -> list[dict]:
+    """The TF32x3 (and IEEE) tiles first, with the two leading fast tiles again at TF32x3, then the rest."""
+    if tolerance is not None and tolerance >= TF32_TOLERANCE:
+        return configs
+    fast = [c for c in configs if c["precision"] in ("tf32", HALF)]
+    lead = [c for c in configs if c["precision"] in ("tf32x3", "ieee")] + \
+        [dict(c, precision="tf32x3") for c in fast[:2]]
+    lead = [c for i, c in enumerate(lead) if c not in lead[:i]]
+    return lead + [c for c in configs if c not in lead]
 
 
 def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict]:

@@ -37,6 +37,9 @@ BASE_CONFIGS = [
 ]
 
 
+TF32_TOLERANCE = 5e-3  # a tolerance TF32's error passes
+
+
 def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = False) -> list[str]:
     """fp32 dot precisions to try, the first for the first variant (after SPLIT_CONFIGS where a GEMM takes
     them). TF32x3 first: three TF32 products on the tensor cores, close to fp32 accuracy, where IEEE dots run
@@ -46,7 +49,7 @@ def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = Fa
     if precision != "fp32":
         return ["default"]
     out = ["tf32x3"]
-    if tf32_fair or (tolerance is not None and tolerance >= 5e-3):
+    if tf32_fair or (tolerance is not None and tolerance >= TF32_TOLERANCE):
         out.append("tf32")
     out.append("ieee")
     return out
