@@ -27,7 +27,9 @@ A second table follows the search's course per problem (generation 0's best, the
 candidates raised it), the best's fraction of the roofline and of the 3xTF32 roof (three TF32 products per FLOP: what
 an fp32 GEMM exact to fp32 can reach on tensor cores) at the run's measured ceilings and at the datasheet's, and,
 with --baselines ...,compile-max-autotune-no-cudagraphs, that mode's time where it compiled in under 60 s, and with
-...,compile-reduce-overhead, torch.compile's CUDA-graph mode (the like-for-like baseline of a graph variant).
+...,compile-reduce-overhead, torch.compile's CUDA-graph mode (the like-for-like baseline of a graph variant). It
+gives each problem's floor too (kfoundry.bench.floor: the speed of light at the precision the kernel must honour,
+the roof that sets it) and the fraction of it ours, eager and torch.compile reach, with their geomeans.
 
 Prints the tables and the summary (labelled with device, versions, trials, statistic) and writes JSON to
 benchmarks/results/programmatic_suite-<UTC stamp>.json. On CPU nothing is timed (Triton's interpreter): every
@@ -49,6 +51,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+
+from kfoundry.bench.figures import FLOOR_MEANING, FLOOR_NAMES, floor_text, of_floor_text  # noqa: E402
+from kfoundry.bench.floor import Floor, floor_fields, speed_of_light  # noqa: E402
+from kfoundry.bench.metrics import floor_metrics  # noqa: E402
 
 DEFAULT_SUITE = ROOT / "benchmarks" / "suite"
 DEFAULT_OUT = ROOT / "kfoundry-runs" / "programmatic_suite"  # kfoundry-runs/ is ignored by git
@@ -105,6 +111,8 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
         speedup_compile = _number(p.get("speedup_compile")) if correct else None
         extra = extras.get(name, {})
         ours_ms = _number(p.get("runtime_ms")) if correct else None
+        # the bench's record of the floor, else the reference pass's, else one from the run (an older bench.json)
+        floor = Floor.from_fields(p) or Floor.from_fields(filled or {}) or extra.get("floor")
         autotune_ms, autotune_s = extra.get("autotune_ms"), extra.get("autotune_compile_s")
         autotune_counts = autotune_ms is not None and (autotune_s is None or autotune_s < AUTOTUNE_COMPILE_LIMIT_S)
         gen0, final = extra.get("gen0_speedup"), extra.get("final_speedup")
@@ -140,6 +148,7 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
             "speedup_reduce_overhead": (extra["reduce_overhead_ms"] / ours_ms
                                         if extra.get("reduce_overhead_ms") and ours_ms else None),
             "graph_replays": extra.get("graph_replays"),
+            **floor_fields(floor, ours_ms, eager_ms, compile_ms),
             "message": p.get("message", ""),
             "run_dir": p.get("run_dir"),
         })
@@ -208,6 +217,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "over": len(gains),
             "improved": sum(g > 1.0 for g in gains),
         },
+        "floor": floor_metrics(rows),
         "autotune": {
             "ours_vs": geomean(r["speedup_autotune"] for r in solved if r.get("speedup_autotune") is not None),
             "over": sum(r.get("speedup_autotune") is not None for r in solved),
@@ -277,7 +287,8 @@ def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 COURSE_COLUMNS = ("#", "problem", "gen 0", "final", "improved by (speedup after)", "roof", "3xTF32 roof",
-                  "3xTF32 sheet", "autotune ms", "vs autotune", "reduce-overhead ms", "vs reduce-overhead")
+                  "3xTF32 sheet", "floor ms", "ours/eager/compile of floor", "autotune ms", "vs autotune",
+                  "reduce-overhead ms", "vs reduce-overhead")
 COURSE_LEFT = {"problem", "improved by (speedup after)"}
 
 
@@ -299,7 +310,8 @@ def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             "" if r["number"] is None else str(r["number"]), r["name"], _x(r.get("gen0_speedup")),
             _x(r.get("final_speedup")), _improved_by(r.get("improvements") or []),
             NA if r.get("roofline") is None else f"{_share(r['roofline'])} {r.get('roof_key') or ''}".rstrip(),
-            _share(r.get("roof_3xtf32")), _share(r.get("roof_3xtf32_datasheet")), autotune,
+            _share(r.get("roof_3xtf32")), _share(r.get("roof_3xtf32_datasheet")), floor_text(r), of_floor_text(r),
+            autotune,
             _x(r.get("speedup_autotune")), _ms(r.get("reduce_overhead_ms")) + (" (graph)" if r.get("graph_replays")
                                                                               else ""),
             _x(r.get("speedup_reduce_overhead")),
@@ -314,6 +326,9 @@ def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     ceilings = sorted({r["ceilings"] for r in rows if r.get("ceilings")})
     out.append("roof: the diagnosis's roofline (the key names the compute roof); 3xTF32 roof: three TF32 products "
                "per FLOP at the ceilings of the run (" + ("; ".join(ceilings) or "-") + "), and at the datasheet's")
+    sources = sorted({r["floor_source"] for r in rows if r.get("floor_source")})
+    if sources:
+        out.append(f"{FLOOR_MEANING}; floor ms names the roof that sets it; at the {' and '.join(sources)} ceilings")
     return out
 
 
@@ -361,6 +376,11 @@ def summary_lines(summary: dict[str, Any], labels: dict[str, Any], settings: dic
         lines.append(f"ours vs torch.compile max-autotune-no-cudagraphs {_x(autotune['ours_vs'])} (geomean over "
                      f"{autotune['over']})" + (f"; compiled in {AUTOTUNE_COMPILE_LIMIT_S:g} s or more, left out: "
                                                + ", ".join(autotune["slow_compile"]) if autotune["slow_compile"] else ""))
+    floor = summary["floor"]
+    if floor["problems"]:
+        lines.append("of the floor (speed of light), geomeans: " + ", ".join(
+            f"{name} {_share(floor[key]['geomean'])} (over {floor[key]['problems']})"
+            for key, name in FLOOR_NAMES.items()))
     if s["untimed_correct"] and summary["timed"]:
         lines.append(f"{s['untimed_correct']} correct problem(s) without a time are left out of the figures")
     if a["without_eager_time"] and summary["timed"]:
@@ -472,11 +492,11 @@ def merge_benches(bench: dict[str, Any], others: Sequence[Path]) -> dict[str, An
 
 def _three_tf32_fraction(point: dict[str, Any], tf32_tflops: float | None, bandwidth_gbs: float | None) -> float | None:
     """The 3xTF32 roof (three TF32 products per FLOP, or the bytes at the bandwidth if longer) over our time."""
-    flops, moved, runtime_ms = _number(point.get("flops")), _number(point.get("bytes")), _number(point.get("runtime_ms"))
+    flops, runtime_ms = _number(point.get("flops")), _number(point.get("runtime_ms"))
     if flops is None or runtime_ms is None or not tf32_tflops:
         return None
-    roof_s = max(3 * flops / (tf32_tflops * 1e12), moved / (bandwidth_gbs * 1e9) if moved and bandwidth_gbs else 0.0)
-    return roof_s * 1e3 / runtime_ms
+    roof = speed_of_light(flops, point.get("bytes"), {"3xTF32": tf32_tflops / 3}, bandwidth_gbs, "")
+    return roof.of(runtime_ms) if roof else None
 
 
 def search_course(evaluations: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -505,7 +525,7 @@ def _result_figures(result: dict[str, Any] | None) -> dict[str, Any]:
 
 def run_figures(gathered: dict[str, Any]) -> dict[str, Any]:
     """From one problem's run (kfoundry.runs.report_data.gather): LLM calls, why it stopped, the search's course,
-    its best against the roofs, and the max-autotune baseline."""
+    its best against the roofs, the problem's floor, and the max-autotune baseline."""
     from kfoundry.evaluate.device_facts import datasheet_for
 
     figures = {**_result_figures(gathered.get("result")), **search_course(gathered["evaluations"])}
@@ -521,6 +541,7 @@ def run_figures(gathered: dict[str, Any]) -> dict[str, Any]:
         figures["roof_3xtf32_datasheet"] = (_three_tf32_fraction(point, sheet[1].get("tf32"), sheet[0])
                                             if sheet else None)
         figures["ceilings"] = facts.get("source")
+    figures["floor"] = (gathered.get("floor") or {}).get("floor")
     autotune = ((evaluation.get("timing") or {}).get("baselines") or {}).get(AUTOTUNE) or {}
     figures["autotune_ms"] = _number(autotune.get("median_ms"))
     figures["autotune_compile_s"] = _number(autotune.get("setup_s"))

@@ -3,8 +3,10 @@ says what it was computed over; a figure that needs GPU timing reads "n/a (no GP
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kfoundry.bench.floor import FRACTION_FIELDS, Floor
 from kfoundry.bench.metrics import BASELINES, FAST_P
 
 if TYPE_CHECKING:
@@ -13,6 +15,9 @@ if TYPE_CHECKING:
 NO_TIMING = "n/a (no GPU timing)"
 RECIPE = "to compare with published numbers, use --policy permissive --tolerance 1e-2"
 BASELINE_NAMES = {"eager": "eager", "compile": "torch.compile"}
+FLOOR_NAMES = dict(zip(FRACTION_FIELDS, ("ours", "eager", "torch.compile"), strict=True))
+FLOOR_MEANING = ("floor: the speed of light, the larger of bytes / bandwidth and FLOPs / the fastest compute roof "
+                 "that honours the precision; of floor: floor / median time (100% = at the speed of light)")
 
 
 def _speedup(value: float | None, timed: bool) -> str:
@@ -59,10 +64,24 @@ def metric_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
         if part["untimed_correct"] and part["timed_correct"]:
             rows.append((f"correct problems without a {name} time (left out of the {name} figures)",
                          str(part["untimed_correct"])))
+    rows += _floor_rows(metrics.get("floor"))
     rows += _sample_rows(metrics.get("samples"), n)
     if metrics["unjudged"]:
         rows.append(("of them, problems whose reference failed or did not fit (counted as failures)",
                      str(metrics["unjudged"])))
+    return rows
+
+
+def _floor_rows(floor: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The geomean fractions of the floor; nothing where no problem has a floor (a CPU run)."""
+    if not floor or not floor["problems"]:
+        return []
+    rows = [("floor (speed of light): max(bytes / bandwidth, FLOPs / the fastest compute roof the precision allows)",
+             f"{floor['problems']} problem(s), at {' and '.join(floor['sources'])} ceilings")]
+    for key, name in FLOOR_NAMES.items():
+        part = floor[key]
+        rows.append((f"{name} of the floor (floor / median time), geomean over the {part['problems']} problem(s) "
+                     "with one", _share(part["geomean"], True)))
     return rows
 
 
@@ -95,3 +114,24 @@ def samples_ok(result: ProblemResult) -> str:
 
 def ms_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
+
+
+def share_text(value: float | None) -> str:
+    """A fraction as a percentage, two significant digits below 10%; '-' for none."""
+    if value is None:
+        return "-"
+    return f"{value:.0%}" if value >= 0.1 else f"{value * 100:.2g}%"
+
+
+def floor_text(record: Mapping[str, Any]) -> str:
+    """A record's floor (kfoundry.bench.floor.FIELDS) in ms and the roof that sets it: '0.4113 3xTF32'."""
+    floor = Floor.from_fields(record)
+    return "-" if floor is None else f"{floor.ms:.4g} {floor.roof}"
+
+
+def of_floor_text(record: Mapping[str, Any]) -> str:
+    """The fractions of a record's floor ours, eager and torch.compile reach: '45%/12%/20%' ('-' for one not
+    timed); '-' without a floor."""
+    if Floor.from_fields(record) is None:
+        return "-"
+    return "/".join(share_text(record.get(key)) for key in FRACTION_FIELDS)

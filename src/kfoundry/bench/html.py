@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
-from kfoundry.bench.figures import RECIPE, metric_rows, ms_text, samples_ok, speedup_text
+from kfoundry.bench.figures import (FLOOR_MEANING, RECIPE, floor_text, metric_rows, ms_text, samples_ok,
+                                     share_text, speedup_text)
+from kfoundry.bench.floor import FRACTION_FIELDS
 from kfoundry.bench.outputs import BENCH_HTML, write_atomic
 from kfoundry.bench.results import timed
 from kfoundry.bench.settings import describe
@@ -40,6 +42,7 @@ def _report_link(report: BenchReport, run_dir: str | None) -> str | None:
 def render_bench(report: BenchReport) -> str:
     rows, samples = [], []
     for place, result in enumerate(report.results, start=1):
+        floor = result.floor_record()
         rows.append({
             "number": place if result.number is None else result.number, "name": result.name, "status": result.status,
             "correct": result.correct, "message": result.message, "compiled": "yes" if result.compiled else "no",
@@ -50,6 +53,8 @@ def render_bench(report: BenchReport) -> str:
             "compile_ms": ms_text(result.compile_ms), "duration_s": result.duration_s,
             "calls_pytorch": result.calls_pytorch, "policy_warnings": ", ".join(result.policy_warnings),
             "report": _report_link(report, result.run_dir), "reused": result.name in report.reused,
+            "floor": floor_text(floor), "floor_source": floor["floor_source"],
+            "of_floor": [share_text(floor[key]) for key in FRACTION_FIELDS],
         })
         for sample in result.samples if len(result.samples) > 1 else []:
             samples.append({
@@ -70,6 +75,7 @@ def render_bench(report: BenchReport) -> str:
                                                    for n in report.pending],
         skipped=report.suite.skipped, complete=report.complete, timed=timed(report.results),
         plot=bench_speedups([r.to_dict() for r in report.results]), recipe=RECIPE[0].upper() + RECIPE[1:],
+        floors=any(r.floor for r in report.results), floor_meaning=FLOOR_MEANING[0].upper() + FLOOR_MEANING[1:],
         policy=options.policy, tolerance=f"{options.atol:g}", correct=metrics["correct"],
         calls_pytorch=metrics["passed_calling_pytorch"],
         settings=json.dumps(describe(report.config), indent=2, default=str))

@@ -18,11 +18,12 @@ import inspect
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kfoundry.bench import results as R
+from kfoundry.bench.floor import Floor, floor_of
 from kfoundry.bench.metrics import OUR_EXPERTS, is_out_of_resource
 from kfoundry.bench.results import (FIGURES, CandidateResult, ProblemResult, SampleResult, labels_from_evaluation,
                                    labels_from_run_result)
@@ -146,6 +147,12 @@ def _evaluate(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
         result.labels = labels_from_evaluation(reported)
     else:  # no sample was judged: the labels of any that was
         result.labels = next((labels_from_evaluation(r) for r in records.values() if r is not None), {})
+    result.floor = first_floor([reported, *records.values()])
+
+
+def first_floor(evaluations: Iterable[dict[str, Any] | None]) -> Floor | None:
+    """The problem's floor from the first of its evaluations that gives one (they share cost and device)."""
+    return next((floor for floor in map(floor_of, evaluations) if floor is not None), None)
 
 
 def environment_error(problem: SuiteProblem, config: RunConfig, fingerprint: str, set_values: dict[str, Any],
@@ -241,6 +248,7 @@ def _optimize(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
     result.other_sizes = (record.get("best") or {}).get("other_sizes")
     if result.correct:
         _read_best_evaluation(result, run_dir)
+    result.floor = run_floor(run_dir)
     if not (run_dir / "report.html").exists():
         write_report_quietly(run_dir)
 
@@ -285,6 +293,22 @@ def _read_best_evaluation(result: ProblemResult, run_dir: Path) -> None:
     judged.read_evaluation(best["evaluation"])
     result.policy_warnings = judged.policy_warnings
     result.runtime_stats, result.eager_stats = judged.runtime_stats, judged.eager_stats
+
+
+def run_floor(run_dir: Path) -> Floor | None:
+    """The problem's floor from the run's evaluations, its best's first; None where the store cannot be read."""
+    from kfoundry.errors import KFoundryError
+    from kfoundry.runs import RunStore
+
+    try:
+        with RunStore.open(run_dir, resume=False) as store:
+            best = store.final_best() or {}
+            floor = floor_of(best.get("evaluation"))
+            if floor is None:
+                floor = first_floor(e.get("evaluation") for e in store.finished_evaluations().values())
+    except KFoundryError:
+        return None
+    return floor
 
 
 def apply_run_result(result: ProblemResult, record: dict[str, Any]) -> None:

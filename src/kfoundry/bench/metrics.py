@@ -16,6 +16,8 @@ score must not rise because its problems fail to load), and the summary says how
 - out of resource: evaluations of our own experts' candidates (the composer's, the tuner's) that failed to
   compile for want of shared memory, registers or threads ("out of resource"), per problem (--method optimize)
   and in total; the target is 0 (kfoundry.experts.composer.templates.device_limits).
+- the floor (kfoundry.bench.floor: each problem's speed of light on the device): the geomean of the fraction of it
+  ours, eager and torch.compile reach (floor / median time), each over the problems that have that fraction.
 - samples (solutions with KernelBench's sample_K files): pass@k averaged over the problems (a problem
   without a file counts 0), and sample 0's own figures (KernelBench's analysis reads sample 0 only),
   while each problem's figures above are of its best sample (best of k).
@@ -27,6 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from kfoundry.bench.floor import FRACTION_FIELDS
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.2, 1.5, 2.0)  # KernelBench's analysis: 0, 0.5, 0.8, 1, 1.5, 2
 BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
@@ -153,6 +157,20 @@ def _speed(outcomes: Sequence[Outcome], key: str) -> dict[str, Any]:
     }
 
 
+def floor_metrics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The problems with a floor, whose ceilings set them, and per fraction of the floor (ours_of_floor,
+    eager_of_floor, compile_of_floor) its geomean over the problems that have it, with their count."""
+    summary: dict[str, Any] = {
+        "problems": sum(o.get("floor_ms") is not None for o in outcomes),
+        "sources": sorted({str(o["floor_source"]) for o in outcomes if o.get("floor_source")}),
+    }
+    for key in FRACTION_FIELDS:
+        values = [float(v) for o in outcomes if isinstance(v := o.get(key), (int, float)) and v > 0
+                  and math.isfinite(v)]
+        summary[key] = {"geomean": geomean(values), "problems": len(values)}
+    return summary
+
+
 def sample_metrics(outcomes: Sequence[Outcome]) -> dict[str, Any] | None:
     """pass@k over the problems' samples, and sample 0's figures; None when no problem has samples."""
     if not any(o.get("samples") for o in outcomes):
@@ -193,6 +211,7 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "holds_at_other_sizes": sum(is_correct(o) and (o.get("other_sizes") or {}).get("holds") is True
                                     for o in outcomes),
         "out_of_resource": out_of_resource_total(outcomes),
+        "floor": floor_metrics(outcomes),
     }
     for baseline, key in BASELINES.items():
         summary[baseline] = _speed(outcomes, key)

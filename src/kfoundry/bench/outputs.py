@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kfoundry.bench import floor
 from kfoundry.bench.results import ProblemResult
 from kfoundry.errors import UsageError
 
@@ -21,7 +22,7 @@ FORMAT = "kfoundry-bench/1"
 # new columns go at the end: readers that take columns by position keep working
 CSV_COLUMNS = ("number", "name", "status", "speedup_eager", "speedup_compile", "runtime_ms", "eager_ms",
                "compile_ms", "evaluations", "duration_s", "run_dir", "message", "compiled", "calls_pytorch",
-               "policy_warnings", "samples", "correct_samples", "best_sample", "out_of_resource")
+               "policy_warnings", "samples", "correct_samples", "best_sample", "out_of_resource", *floor.FIELDS)
 
 
 def _finite(value: Any) -> Any:

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from kfoundry.bench.floor import Floor, floor_fields
 from kfoundry.bench.metrics import compiled_from, pass_at_k
 
 # statuses beyond the evaluator's verdicts (kfoundry.types.STATUSES)
@@ -113,15 +114,28 @@ class ProblemResult(CandidateResult):
     other_sizes: dict[str, Any] | None = None
     # evaluations of the composer's and the tuner's candidates that failed "out of resource" (optimize method)
     out_of_resource: int | None = None
+    floor: Floor | None = None  # the problem's speed of light on the device (None on CPU, or without a cost)
 
     @property
     def holds_at_other_sizes(self) -> bool | None:
         return None if not self.correct or not self.other_sizes else self.other_sizes.get("holds")
 
+    def floor_record(self) -> dict[str, Any]:
+        """kfoundry.bench.floor.FIELDS: the floor, and the fraction of it our time (where correct), eager's and
+        torch.compile's reach."""
+        return floor_fields(self.floor, self.runtime_ms if self.correct else None, self.eager_ms, self.compile_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        del data["floor"]
+        data.update(self.floor_record())
+        return data
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProblemResult:
         result = super().from_dict(data)
         result.samples = [s if isinstance(s, SampleResult) else SampleResult.from_dict(s) for s in result.samples]
+        result.floor = Floor.from_fields(data)
         return result
 
     def choose_best_sample(self) -> None:

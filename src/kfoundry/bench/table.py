@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kfoundry.bench.figures import RECIPE, metric_rows, ms_text, samples_ok, speedup_text
+from kfoundry.bench.figures import (RECIPE, floor_text, metric_rows, ms_text, of_floor_text, samples_ok,
+                                     speedup_text)
 
 if TYPE_CHECKING:
     from kfoundry.bench.results import ProblemResult
@@ -39,8 +40,8 @@ def one_line(text: str) -> str:
 
 
 def columns(report: BenchReport) -> list[Column]:
-    """The table's columns but the message: samples only where a problem has several, the PyTorch mark only
-    where a problem passed calling PyTorch compute."""
+    """The table's columns but the message: samples only where a problem has several, the floor only where a
+    problem has one (a GPU run), the PyTorch mark only where a problem passed calling PyTorch compute."""
     chosen = [Column("#", lambda r: "" if r.number is None else str(r.number), right=True),
               Column("problem", lambda r: r.name), Column("status", lambda r: r.status),
               Column("compiled", lambda r: "yes" if r.compiled else "no")]
@@ -51,6 +52,9 @@ def columns(report: BenchReport) -> list[Column]:
                Column("ms", lambda r: ms_text(r.runtime_ms), right=True),
                Column("eager ms", lambda r: ms_text(r.eager_ms), right=True),
                Column("compile ms", lambda r: ms_text(r.compile_ms), right=True)]
+    if any(r.floor for r in report.results):  # a GPU run: each problem's speed of light (kfoundry.bench.floor)
+        chosen += [Column("floor ms", lambda r: floor_text(r.floor_record()), right=True),
+                   Column("ours/eager/compile of floor", lambda r: of_floor_text(r.floor_record()), right=True)]
     if any(r.other_sizes for r in report.results):
         chosen.append(Column("other sizes", other_sizes_text))
     if any(r.calls_pytorch for r in report.results):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kfoundry.types import DiagnosticFinding, Evaluation, SourceLocation
+from kfoundry.types import DiagnosticFinding, Evaluation, ProblemCost, SourceLocation
 
 # Hopper (sm_90) per-SM limits, for the occupancy estimate
 REGISTERS_PER_SM = 65536
@@ -140,6 +140,11 @@ def matching_rules(facts: PerfFacts) -> list[Rule]:
 
 
 # -- roofline --------------------------------------------------------------------------------------
+def moved_bytes(cost: ProblemCost) -> int:
+    """The bytes any kernel must move: inputs read and outputs written once, and the weights read once too."""
+    return cost.min_bytes + cost.parameter_bytes
+
+
 def compute_ceiling(peaks: dict[str, float], precision: str, achieved_tflops: float | None) -> tuple[str, float | None]:
     """The compute roof (key, TFLOP/s) for the evaluation's precision. FP32 means FMA without tensor
     cores, unless the kernel already runs faster than that, which only TF32 tensor cores can do."""
@@ -156,7 +161,7 @@ def roofline(evaluation: Evaluation) -> dict[str, Any] | None:
     if cost is None or facts is None or not runtime_ms:
         return None
     seconds = runtime_ms / 1e3
-    moved = cost.min_bytes + cost.parameter_bytes  # weights are read at least once too
+    moved = moved_bytes(cost)
     precision = evaluation.correctness.precision
     flops = cost.flops or None  # 0: the flop counter counts matmuls and convolutions, not pointwise ops
     achieved_tflops = flops / seconds / 1e12 if flops is not None else None

@@ -89,6 +89,20 @@ def _diagnosis(data: dict[str, Any]) -> dict[str, Any] | None:
             "findings": findings}
 
 
+def _floor_section(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The floor and, per time (the best's, eager's, torch.compile's), the ms and the fraction of the floor."""
+    from kfoundry.bench.figures import FLOOR_MEANING, FLOOR_NAMES, share_text
+
+    point = data["floor"]
+    if point is None:
+        return None
+    timing = ((data["best"] or {}).get("evaluation") or {}).get("timing") or {}
+    times = (timing.get("runtime_ms"), timing.get("eager_ms"), timing.get("compile_ms"))
+    rows = [(name, ms, share_text(point[key])) for (key, name), ms in zip(FLOOR_NAMES.items(), times, strict=True)]
+    return {"floor": point["floor"], "rows": rows, "ours": share_text(point["ours_of_floor"]),
+            "meaning": FLOOR_MEANING[0].upper() + FLOOR_MEANING[1:]}
+
+
 def _untimed_reason(data: dict[str, Any]) -> str:
     best = data["best"]
     timing = ((best or {}).get("evaluation") or {}).get("timing") or {}
@@ -128,6 +142,7 @@ def build_context(run_dir: str | Path) -> dict[str, Any]:
             "roofline": plots.roofline(data["roofline"], labels["device"]),
         },
         "diagnosis": _diagnosis(data),
+        "floor": _floor_section(data),
         "stop_reason": _stop_reason(data["events"]),
         "sections": SECTIONS,
         "explorer": explorer,

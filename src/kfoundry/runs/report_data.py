@@ -222,6 +222,20 @@ def _compute_roofline(evaluation: dict[str, Any]) -> dict[str, Any] | None:
     return roofline(rebuilt)
 
 
+def floor_point(evaluation: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The problem's floor (kfoundry.bench.floor: its speed of light on the device, from the best's evaluation)
+    as `floor`, and its fields (kfoundry.bench.floor.FIELDS: the fraction of it the best, eager and torch.compile
+    reach); None without a best, on a CPU, or without the problem's cost."""
+    from kfoundry.bench.floor import floor_fields, floor_of
+
+    floor = floor_of(evaluation)
+    if floor is None:
+        return None
+    timing = (evaluation or {}).get("timing") or {}
+    return {"floor": floor, **floor_fields(floor, timing.get("runtime_ms"), timing.get("eager_ms"),
+                                           timing.get("compile_ms"))}
+
+
 def labels(meta: dict[str, Any], evaluation: dict[str, Any] | None, result: dict[str, Any] | None) -> dict[str, str]:
     """How the run's figures were obtained."""
     evaluation = evaluation or {}
@@ -318,6 +332,7 @@ def gather(run_dir: str | Path) -> dict[str, Any]:
             "candidate": first_candidate, "evaluation_id": first_correct["evaluation_id"]},
         "lineage": lineage,
         "roofline": roofline_point(best_evaluation, best_diagnosis),
+        "floor": floor_point(best_evaluation),
         "labels": labels(meta, best_evaluation, result),
         "timed": any(e["speedup_eager"] is not None for e in correct),
         "islands": sorted({e["island"] for e in evaluations}),
