@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from tests.benchmarks.small_runs import check_runs_at_small_sizes
+
 REPO = Path(__file__).resolve().parent.parent.parent
 SUITE = REPO / "benchmarks" / "conv_suite"
 ISSUE_40 = range(14, 24)
@@ -48,16 +50,6 @@ def test_public_sizes_move_a_few_hundred_megabytes_to_gigabytes(number):
 
 @pytest.mark.parametrize("number", ISSUE_40)
 def test_the_problem_runs_at_small_sizes_and_is_deterministic(number):
-    from kfoundry.problem import build_model, init_inputs_of, load_problem_module, make_inputs, read_problem
-
     path = problems()[number]
     names = set(vars(load(path)))
-    module = load_problem_module(read_problem(path, {k: v for k, v in SMALL.items() if k in names}))
-    model = build_model(module.Model, init_inputs_of(module), 0, None, "cpu", False)
-    assert model.training  # as KernelBench runs it: the batch norms use batch statistics
-    inputs = make_inputs(module, 1, None, "cpu")
-    with torch.no_grad():
-        first, second = model(*inputs), model(*inputs)
-    assert isinstance(first, torch.Tensor) and torch.isfinite(first).all()
-    assert torch.equal(first, second)
-    assert module.__doc__ and len(module.__doc__.split()) > 8
+    check_runs_at_small_sizes(path, {k: v for k, v in SMALL.items() if k in names}, 8)

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+
+from tests.benchmarks.small_runs import check_runs_at_small_sizes
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SUITE = REPO / "benchmarks" / "network_suite"
@@ -30,18 +31,7 @@ def test_twelve_problems_each_with_small_sizes(run_script):
 
 @pytest.mark.parametrize("number", range(1, 13))
 def test_the_problem_runs_at_small_sizes_and_is_deterministic(run_script, number):
-    from kfoundry.problem import build_model, init_inputs_of, load_problem_module, make_inputs, read_problem
-
-    path = dict(run_script.problems())[number]
-    module = load_problem_module(read_problem(path, run_script.SMALL[number]))
-    model = build_model(module.Model, init_inputs_of(module), 0, None, "cpu", False)
-    assert model.training  # as KernelBench runs it
-    inputs = make_inputs(module, 1, None, "cpu")
-    with torch.no_grad():
-        first, second = model(*inputs), model(*inputs)
-    assert isinstance(first, torch.Tensor) and torch.isfinite(first).all()
-    assert torch.equal(first, second)
-    assert module.__doc__ and len(module.__doc__.split()) > 10
+    check_runs_at_small_sizes(dict(run_script.problems())[number], run_script.SMALL[number], 10)
 
 
 CANDIDATE = '''

@@ -767,11 +767,7 @@ class Evaluator:
     def complete(self, evaluation: Evaluation) -> bool:
         """Fill in the baselines a verdict was given without (waits for the baseline process); True if
         anything changed. Speedups against torch.compile of early verdicts come in this way."""
-        report = evaluation.timing
-        if not report.baselines_pending or report.candidate is None or self.prepared is None:
-            return False
-        self._attach_baselines(report, self.prepared.baselines or {})
-        return True
+        return bool(evaluation.timing.baselines_pending) and self.attach_baselines(evaluation)
 
     def time_baselines(self, names: list[str]) -> bool:
         """Time more baselines now, in a baseline process of their own (the problem's judge and its verdicts

@@ -58,8 +58,8 @@ class Optimization:
         self.quiet = quiet
         self.external_progress = progress  # a caller's line per phase (bench), beside the panel
         self.evaluations: dict[str, dict[str, Any]] = {}  # candidate id -> {evaluation, diagnosis}, as stored
-        self._incomplete: list[tuple[int, str, Any]] = []  # verdicts without every baseline yet
-        self._timed: dict[str, tuple[int, Any]] = {}  # candidate id -> (evaluation id, verdict) timed in this process
+        # candidate id -> (evaluation id, verdict) given in this process: baselines measured later join them
+        self._verdicts: dict[str, tuple[int, Any]] = {}
         self._stopping = False  # the search was interrupted: evaluations cut short stay unfinished, for --resume
         self._fault: EnvironmentFault | None = None  # the machine failed: nothing more is evaluated or recorded
         self.individuals: dict[str, Individual] = {}
@@ -205,10 +205,7 @@ class Optimization:
             evaluation = self._failed(exc, ind.source)
         self.store.finish_evaluation(eval_id, evaluation)
         self._save_elapsed()  # at every verdict, the first population's too (the loop records those all at once)
-        if evaluation.timing.baselines_pending:
-            self._incomplete.append((eval_id, ind.id, evaluation))
-        if evaluation.timing.candidate is not None:
-            self._timed[ind.id] = (eval_id, evaluation)
+        self._verdicts[ind.id] = (eval_id, evaluation)
         data = evaluation.to_dict()
         self.evaluations[ind.id] = {"evaluation": data, "diagnosis": data.get("diagnosis")}
         return outcome(evaluation, ind.source, ind.id)
@@ -326,7 +323,7 @@ class Optimization:
                         raise
                 # before the evaluator closes, which ends the baseline process: a fast search is often done
                 # before torch.compile's baseline is, and its verdicts would never get it
-                if self._incomplete:
+                if any(evaluation.timing.baselines_pending for _, evaluation in self._verdicts.values()):
                     self.view.status("reference: waiting for torch.compile's baseline")
                 self._complete_baselines()
                 self._graph_baseline()
@@ -381,20 +378,18 @@ class Optimization:
     def _complete_baselines(self) -> None:
         """Verdicts given before torch.compile's baseline was measured get its figures now."""
         complete = getattr(self.evaluator, "complete", None)
-        while complete is not None and self._incomplete:
-            eval_id, candidate_id, evaluation = self._incomplete.pop()
-            if complete(evaluation):
-                self.store.amend_timing(eval_id, evaluation)
-                self.evaluations[candidate_id]["evaluation"] = evaluation.to_dict()
+        if complete is not None:
+            self._amend_timings(complete)
 
     def _graph_baseline(self) -> None:
         """A best that replays its kernels from a CUDA graph is compared with torch.compile's mode that does
         too (reduce-overhead): timed now where the run's baselines did not include it, and the timed verdicts
         get its figure (the report and best.py say so)."""
         best = self.loop.best()
-        eval_id, evaluation = self._timed.get(best.id, (None, None)) if best is not None and best.ok else (None, None)
+        _, evaluation = self._verdicts.get(best.id, (None, None)) if best is not None and best.ok else (None, None)
         timing = getattr(self.evaluator, "time_baselines", None)
-        if evaluation is None or timing is None or not evaluation.guard.get("graph_replays") \
+        if evaluation is None or evaluation.timing.candidate is None or timing is None \
+                or not evaluation.guard.get("graph_replays") \
                 or GRAPH_BASELINE in evaluation.timing.baselines:
             return
         self.view.status(f"reference: timing torch.compile {GRAPH_BASELINE} (the best replays a CUDA graph)")
@@ -405,8 +400,12 @@ class Optimization:
             return
         if not measured:
             self.notes.append(f"torch.compile {GRAPH_BASELINE} could not be timed (see the baselines' errors)")
-        for candidate_id, (eval_id, evaluation) in self._timed.items():
-            if self.evaluator.attach_baselines(evaluation):
+        self._amend_timings(self.evaluator.attach_baselines)
+
+    def _amend_timings(self, attach) -> None:
+        """Every verdict `attach` gave baselines to (True) is stored again with them."""
+        for candidate_id, (eval_id, evaluation) in self._verdicts.items():
+            if attach(evaluation):
                 self.store.amend_timing(eval_id, evaluation)
                 self.evaluations[candidate_id]["evaluation"] = evaluation.to_dict()
 

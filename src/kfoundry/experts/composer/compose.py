@@ -182,7 +182,7 @@ def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int
              device: DeviceFacts | DeviceLimits | None = None) -> list[dict[str, dict]]:
     """Up to `limit` distinct choices of one configuration per kernel: the i-th of each kernel's list."""
     users = the_plan.graph.users()
-    lists = {g.name: group_configs(g, precision, tolerance, device, normalised=g.anchor is not None and
+    lists = {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and
                                    normalised(the_plan.graph, g.anchor.out, users)) for g in the_plan.groups}
     longest = max((len(v) for v in lists.values()), default=0)
     out: list[dict[str, dict]] = []
