@@ -20,7 +20,15 @@ from typing import Any, Iterator
 from kfoundry.experts.composer.ir.builder import GraphBuilder
 from kfoundry.experts.composer.ir.graph import INDEX, POINTWISE, Graph, Op, Value, dead_code_eliminated, flat_values
 from kfoundry.experts.composer.plan.fusion import substituted
-from kfoundry.experts.composer.plan.rolling import MOVING, _collect, _loops, _Matcher, _Mismatch
+from kfoundry.experts.composer.plan.rolling import (
+    MOVING,
+    _collect,
+    _get,
+    _loops,
+    _Matcher,
+    _Mismatch,
+    follow_length,
+)
 
 ACTIVATIONS = {"tanh": "RNN_TANH", "relu": "RNN_RELU"}
 BATCHED_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin"})
@@ -129,10 +137,7 @@ class _Fission:
             if seq in self.local or seq.shape[self.time] != self.m.count:
                 raise NotRecurrence("a walk along something other than a whole sequence")
         k, where = next(iter(self.state_at))
-        node: Any = self.body[k].args
-        for key in where[1:]:
-            node = node[key]
-        self.init: Value = node
+        self.init: Value = _get(self.body[k], where)
 
     def _depend(self) -> None:
         self.dep: list[int] = []
@@ -143,9 +148,7 @@ class _Fission:
                     d = max(d, STATE)
                 elif v in self.local:
                     d = max(d, self.dep[self.local[v]])
-            moving = MOVING.get(op.name, ())
-            if any(self.m.roles.get((k, ("attrs", a)), ("",))[0] == "moves" and
-                   self.m.roles[(k, ("attrs", a))][2] != 0 for a in moving):
+            if any(self._moves(k, attr) for attr in MOVING.get(op.name, ())):
                 d = max(d, STEP)
             self.dep.append(d)
 
@@ -234,7 +237,7 @@ class _Fission:
 
     def _batch(self, op: Op) -> None:
         """The op over every step: its time dim at `time` like every value it reads that varies by step."""
-        if op.name == "select" and op.out in self.local and self._moves(op):
+        if op.name == "select" and op.out in self.local and self._moves(self.local[op.out], "index"):
             self.sequence = op.args[0]
             self.batched[op.out] = op.args[0]
             return
@@ -257,8 +260,9 @@ class _Fission:
         else:
             raise NotRecurrence(f"{op.name} over every step")
 
-    def _moves(self, op: Op) -> bool:
-        role = self.m.roles.get((self.local[op.out], ("attrs", "index")))
+    def _moves(self, k: int, attr: str) -> bool:
+        """Whether the body's op k reads the step through `attr` (an index that moves from step to step)."""
+        role = self.m.roles.get((k, ("attrs", attr)))
         return role is not None and role[0] == "moves" and role[2] != 0
 
     def _recurrence(self) -> Value:
@@ -300,25 +304,16 @@ class _Fission:
                 raise NotRecurrence("a stack of the steps' values that is not the sequence's order")
             replace[slot.collected] = self.batched[slot.value]
         last = -1 if not self.reverse else 0
-        for op in after:
-            if op in dropped:
-                continue
-            for _, v in _values(op):
-                if v in m.where and v not in replace:
-                    replace[v] = self._last_step(v, last)
-        outputs = [self._last_step(v, last) if v in m.where else v for v in graph.outputs]
-        rewired = []
-        for op in after:
-            if op in dropped:
-                continue
+        rewired = [op for op in after if op not in dropped]
+        for v in [v for op in rewired for _, v in _values(op)] + list(graph.outputs):
+            if v in m.where and v not in replace:  # a step's value read after the loop: the last step's
+                replace[v] = self._last_step(v, last)
+        for op in rewired:
             op.args = substituted(op.args, replace)
             op.attrs = {key: substituted(v, replace) for key, v in op.attrs.items()}
-            rewired.append(op)
-        outputs = [replace.get(v, v) for v in outputs]
-        if self.sequence is not None:  # the steps follow the sequence's length: its size is no longer assumed
-            for op in graph.ops:
-                if op.name == "sym_size" and op.args[0] is self.sequence and op.attrs["dim"] == self.time:
-                    op.out.assumed = False
+        outputs = [replace.get(v, v) for v in graph.outputs]
+        if self.sequence is not None:  # the recurrence runs for the sequence's length, whatever it is
+            follow_length(graph.ops, self.sequence, self.time)
         ops = graph.ops[:m.start] + kept + self.b.graph.ops + rewired
         return dead_code_eliminated(Graph(list(graph.inputs), dict(graph.params), ops, outputs, graph.output_kind))
 

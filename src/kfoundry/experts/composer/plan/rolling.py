@@ -474,11 +474,17 @@ def _along(loop: Loop, body: list[Op], graph: Graph) -> tuple[Value, int] | None
         dim = op.attrs["dim"] % x.rank
         if x.shape[dim] == loop.count and ((step.start, step.stride) == (0, 1)
                                            or (step.start, step.stride) == (loop.count - 1, -1)):
-            for other in graph.ops:  # the trace took that size as a constant: it no longer needs to be
-                if other.name == "sym_size" and other.args[0] is x and other.attrs["dim"] % x.rank == dim:
-                    other.out.assumed = False
+            follow_length(graph.ops, x, dim)
             return x, dim
     return None
+
+
+def follow_length(ops: list[Op], x: Value, dim: int) -> None:
+    """The trace took x's size along dim as a constant; a loop that walks that dim to its end no longer needs it
+    to be one: the size queries of it are no longer assumed."""
+    for op in ops:
+        if op.name == "sym_size" and op.args[0] is x and op.attrs["dim"] % x.rank == dim:
+            op.out.assumed = False
 
 
 def _stand_in(v: Value, crossing: set[Value], aliases: dict[Value, Value], last: dict[Value, Value]) -> Value:
