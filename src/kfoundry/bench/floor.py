@@ -5,7 +5,7 @@ speed of light).
 The floor is the larger of the bytes the problem must move at the memory bandwidth and its FLOPs at the fastest
 compute roof that honours the precision: fp32 by FP32 FMAs or by three TF32 products per FLOP (3xTF32: a high
 and a low part of each operand, on tensor cores), and by plain TF32 only where the tolerance admits TF32's error
-(kfoundry.diagnose.performance.TF32_MIN_TOLERANCE); fp16 and bf16 by their tensor-core peak. FLOPs and bytes are
+(kfoundry.problem.TF32_MIN_TOLERANCE); fp16 and bf16 by their tensor-core peak. FLOPs and bytes are
 the roofline's (kfoundry.diagnose.performance): the flop counter counts matmuls and convolutions only, so a
 problem without them is bound by its bytes.
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kfoundry.evaluate.device_facts import datasheet_for
+from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import ProblemCost
 
 MEMORY = "memory"
@@ -98,8 +99,6 @@ def ceilings(facts: Mapping[str, Any] | None) -> Ceilings | None:
 
 def compute_roofs(precision: str, tolerance: float | None, peaks: Mapping[str, float]) -> dict[str, float]:
     """The compute roofs that honour `precision` at `tolerance`: name -> the problem's TFLOP/s on it."""
-    from kfoundry.diagnose.performance import TF32_MIN_TOLERANCE  # kfoundry.diagnose imports torch: here only
-
     roofs: dict[str, float] = {}
     if precision == "fp32":
         if _positive(peaks.get("fp32")):

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DiagnosticFinding, Evaluation, ProblemCost, SourceLocation
 
 # Hopper (sm_90) per-SM limits, for the occupancy estimate
@@ -27,7 +28,6 @@ LAUNCH_US = 5.0  # typical cost of one launch from Python (host path plus GPU la
 NEAR_ROOFLINE = 0.8
 FAR_BELOW = 0.1  # below this fraction of both roofs: latency-bound
 LOW_OCCUPANCY = 0.25
-TF32_MIN_TOLERANCE = 5e-3  # TF32 inputs carry ~1e-3 relative error: tighter tolerances reject it
 FOREIGN_SHARE = 0.1  # kernels that are not the candidate's: flag above this share of GPU time
 
 

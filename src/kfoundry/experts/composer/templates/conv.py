@@ -38,12 +38,12 @@ from kfoundry.experts.composer.emit.kernel import (
 )
 from kfoundry.experts.composer.ir.graph import number
 from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
     HALF,
-    TF32_TOLERANCE,
     TILE_MASKS,
     TILE_REDUCTION_CONFIGS,
     TILE_ZEROS,
@@ -133,7 +133,7 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
 
 def _accurate_first(configs: list[dict], tolerance: float | None) -> list[dict]:
     """The TF32x3 (and IEEE) tiles first, with the two leading fast tiles again at TF32x3, then the rest."""
-    if tolerance is not None and tolerance >= TF32_TOLERANCE:
+    if tolerance is not None and tolerance >= TF32_MIN_TOLERANCE:
         return configs
     fast = [c for c in configs if c["precision"] in ("tf32", HALF)]
     lead = [c for c in configs if c["precision"] in ("tf32x3", "ieee")] + \

@@ -26,6 +26,7 @@ from kfoundry.experts.composer.emit.kernel import (
 from kfoundry.experts.composer.ir.graph import Value, category
 from kfoundry.experts.composer.plan.fusion import Group
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
+from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
 
 BASE_CONFIGS = [
@@ -37,9 +38,6 @@ BASE_CONFIGS = [
 ]
 
 
-TF32_TOLERANCE = 5e-3  # a tolerance TF32's error passes
-
-
 def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = False) -> list[str]:
     """fp32 dot precisions to try, the first for the first variant (after SPLIT_CONFIGS where a GEMM takes
     them). TF32x3 first: three TF32 products on the tensor cores, close to fp32 accuracy, where IEEE dots run
@@ -49,7 +47,7 @@ def dot_precisions(precision: str, tolerance: float | None, tf32_fair: bool = Fa
     if precision != "fp32":
         return ["default"]
     out = ["tf32x3"]
-    if tf32_fair or (tolerance is not None and tolerance >= TF32_TOLERANCE):
+    if tf32_fair or (tolerance is not None and tolerance >= TF32_MIN_TOLERANCE):
         out.append("tf32")
     out.append("ieee")
     return out
