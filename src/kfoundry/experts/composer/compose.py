@@ -17,6 +17,7 @@ from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_g
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups
 from kfoundry.experts.composer.plan.amplification import normalised
+from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.recurrence import with_recurrences
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
 from kfoundry.experts.composer.read.lower_aten import read_aten_graph
@@ -30,10 +31,10 @@ from kfoundry.experts.composer.read.trace import (
     trace_dispatch,
     trace_fx,
 )
-from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, recurrent, reduction, scan
+from kfoundry.experts.composer.templates import conv, gemm, moments, pointwise, pool, recurrent, reduction, scan
 from kfoundry.experts.composer.templates.device_limits import DeviceFacts, DeviceLimits
 
-KIND_ORDER = ("recurrent", "gemm", "conv", "pool", "scan", "row", "pointwise")
+KIND_ORDER = ("recurrent", "gemm", "conv", "pool", "scan", "row", "moments", "pointwise")
 UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it
 
 
@@ -147,6 +148,8 @@ def group_configs(group: Group, precision: str, tolerance: float | None,
         return scan.configs(group, device)
     if group.kind == "recurrent":
         return recurrent.configs(group, precision, tolerance, device)
+    if group.kind == "moments":
+        return moments.configs(group, device)
     return pointwise.configs(group, device)
 
 
@@ -299,19 +302,25 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     if not the_plan.groups:
         return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
                              captured.notes)
-    lead = dominant(the_plan.groups)
+    # a convolution followed by a norm: its variants gathering the norm's moments in the conv epilogue, and
+    # the plain ones, in turn
+    plans = [p for p in (with_conv_statistics(the_plan), the_plan) if p is not None]
     candidates: list[ComposedCandidate] = []
     failures: list[str] = []
-    title = (f"Composed by Kernel Foundry's template composer for {name} ({captured.tracer} trace): "
-             f"{describe_plan(the_plan)}.")
-    for choice, graphed in _with_graph(the_plan, init, variants(the_plan, precision, tolerance, max_variants, device),
-                                       max_variants):
-        source = generate(the_plan, init, choice, sample.model, _wrap_doc(title), graphed=graphed)
+    for plan_, choice, graphed in _in_turn(
+            [[(p, choice, graphed) for choice, graphed in
+              _with_graph(p, init, variants(p, precision, tolerance, max_variants, device), max_variants)]
+             for p in plans], max_variants):
+        title = (f"Composed by Kernel Foundry's template composer for {name} ({captured.tracer} trace): "
+                 f"{describe_plan(plan_)}.")
+        source = generate(plan_, init, choice, sample.model, _wrap_doc(title), graphed=graphed)
         problem = _self_check(source)
         if problem:
             failures.append(problem)
             continue
-        label = variant_name(lead, choice[lead.name], len(the_plan.groups)) + ("_graph" if graphed else "")
+        lead = dominant(plan_.groups)
+        label = variant_name(lead, choice[lead.name], len(plan_.groups)) + \
+            ("_moments" if plan_ is not the_plan else "") + ("_graph" if graphed else "")
         while any(c.name == label for c in candidates):
             label += "_v"
         candidates.append(ComposedCandidate(label, source, choice))
@@ -319,7 +328,8 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
         return ComposeResult([], ["composer self-check"], f"Nothing composed for {name}: {failures[0]}",
                              captured.notes)
     message = (f"Composed {len(candidates)} variant(s) of {len(the_plan.groups)} kernel(s) for {name}: "
-               f"{describe_plan(the_plan)}.")
+               f"{describe_plan(the_plan)}" +
+               "".join(f"; or {len(p.groups)} kernel(s): {describe_plan(p)}" for p in plans if p is not the_plan) + ".")
     return ComposeResult(candidates, [], message, captured.notes + failures)
 
 
@@ -333,6 +343,12 @@ def _with_graph(the_plan: Plan, init: InitParts, choices: list[dict], limit: int
     if not choices or not many or not can_graph(init.forward_signature, init.forward_args):
         return plain
     return (plain[:1] + [(choices[0], True)] + plain[1:])[:limit]
+
+
+def _in_turn(lists: list[list], limit: int) -> list:
+    """The first of each list, then the second of each, and so on, up to `limit` items."""
+    out = [item for row in itertools.zip_longest(*lists) for item in row if item is not None]
+    return out[:limit]
 
 
 def _wrap_doc(text: str, width: int = 110) -> str:

@@ -10,7 +10,8 @@ import pytest
 
 from kfoundry.evaluate.device_facts import target_facts
 from kfoundry.experts.composer.compose import compose
-from kfoundry.experts.composer.templates import conv, device_limits, gemm, pointwise, pool, recurrent, reduction, scan
+from kfoundry.experts.composer.templates import (conv, device_limits, gemm, moments, pointwise, pool, recurrent,
+                                                  reduction, scan)
 from kfoundry.experts.composer.templates.device_limits import (
     DEFAULT_LIMITS,
     RESERVE,
@@ -28,7 +29,7 @@ from kfoundry.types import DeviceFacts
 
 ROOT = Path(__file__).resolve().parents[4]
 COMPOSE = sys.modules["kfoundry.experts.composer.compose"]
-TEMPLATES = (conv, gemm, pointwise, pool, recurrent, reduction, scan)
+TEMPLATES = (conv, gemm, moments, pointwise, pool, recurrent, reduction, scan)
 H200, H100, A100, RTX4090 = (target_facts(n) for n in ("H200", "H100", "A100", "RTX 4090"))
 H200_LIMIT = 232448  # "Hardware limit" in Triton's message on the H200
 

@@ -21,13 +21,14 @@ from kfoundry.experts.composer.ir.graph import SYM, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, Rolled
 from kfoundry.experts.composer.read.model_init import InitParts
-from kfoundry.experts.composer.templates import conv, gemm, pointwise, pool, recurrent, reduction, scan
+from kfoundry.experts.composer.templates import conv, gemm, moments, pointwise, pool, recurrent, reduction, scan
 
 TEMPLATES = {
     "pointwise": pointwise.pointwise_kernel,
     "row": reduction.row_kernel,
     "gemm": gemm.gemm_kernel,
     "conv": conv.conv_kernel,
+    "moments": moments.moments_kernel,
     "pool": pool.pool_kernel,
     "scan": scan.scan_kernel,
     "recurrent": recurrent.recurrent_kernel,

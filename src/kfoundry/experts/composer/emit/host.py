@@ -73,6 +73,9 @@ class HostContext:
         self.names: dict[Value, str] = {}
         self._taken: set[str] = set(RESERVED)
         self.allocated: set[Value] = set()
+        # plan/conv_statistics.Statistics -> templates/moments.Partials: the partial moments a convolution's
+        # kernel wrote, for the moments kernel after it
+        self.partials: dict = {}
         self._formulas: dict[Value, list[str]] = {}
         # a part of a concatenation its kernel writes in place -> (the concatenation, the parts before it)
         self.placements: dict[Value, tuple[Value, list[Value]]] = {}

@@ -67,6 +67,9 @@ class Group:
     name: str = ""
     prologue: Group | None = None  # a pointwise group computed on the anchor's input as it is read (pool, scan)
     shaped: Value | None = None  # a value whose shape is the space (at every size)
+    # a conv's: plan/conv_statistics.Statistics, the norm's moments its epilogue gathers (Any: that module
+    # builds on this one)
+    statistics: Any = None
 
     @property
     def moves(self) -> bool:
@@ -141,6 +144,10 @@ def describe_groups(groups: list[Group]) -> str:
             text = " ".join(flags + [g.anchor.name]) + (f" with {', '.join(ops)} fused" if ops else "")
             if g.prologue is not None:
                 text = f"{', '.join(op.name for op in g.prologue.ops)} fused into " + text
+            if g.statistics is not None:
+                text += " gathering the norm's moments"
+        elif g.kind == "moments":
+            text = "moments kernel (" + ", ".join(op.out.name for op in [g.anchor, *g.statistics.variances]) + ")"
         elif g.kind == "row":
             text = f"row kernel ({', '.join(dict.fromkeys(ops))})"
         else:

@@ -41,6 +41,7 @@ from kfoundry.experts.composer.plan.fusion import Group
 from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
+from kfoundry.experts.composer.templates.moments import Partials
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
     HALF,
@@ -208,18 +209,38 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     # the phase loop's rows: (sample, output position // stride); one grid column per (group, phase)
     row_sizes = [sizes[0], sizes[1]] + [f"triton.cdiv({sizes[2 + d]}, {strides[d]})" if phases else sizes[2 + d]
                                         for d in range(nd)]
-    m_total_host = product([row_sizes[0]] + [row_sizes[2 + d] for d in range(nd)])
-    m_total = kw.arg("M", m_total_host)
+    statistics = group.statistics
+    positions_host = product([row_sizes[2 + d] for d in range(nd)])
+    if statistics is None:
+        m_total_host = product([row_sizes[0]] + [row_sizes[2 + d] for d in range(nd)])
+        m_total = kw.arg("M", m_total_host)
+    else:  # each sample's rows padded to whole tiles: a tile's moments are one sample's
+        tiles_host = host.fresh(f"{group.name}_tiles")
+        lines.append(f"        {tiles_host} = triton.cdiv({positions_host}, {config['BM']})")
+        m_total_host = f'{row_sizes[0]} * {tiles_host} * META["BM"]'
+        samples, tiles = kw.arg("n_samples", row_sizes[0]), kw.arg("tiles", tiles_host)
+        m_total = kw.local("rows_total")
     tile_constexprs(kw, config, xn, cout_group_host)
+    if statistics is not None:
+        kw.line(f"{m_total} = {samples} * {tiles} * BM")
     grouped_tiles(kw, m_total, cout_group)
     n_phases = math.prod(strides) if phases else 1
     kw.line(f"pid_g = tl.program_id(1){f' // {n_phases}' if n_phases > 1 else ''}")
     kw.line("# rows: (sample, output position); columns: output channels of this group")
-    spatial_entries = [[0]] + [[2 + d] for d in range(nd)]
-    coords = unravel(kw, "rm", spatial_entries, row_sizes, "q" if phases else "o")
-    sample, positions = coords[0], coords[1:]
-    kw.line(f"oc = pid_g * {cout_group} + rn")
-    kw.line(f"m_in = rm < {m_total}")
+    prefix = "q" if phases else "o"
+    if statistics is None:
+        coords = unravel(kw, "rm", [[0]] + [[2 + d] for d in range(nd)], row_sizes, prefix)
+        sample, positions = coords[0], coords[1:]
+        kw.line(f"oc = pid_g * {cout_group} + rn")
+        kw.line(f"m_in = rm < {m_total}")
+    else:
+        padded, position, sample = kw.local("padded"), kw.local("position"), kw.local(f"{prefix}0")
+        kw.line(f"{padded} = {tiles} * BM")
+        kw.line(f"{sample} = rm // {padded}")
+        kw.line(f"{position} = rm % {padded}")
+        positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
+        kw.line(f"oc = pid_g * {cout_group} + rn")
+        kw.line(f"m_in = (rm < {m_total}) & ({position} < {kw.arg('positions', positions_host)})")
     kw.line(f"n_in = rn < {cout_group}")
     phase_of: list[str] = []
     if phases:
@@ -260,11 +281,38 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     emitter = Emitter(kw, host, group, access)
     emitter.bind(out, "acc", {"m", "n"})
     epilogue(emitter, access, group, 1, cout_group)
+    if statistics is not None:
+        _gather_moments(kw, host, lines, emitter, statistics,
+                        Partials(host.fresh(f"{group.name}_moments"), row_sizes[0], tiles_host, n_phases, sizes[1]))
     tiles = tile_grid(m_total_host, cout_group_host, config)
     columns = product([groups, str(n_phases)])
     lines.append(kw.launch(f"lambda META: ({tiles}, {columns})",
                            {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
+
+
+def _gather_moments(kw: KernelWriter, host: HostContext, lines: list[str], emitter: Emitter, statistics,
+                    partials: Partials) -> None:
+    """The epilogue's part of the norm after the convolution (plan/conv_statistics.py): per output channel, the
+    count of this tile's rows, their mean and the sum of their squared deviations from it, at the slot
+    (sample, tile, phase, channel) of the partial moments (the tile's pid_m is sample * tiles + tile)."""
+    value = emitter.env[statistics.source]
+    host.partials[statistics] = partials
+    lines.append(f"        {partials.buffer} = torch.empty(({partials.samples} * {partials.tiles} * {partials.phases}"
+                 f" * {partials.channels}, 3), device={host.device()}, dtype=torch.float32)")
+    part = kw.arg("moments_ptr", partials.buffer)
+    count, mean, deviation, squares, slot = (kw.local(n) for n in ("tile_count", "tile_mean", "tile_dev",
+                                                                     "tile_m2", "slot"))
+    kw.line("# the norm's moments of this tile per output channel: count, mean, squared deviations from it")
+    kw.line(f"{count} = tl.sum(m_in.to(tl.float32), axis=0)")
+    kw.line(f"{mean} = tl.sum(tl.where(m_ok, {value}, 0.0), axis=0) / tl.maximum({count}, 1.0)")
+    kw.line(f"{deviation} = tl.where(m_ok, {value} - {mean}[None, :], 0.0)")
+    kw.line(f"{squares} = tl.sum({deviation} * {deviation}, axis=0)")
+    phase = f" * {partials.phases} + phase" if partials.phases > 1 else ""
+    kw.line(f"{slot} = ((pid_m{phase}) * {kw.arg('channels', partials.channels)} + oc) * 3")
+    kw.line(f"tl.store({part} + {slot}, {count} + 0.0 * {mean}, mask=n_in)")
+    kw.line(f"tl.store({part} + {slot} + 1, {mean}, mask=n_in)")
+    kw.line(f"tl.store({part} + {slot} + 2, {squares}, mask=n_in)")
 
 
 def _direct_loop(kw: KernelWriter, host: HostContext, group: Group, config: dict, sample: str, positions: list[str],

@@ -1,0 +1,145 @@
+"""A normalisation's statistics gathered in the epilogue of the convolution it follows.
+
+A GroupNorm, InstanceNorm, LayerNorm or BatchNorm (training mode) after a convolution is a row kernel that reads
+the conv output for its mean and variance, then again (or from registers) to normalise it. Here the convolution's
+epilogue gathers them instead: each tile writes, per output channel, the count, mean and sum of squared
+deviations of its rows, and a small kernel (templates/moments.py) combines those partial moments per row of the
+norm by Chan's formula, which keeps the variance as exact as two passes would. The row kernel is left with the
+pointwise normalisation: one read of the conv output instead of two.
+
+A row of the norm must be a set of whole channels of one sample (GroupNorm: Cg consecutive channels of a sample;
+InstanceNorm: one; LayerNorm over (C, *spatial): all of them) or one channel of every sample (BatchNorm): the
+partial moments are then per (sample, tile of positions, channel), and the tiles of the conv never straddle two
+samples (templates/conv.py pads each sample's rows to whole tiles).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+from kfoundry.experts.composer.ir.graph import Op, Value, category
+from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan, leaf_map_for, name_groups
+from kfoundry.experts.composer.templates.row_passes import deviation_partner
+
+
+@dataclass(eq=False)
+class Statistics:
+    """What a convolution's epilogue gathers for the norm after it, and the kernel that finishes them."""
+
+    source: Value  # the conv group's export the norm reads (through views)
+    mean: Op  # the norm's mean of it
+    variances: list[Op]  # its means of squared deviations from that mean
+    channels_per_row: int  # Cg: consecutive channels that make one row of the norm
+    per_sample: bool  # rows (sample, channel group); else (channel group) over every sample (BatchNorm)
+
+
+def with_conv_statistics(plan: Plan) -> Plan | None:
+    """The plan with each convolution followed by a norm gathering the norm's statistics in its epilogue; None
+    where no convolution is followed that way (or the plan has rolled loops). The given plan is left as it is."""
+    if plan.loops:
+        return None
+    steps = list(plan.steps)
+    found = False
+    for conv in [g for g in plan.groups if g.kind == "conv" and not g.reduced and g.prologue is None]:
+        for row in [g for g in plan.groups if g.kind == "row" and g.index > conv.index]:
+            statistics = _statistics(plan, conv, row)
+            if statistics is None:
+                continue
+            fused_conv = copy.copy(conv)
+            fused_conv.statistics = statistics
+            fused_row = _without_statistics(row, statistics)
+            finish = Group("moments", 0, tuple(statistics.mean.out.shape), anchor=statistics.mean,
+                           exports=[statistics.mean.out] + [v.out for v in statistics.variances],
+                           shaped=statistics.mean.out, statistics=statistics)
+            at = steps.index(conv)
+            steps[at] = fused_conv
+            steps.insert(at + 1, finish)
+            steps[steps.index(row)] = fused_row
+            found = True
+            break
+    if not found:
+        return None
+    for index, step in enumerate(steps):
+        step.index = index if isinstance(step, (Group, HostStep)) else step.index
+    name_groups(steps)
+    return Plan(plan.graph, steps, plan.loops)
+
+
+def _root(value: Value) -> Value:
+    """The value a chain of views shows."""
+    while value.producer is not None and category(value.producer.name) == "view":
+        value = value.producer.args[0]
+    return value
+
+
+def _statistics(plan: Plan, conv: Group, row: Group) -> Statistics | None:
+    reductions = [op for op in row.ops if category(op.name) == "reduction"]
+    means = [op for op in reductions if op.name == "mean" and not op.attrs.get("correction")]
+    for mean in means:
+        x = mean.args[0]
+        if x in row.vmap or _root(x) not in conv.exports or not x.is_float:
+            continue
+        variances = [op for op in reductions if op is not mean and deviation_partner(op, [mean], row.vmap)]
+        if len(variances) + 1 != len(reductions):
+            continue  # another reduction in the row kernel: it keeps its own pass
+        if any(v in row.exports or v in plan.graph.outputs for v in [mean.out] + [op.out for op in variances]):
+            continue
+        source = _root(x)
+        if conv.vmap.get(source) != tuple(None if s == 1 else i for i, s in enumerate(source.shape)) or \
+                source.shape != conv.space or row.leaf_map(mean, 0) != tuple(
+                    None if s == 1 else i for i, s in enumerate(x.shape)):
+            continue
+        rows = _rows(source, x, row)
+        if rows is not None:
+            return Statistics(source, mean, variances, *rows)
+    return None
+
+
+def _rows(source: Value, x: Value, row: Group) -> tuple[int, bool] | None:
+    """(channels per row, per sample) when each row of the norm over `x` (a view of the conv output `source`,
+    shaped (N, C, *spatial)) is whole channels of one sample, or one channel of every sample; else None."""
+    reduced = {d for d in row.reduced if row.space[d] != 1}
+    outer = [d for d in range(len(row.space)) if d not in reduced and row.space[d] != 1]
+    n, c = int(source.shape[0]), int(source.shape[1])
+    positions = math.prod(int(s) for s in source.shape[2:])
+    if x.shape == source.shape and outer == [1]:  # BatchNorm: one channel over every sample and position
+        return 1, False
+    if not reduced or outer and max(outer) > min(reduced):
+        return None  # the rows must be runs of the flat conv output: x's reduced dims after its others
+    columns = math.prod(int(s) for s in x.shape[max(outer) + 1:]) if outer else n * c * positions
+    if positions == 0 or columns % positions or c % (columns // positions) or n * c * positions % columns:
+        return None
+    return columns // positions, True
+
+
+def _without_statistics(row: Group, statistics: Statistics) -> Group:
+    """The row kernel with the mean and variances read from memory (the moments kernel's): a pointwise kernel when
+    no reduction is left; the ops only the variances needed are gone."""
+    gathered = {statistics.mean, *statistics.variances}
+    read = {op.out for op in gathered}
+    needed: set[Op] = set()
+    pending = [v for v in row.exports]
+    while pending:
+        v = pending.pop()
+        op = v.producer
+        if v in read or op is None or v not in row.vmap or op in needed:
+            continue
+        needed.add(op)
+        pending += [a for a in op.inputs if a in row.vmap]
+    out = Group("pointwise", row.index, row.space, shaped=row.shaped, name=row.name)
+    for op in row.ops:
+        if op not in needed:
+            continue
+        out.ops.append(op)
+        out.vmap[op.out] = row.vmap[op.out]
+        for position, arg in enumerate(op.args):
+            if not (isinstance(arg, Value) and arg.is_tensor):
+                continue
+            if arg in read:
+                out.leaf_maps[(id(op), position)] = leaf_map_for(arg, op.out, row.vmap[op.out])
+            elif (id(op), position) in row.leaf_maps:
+                out.leaf_maps[(id(op), position)] = row.leaf_maps[(id(op), position)]
+    out.exports = list(row.exports)
+    return out

@@ -1,0 +1,90 @@
+"""The moments kernel: a norm's mean and variances from the partial moments a convolution's epilogue gathered
+(plan/conv_statistics.py).
+
+Each entry of the partials is (count, mean, sum of squared deviations from that mean) of one output channel over
+one tile of one sample's positions (and one output phase of a transposed convolution). One program per row of
+the norm combines its entries by Chan's formula: mean = sum(n_i * m_i) / n, and the squared deviations
+M2 = sum(M2_i + n_i * (m_i - mean)^2), as exact as a second pass over the conv output would be.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kfoundry.experts.composer.emit.host import HostContext
+from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
+from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
+from kfoundry.types import DeviceFacts
+
+CONFIGS = [{"BLOCK": 512, "num_warps": 4}, {"BLOCK": 128, "num_warps": 2}]
+
+
+@dataclass(frozen=True)
+class Partials:
+    """Host names of a convolution's partial moments: the (samples * tiles * phases * channels, 3) buffer and
+    the expressions of its sizes."""
+
+    buffer: str
+    samples: str
+    tiles: str
+    phases: int
+    channels: str
+
+
+def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
+    return fit_configs([dict(c) for c in CONFIGS], lambda c: tile_need(c["BLOCK"], num_warps=c["num_warps"]), device)
+
+
+def moments_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    statistics = group.statistics
+    partials: Partials = host.partials[statistics]
+    kw = KernelWriter(f"_{group.name}_kernel")
+    lines = allocate(host, group.exports)
+    part = kw.arg("moments_ptr", partials.buffer)
+    mean_out = statistics.mean.out
+    rows_host = f"{host.name(mean_out)}.numel()"
+    cg = kw.arg("channels_per_row", str(statistics.channels_per_row))
+    channels = kw.arg("channels", partials.channels)
+    span = kw.arg("span", f"{partials.tiles} * {partials.phases}")  # entries of one channel of one sample
+    block = kw.constexpr("BLOCK", str(config["BLOCK"]))
+    kw.line("r = tl.program_id(0)")
+    if statistics.per_sample:
+        kw.line(f"rows_per_sample = {channels} // {cg}")
+        kw.line("n0 = r // rows_per_sample")
+        kw.line(f"c0 = (r % rows_per_sample) * {cg}")
+        kw.line(f"entries = {span} * {cg}")
+    else:  # one row per channel group, over every sample
+        kw.line("n0 = 0")
+        kw.line(f"c0 = r * {cg}")
+        kw.line(f"entries = {kw.arg('n_samples', partials.samples)} * {span} * {cg}")
+    kw.line(f"lanes = tl.arange(0, {block})")
+
+    def entry_loop(body: list[str]) -> None:
+        kw.line(f"for e0 in range(0, entries, {block}):")
+        kw.indent += 1
+        kw.line("e = e0 + lanes")
+        kw.line("ok = e < entries")
+        kw.line(f"rest = e // {cg}")
+        kw.line(f"slot = (((n0 + rest // {span}) * {span} + rest % {span}) * {channels} + c0 + e % {cg}) * 3")
+        kw.line(f"cnt = tl.load({part} + slot, mask=ok, other=0.0)")
+        kw.line(f"mu = tl.load({part} + slot + 1, mask=ok, other=0.0)")
+        for line in body:
+            kw.line(line)
+        kw.indent -= 1
+
+    kw.line(f"acc_n = tl.zeros(({block},), tl.float32)")
+    kw.line(f"acc_s = tl.zeros(({block},), tl.float32)")
+    entry_loop(["acc_n += cnt", "acc_s += cnt * mu"])
+    kw.line("total = tl.sum(acc_n, axis=0)")
+    kw.line("mean = tl.sum(acc_s, axis=0) / total")
+    kw.line(f"acc_q = tl.zeros(({block},), tl.float32)")
+    entry_loop([f"acc_q += tl.load({part} + slot + 2, mask=ok, other=0.0) + cnt * (mu - mean) * (mu - mean)"])
+    kw.line("squares = tl.sum(acc_q, axis=0)")
+    kw.line(f"tl.store({kw.arg('mean_ptr', host.name(mean_out))} + r, mean)")
+    for k, variance in enumerate(statistics.variances):
+        correction = float(variance.attrs.get("correction", 0) or 0)
+        divisor = f"(total - {correction!r})" if correction else "total"
+        kw.line(f"tl.store({kw.arg(f'var{k}_ptr', host.name(variance.out))} + r, squares / {divisor})")
+    lines.append(kw.launch(f"({rows_host},)", {"num_warps": str(config["num_warps"])}))
+    return KernelCode(kw.source(), lines, kw.helpers, kw.name)

@@ -1,0 +1,107 @@
+"""A norm's statistics gathered in the epilogue of the convolution before it: every norm whose rows are whole
+channels (GroupNorm, InstanceNorm, LayerNorm, BatchNorm in training mode) after 2-d, 3-d, transposed and
+depthwise convolutions, each variant judged ok at 1e-4 by the real evaluator; norms of other shapes keep their
+row kernel."""
+
+from pathlib import Path
+
+import pytest
+
+from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
+from kfoundry.experts.composer.plan.fusion import plan
+from tests.experts.composer.helpers import compose_ok, submit_all, verdict
+from tests.experts.composer.plan.test_rolling import _graph
+
+TEMPLATE = '''
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = {conv}
+        self.gn = nn.GroupNorm(2, 8)
+        self.bn = nn.BatchNorm{d}d(8)
+        self.inorm = nn.InstanceNorm{d}d(8, affine=True)
+        self.ln = nn.LayerNorm({ln})
+        with torch.no_grad():
+            for norm in (self.gn, self.bn, self.inorm):
+                norm.weight.add_(0.2 * torch.randn(8))
+                norm.bias.add_(0.2 * torch.randn(8))
+
+    def forward(self, x):
+        y = self.conv(x)
+        return {tail}
+
+
+def get_inputs():
+    return [torch.randn({input})]
+
+
+def get_init_inputs():
+    return []
+'''
+CONV2D = {"conv": "nn.Conv2d(4, 8, 3)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 4, 20, 20"}
+CASES = {
+    # 324 positions a sample: three tiles of 128 rows, the last one partly empty
+    "groupnorm": (CONV2D, "torch.relu(self.gn(y)) * 1.5"),
+    "batchnorm_training": (CONV2D, "torch.tanh(self.bn(y))"),
+    "instancenorm": (CONV2D, "self.inorm(torch.relu(y))"),
+    "layernorm": (CONV2D, "self.ln(y)"),
+    "unbiased_std": (CONV2D, "(y - y.mean(dim=(2, 3), keepdim=True)) / y.std(dim=(2, 3), keepdim=True)"),
+    "one_sample": (dict(CONV2D, input="1, 4, 20, 20"), "self.gn(y)"),
+    "transposed_phases": ({"conv": "nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1)", "d": "2",
+                           "ln": "[8, 17, 17]", "input": "2, 8, 9, 9"}, "self.gn(y)"),
+    "conv3d": ({"conv": "nn.Conv3d(4, 8, 3)", "d": "3", "ln": "[8, 4, 4, 4]", "input": "2, 4, 6, 6, 6"},
+               "self.bn(y) + 1.0"),
+    "depthwise": ({"conv": "nn.Conv2d(8, 8, 3, groups=8)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 8, 20, 20"},
+                  "torch.nn.functional.silu(self.gn(y))"),
+}
+
+
+def _problem(tmp_path: Path, case: str) -> Path:
+    sizes, tail = CASES[case]
+    text = TEMPLATE
+    for key, value in dict(sizes, tail=tail).items():
+        text = text.replace("{" + key + "}", value)
+    path = tmp_path / f"{case}.py"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_conv_epilogue_gathers_the_norms_moments(tmp_path, case):
+    path = _problem(tmp_path, case)
+    result = compose_ok(path, max_variants=4, tolerance=1e-4)
+    gathered = [c for c in result.candidates if c.name.endswith("_moments") or "_moments_" in c.name]
+    plain = [c for c in result.candidates if c not in gathered]
+    assert gathered and plain, [c.name for c in result.candidates]  # both kinds of variant, in turn
+    assert "moments kernel" in result.message and "gathering the norm's moments" in result.message
+    source = gathered[0].source
+    assert "tile_m2" in source and "_row_0_kernel" not in source  # the norm's pass over the conv output is gone
+    for evaluation in submit_all(path, [gathered[0].source, plain[0].source], tolerance=1e-4).result():
+        verdict(evaluation)
+
+
+@pytest.mark.parametrize("tail", [
+    "(y - y.mean(dim=1, keepdim=True)) / y.std(dim=1, keepdim=True)",  # rows are positions, not channels
+    "self.gn(torch.cat([x, x], dim=1)[:, :, 1:-1, 1:-1]) + y",  # the norm reads no convolution's output
+    # rows of half a channel each
+    "(y.reshape(2, 16, 162) - y.reshape(2, 16, 162).mean(dim=2, keepdim=True)).reshape(2, 8, 18, 18)",
+])
+def test_norms_of_other_rows_keep_their_row_kernel(tmp_path, tail):
+    path = tmp_path / "problem.py"
+    path.write_text(TEMPLATE.replace("{tail}", tail).replace("{conv}", CONV2D["conv"]).replace("{d}", "2")
+                    .replace("{ln}", CONV2D["ln"]).replace("{input}", CONV2D["input"]))
+    assert with_conv_statistics(plan(_graph(path))) is None
+
+
+def test_the_plain_plan_is_left_as_it_was(tmp_path):
+    path = _problem(tmp_path, "groupnorm")
+    the_plan = plan(_graph(path))
+    before = the_plan.describe()
+    fused = with_conv_statistics(the_plan)
+    assert fused is not None and fused.describe() != before
+    assert the_plan.describe() == before
+    assert [g.kind for g in fused.groups] == ["conv", "moments", "pointwise"]
