@@ -591,7 +591,9 @@ def _optimize_fn(library: str | None):
     """kfoundry.optimize.optimize with the library chosen here (the bench passes llm=None: no LLM)."""
     from kfoundry.optimize import OptimizeSettings, optimize
 
-    def run(problem, **kwargs):
+    def run(problem=None, **kwargs):
+        if kwargs.get("resume") is not None:  # a run cut short: it continues with its own settings
+            return optimize(**kwargs)
         return optimize(problem, settings=OptimizeSettings(library=library), **kwargs)
 
     return run

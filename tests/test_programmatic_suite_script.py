@@ -1,4 +1,5 @@
-"""benchmarks/programmatic_suite.py: its rows, summary, table and JSON, from a fake bench (nothing runs).
+"""benchmarks/programmatic_suite.py: its rows, summary, table and JSON, from a fake bench (nothing runs), and the
+optimize call it hands the bench, which must continue a run cut short (a real search on the CPU).
 
 Every number below is FAKE: made up for the arithmetic, not measured anywhere."""
 
@@ -261,3 +262,20 @@ def test_a_best_replaying_a_cuda_graph_is_set_against_torch_compile_reduce_overh
     text = ps.render(ps.build_document(_bench([record], FAKE_GPU_LABELS), [row], {"max_evals": 12}, [], "x"))
     course = [line for line in text.splitlines() if "10_fake_gemm" in line][1]
     assert "7.8 (graph)" in course and "1.500x" in course
+
+
+def test_the_bench_continues_a_search_cut_short(ps, tmp_path):
+    """A problem's run interrupted by the end of a device call is continued with --resume: the bench then calls
+    the optimize it was handed with the run's folder alone (it failed at once, 'missing ... problem', on the
+    H200 before)."""
+    from kfoundry.evaluate.options import EvalOptions
+    from kfoundry.optimize import optimize
+
+    run_dir = tmp_path / "run"
+    first = optimize(REPO / "examples" / "pointwise_chain" / "problem.py", out=run_dir, llm=None, quiet=True,
+                     options=EvalOptions(device="cpu", set_values={"batch_size": 4, "dim": 16}), max_evals=1,
+                     preflight=False)
+    assert first["evaluations"] == 1
+    record = ps._optimize_fn("off")(resume=run_dir, quiet=True, max_evals=3, preflight=False)
+    assert record["evaluations"] == 3 and record["correct"] == 3
+    assert record["settings"]["eval"]["set_values"] == {"batch_size": 4, "dim": 16}  # the run's own settings

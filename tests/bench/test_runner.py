@@ -192,6 +192,11 @@ def test_one_problem_failing_does_not_end_the_bench(tmp_path, suite):
     report = run_bench(suite, settings(), tmp_path / "out", optimize_fn=FakeOptimize(fail_on={"1_a"}))
     assert [r.status for r in report.results] == ["error", "no_correct", "ok"]
     assert "the fake search broke" in report.results[0].message
+    # the harness's own failure is no verdict on the problem: a resumed bench runs it again, keeping the others
+    again = FakeOptimize()
+    resumed = run_bench(suite, settings(), tmp_path / "out", resume=True, optimize_fn=again)
+    assert [c["name"] for c in again.calls] == ["1_a"] and resumed.reused == ["2_b", "3_c"]
+    assert {r.name: r.status for r in resumed.results}["1_a"] != "error"
 
 
 def test_set_values_go_to_the_problems_that_have_them(tmp_path):

@@ -21,7 +21,7 @@ from kfoundry.bench import settings as bench_settings
 from kfoundry.bench.methods import (OptimizeFn, clear_run_dir, default_optimize, environment_error, fingerprint_file,
                                    resumable, run_problem)
 from kfoundry.bench.metrics import summarize
-from kfoundry.bench.results import ENVIRONMENT_ERROR, ProblemResult, merge_labels
+from kfoundry.bench.results import ENVIRONMENT_ERROR, ERROR, ProblemResult, merge_labels
 from kfoundry.bench.suite import Suite, module_constants
 from kfoundry.errors import EnvironmentFault, UsageError
 from kfoundry.search.stop import clear_stop_request, request_stop, stop_requested
@@ -160,7 +160,9 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
         set_values = problem_set_values(config, problem.path)
         fingerprint = bench_settings.fingerprint(config, problem.path.read_text(encoding="utf-8"), set_values)
         earlier = previous.get(problem.name)
-        if earlier is not None and earlier.fingerprint == fingerprint and earlier.status != ENVIRONMENT_ERROR:
+        # kept unless the machine or the harness failed it (not a verdict on the problem): those run again
+        if earlier is not None and earlier.fingerprint == fingerprint and earlier.status not in (ENVIRONMENT_ERROR,
+                                                                                                  ERROR):
             with lock:
                 report.results.append(earlier)
                 report.reused.append(problem.name)
