@@ -42,6 +42,7 @@ from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
 from kfoundry.experts.composer.templates.moments import Partials
+from kfoundry.experts.tunables import BLOCK_2D
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
     HALF,
@@ -59,6 +60,7 @@ from kfoundry.experts.composer.templates.gemm import (
 
 MIN_CHANNELS_LAST = 8  # input channels per group: fewer (a depthwise conv) would leave most of a BK chunk empty
 MAX_FMA_TAPS = 64  # the fma loop unrolls the kernel positions
+MIN_TILE_ROWS = min(BLOCK_2D)  # the least BM the tuner gives a tile
 
 # tiles of the TF32 implicit GEMM, best first as measured on the H200 (benchmarks/composer_variants.py --conv-grid:
 # 128x128 and 256x128 with 8 warps led on 2D convolutions, 128x64 on a Conv3d with 64 output channels)
@@ -215,13 +217,15 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         m_total_host = product([row_sizes[0]] + [row_sizes[2 + d] for d in range(nd)])
         m_total = kw.arg("M", m_total_host)
     else:  # each sample's rows padded to whole tiles: a tile's moments are one sample's
-        tiles_host = host.fresh(f"{group.name}_tiles")
-        lines.append(f"        {tiles_host} = triton.cdiv({positions_host}, {config['BM']})")
-        m_total_host = f'{row_sizes[0]} * {tiles_host} * META["BM"]'
-        samples, tiles = kw.arg("n_samples", row_sizes[0]), kw.arg("tiles", tiles_host)
-        m_total = kw.local("rows_total")
+        # slots for the most tiles a sample can have (BM 16, the least the tuner tries): a tuned BM keeps its own
+        tiles_host = host.fresh(f"{group.name}_tile_slots")
+        lines.append(f"        {tiles_host} = triton.cdiv({positions_host}, {MIN_TILE_ROWS})")
+        m_total_host = f'{row_sizes[0]} * triton.cdiv({positions_host}, META["BM"]) * META["BM"]'
+        samples, positions_arg = kw.arg("n_samples", row_sizes[0]), kw.arg("positions", positions_host)
+        m_total, tiles = kw.local("rows_total"), kw.local("tiles")
     tile_constexprs(kw, config, xn, cout_group_host)
     if statistics is not None:
+        kw.line(f"{tiles} = tl.cdiv({positions_arg}, BM)")
         kw.line(f"{m_total} = {samples} * {tiles} * BM")
     grouped_tiles(kw, m_total, cout_group)
     n_phases = math.prod(strides) if phases else 1
@@ -240,7 +244,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.line(f"{position} = rm % {padded}")
         positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
         kw.line(f"oc = pid_g * {cout_group} + rn")
-        kw.line(f"m_in = (rm < {m_total}) & ({position} < {kw.arg('positions', positions_host)})")
+        kw.line(f"m_in = (rm < {m_total}) & ({position} < {positions_arg})")
     kw.line(f"n_in = rn < {cout_group}")
     phase_of: list[str] = []
     if phases:
@@ -282,7 +286,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     emitter.bind(out, "acc", {"m", "n"})
     epilogue(emitter, access, group, 1, cout_group)
     if statistics is not None:
-        _gather_moments(kw, host, lines, emitter, statistics,
+        _gather_moments(kw, host, lines, emitter, statistics, tiles,
                         Partials(host.fresh(f"{group.name}_moments"), row_sizes[0], tiles_host, n_phases, sizes[1]))
     tiles = tile_grid(m_total_host, cout_group_host, config)
     columns = product([groups, str(n_phases)])
@@ -292,13 +296,14 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
 
 
 def _gather_moments(kw: KernelWriter, host: HostContext, lines: list[str], emitter: Emitter, statistics,
-                    partials: Partials) -> None:
+                    tiles: str, partials: Partials) -> None:
     """The epilogue's part of the norm after the convolution (plan/conv_statistics.py): per output channel, the
     count of this tile's rows, their mean and the sum of their squared deviations from it, at the slot
-    (sample, tile, phase, channel) of the partial moments (the tile's pid_m is sample * tiles + tile)."""
+    (sample, tile, phase, channel) of the partial moments (the tile's pid_m is sample * tiles + tile). The slots
+    of tiles a larger BM does not have stay zero: a count of zero adds nothing."""
     value = emitter.env[statistics.source]
     host.partials[statistics] = partials
-    lines.append(f"        {partials.buffer} = torch.empty(({partials.samples} * {partials.tiles} * {partials.phases}"
+    lines.append(f"        {partials.buffer} = torch.zeros(({partials.samples} * {partials.tiles} * {partials.phases}"
                  f" * {partials.channels}, 3), device={host.device()}, dtype=torch.float32)")
     part = kw.arg("moments_ptr", partials.buffer)
     count, mean, deviation, squares, slot = (kw.local(n) for n in ("tile_count", "tile_mean", "tile_dev",
@@ -309,7 +314,8 @@ def _gather_moments(kw: KernelWriter, host: HostContext, lines: list[str], emitt
     kw.line(f"{deviation} = tl.where(m_ok, {value} - {mean}[None, :], 0.0)")
     kw.line(f"{squares} = tl.sum({deviation} * {deviation}, axis=0)")
     phase = f" * {partials.phases} + phase" if partials.phases > 1 else ""
-    kw.line(f"{slot} = ((pid_m{phase}) * {kw.arg('channels', partials.channels)} + oc) * 3")
+    tile = f"(pid_m // {tiles} * {kw.arg('tile_slots', partials.tiles)} + pid_m % {tiles})"
+    kw.line(f"{slot} = (({tile}{phase}) * {kw.arg('channels', partials.channels)} + oc) * 3")
     kw.line(f"tl.store({part} + {slot}, {count} + 0.0 * {mean}, mask=n_in)")
     kw.line(f"tl.store({part} + {slot} + 1, {mean}, mask=n_in)")
     kw.line(f"tl.store({part} + {slot} + 2, {squares}, mask=n_in)")
