@@ -106,7 +106,9 @@ def test_the_plain_plan_is_left_as_it_was(tmp_path):
     path = _problem(tmp_path, "groupnorm")
     the_plan = plan(_graph(path))
     before = the_plan.describe()
+    places = [(step.index, getattr(step, "name", None)) for step in the_plan.steps]
     fused = with_conv_statistics(the_plan)
     assert fused is not None and fused.describe() != before
     assert the_plan.describe() == before
+    assert [(step.index, getattr(step, "name", None)) for step in the_plan.steps] == places
     assert [g.kind for g in fused.groups] == ["conv", "moments", "pointwise"]

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from kfoundry.experts.composer.ir.graph import Op, Value, category
-from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan, leaf_map_for, name_groups
+from kfoundry.experts.composer.plan.fusion import Group, Plan, computing, leaf_map_for, name_groups, own_map
 from kfoundry.experts.composer.templates.row_passes import deviation_partner
 
 
@@ -40,29 +40,27 @@ def with_conv_statistics(plan: Plan) -> Plan | None:
     where no convolution is followed that way (or the plan has rolled loops). The given plan is left as it is."""
     if plan.loops:
         return None
-    steps = list(plan.steps)
+    # the new plan's own steps (shallow copies): their indices and names change, the given plan's do not
+    own = {id(step): copy.copy(step) for step in plan.steps}
+    steps = [own[id(step)] for step in plan.steps]
     found = False
     for conv in [g for g in plan.groups if g.kind == "conv" and not g.reduced and g.prologue is None]:
         for row in [g for g in plan.groups if g.kind == "row" and g.index > conv.index]:
             statistics = _statistics(plan, conv, row)
             if statistics is None:
                 continue
-            fused_conv = copy.copy(conv)
-            fused_conv.statistics = statistics
-            fused_row = _without_statistics(row, statistics)
+            own[id(conv)].statistics = statistics
+            steps[steps.index(own[id(row)])] = _without_statistics(row, statistics)
             finish = Group("moments", 0, tuple(statistics.mean.out.shape), anchor=statistics.mean,
                            exports=[statistics.mean.out] + [v.out for v in statistics.variances],
                            shaped=statistics.mean.out, statistics=statistics)
-            at = steps.index(conv)
-            steps[at] = fused_conv
-            steps.insert(at + 1, finish)
-            steps[steps.index(row)] = fused_row
+            steps.insert(steps.index(own[id(conv)]) + 1, finish)
             found = True
             break
     if not found:
         return None
     for index, step in enumerate(steps):
-        step.index = index if isinstance(step, (Group, HostStep)) else step.index
+        step.index = index
     name_groups(steps)
     return Plan(plan.graph, steps, plan.loops)
 
@@ -87,9 +85,8 @@ def _statistics(plan: Plan, conv: Group, row: Group) -> Statistics | None:
         if any(v in row.exports or v in plan.graph.outputs for v in [mean.out] + [op.out for op in variances]):
             continue
         source = _root(x)
-        if conv.vmap.get(source) != tuple(None if s == 1 else i for i, s in enumerate(source.shape)) or \
-                source.shape != conv.space or row.leaf_map(mean, 0) != tuple(
-                    None if s == 1 else i for i, s in enumerate(x.shape)):
+        if conv.vmap.get(source) != own_map(source) or source.shape != conv.space or \
+                row.leaf_map(mean, 0) != own_map(x):
             continue
         rows = _rows(source, x, row)
         if rows is not None:
@@ -117,17 +114,8 @@ def _rows(source: Value, x: Value, row: Group) -> tuple[int, bool] | None:
 def _without_statistics(row: Group, statistics: Statistics) -> Group:
     """The row kernel with the mean and variances read from memory (the moments kernel's): a pointwise kernel when
     no reduction is left; the ops only the variances needed are gone."""
-    gathered = {statistics.mean, *statistics.variances}
-    read = {op.out for op in gathered}
-    needed: set[Op] = set()
-    pending = [v for v in row.exports]
-    while pending:
-        v = pending.pop()
-        op = v.producer
-        if v in read or op is None or v not in row.vmap or op in needed:
-            continue
-        needed.add(op)
-        pending += [a for a in op.inputs if a in row.vmap]
+    read = frozenset(op.out for op in [statistics.mean, *statistics.variances])
+    needed = computing(row, row.exports, read)
     out = Group("pointwise", row.index, row.space, shaped=row.shaped, name=row.name)
     for op in row.ops:
         if op not in needed:

@@ -156,6 +156,11 @@ def describe_groups(groups: list[Group]) -> str:
     return "; ".join(parts)
 
 
+def own_map(value: Value) -> Map:
+    """The map of a value whose dims are the space's own (None where a dim has size 1)."""
+    return tuple(None if s == 1 else i for i, s in enumerate(value.shape))
+
+
 def leaf_map_for(arg: Value, out: Value, out_map: Map) -> Map:
     return tuple(out_map[j] if arg.shape[i] != 1 else None for i, j in enumerate(aligned(arg.rank, out.rank)))
 
@@ -255,7 +260,7 @@ class Planner:
     # -- anchors ---------------------------------------------------------------------------------------
     def _anchor(self, op: Op, kind: str) -> None:
         group = self._new_group(kind, op.out, anchor=op)
-        group.vmap[op.out] = tuple(None if s == 1 else i for i, s in enumerate(op.out.shape))
+        group.vmap[op.out] = own_map(op.out)
         self.group_of[op.out] = group
 
     def _placeable(self, op: Op) -> bool:
@@ -445,14 +450,14 @@ class Planner:
                 owner.exports.append(value)
 
 
-def _needed(group: Group, value: Value) -> set[Op]:
-    """The group's ops that compute `value`."""
+def computing(group: Group, values: list[Value], known: frozenset = frozenset()) -> set[Op]:
+    """The group's ops that compute `values`, stopping at the `known` values (read from memory instead)."""
     found: set[Op] = set()
-    pending = [value]
+    pending = list(values)
     while pending:
         v = pending.pop()
         op = v.producer
-        if op is None or v not in group.vmap or op in found:
+        if op is None or v not in group.vmap or v in known or op in found:
             continue
         found.add(op)
         pending += [a for a in op.inputs if a in group.vmap]
@@ -462,8 +467,8 @@ def _needed(group: Group, value: Value) -> set[Op]:
 def _split_off(group: Group, value: Value) -> Group | None:
     """A pointwise group of the ops that compute `value` and nothing else the group exports, taken out of it;
     None when they share ops with another export."""
-    mine = _needed(group, value)
-    others = set().union(*(_needed(group, v) for v in group.exports if v is not value))
+    mine = computing(group, [value])
+    others = computing(group, [v for v in group.exports if v is not value])
     if mine & others:
         return None
     split = Group("pointwise", -1, group.space, shaped=group.shaped)

@@ -223,10 +223,9 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         m_total_host = f'{row_sizes[0]} * triton.cdiv({positions_host}, META["BM"]) * META["BM"]'
         samples, positions_arg = kw.arg("n_samples", row_sizes[0]), kw.arg("positions", positions_host)
         m_total, tiles = kw.local("rows_total"), kw.local("tiles")
-    tile_constexprs(kw, config, xn, cout_group_host)
-    if statistics is not None:
         kw.line(f"{tiles} = tl.cdiv({positions_arg}, BM)")
         kw.line(f"{m_total} = {samples} * {tiles} * BM")
+    tile_constexprs(kw, config, xn, cout_group_host)
     grouped_tiles(kw, m_total, cout_group)
     n_phases = math.prod(strides) if phases else 1
     kw.line(f"pid_g = tl.program_id(1){f' // {n_phases}' if n_phases > 1 else ''}")
@@ -235,16 +234,16 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     if statistics is None:
         coords = unravel(kw, "rm", [[0]] + [[2 + d] for d in range(nd)], row_sizes, prefix)
         sample, positions = coords[0], coords[1:]
-        kw.line(f"oc = pid_g * {cout_group} + rn")
-        kw.line(f"m_in = rm < {m_total}")
+        rows_in = f"rm < {m_total}"
     else:
         padded, position, sample = kw.local("padded"), kw.local("position"), kw.local(f"{prefix}0")
         kw.line(f"{padded} = {tiles} * BM")
         kw.line(f"{sample} = rm // {padded}")
         kw.line(f"{position} = rm % {padded}")
         positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
-        kw.line(f"oc = pid_g * {cout_group} + rn")
-        kw.line(f"m_in = (rm < {m_total}) & ({position} < {positions_arg})")
+        rows_in = f"(rm < {m_total}) & ({position} < {positions_arg})"
+    kw.line(f"oc = pid_g * {cout_group} + rn")
+    kw.line(f"m_in = {rows_in}")
     kw.line(f"n_in = rn < {cout_group}")
     phase_of: list[str] = []
     if phases:
