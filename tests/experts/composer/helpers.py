@@ -31,6 +31,53 @@ EVAL_SEED = 20240611
 RNN_LOOP = TESTS.parent / "benchmarks" / "network_suite" / "7_vanilla_rnn_loop.py"
 RNN_SIZES = {"batch_size": 2, "input_size": 4, "hidden_size": 8, "output_size": 3}
 
+# a convolution and the norms that may follow it (plan/conv_statistics.py, plan/window_store.py): fields {conv},
+# {d} (its dims), {ln} (a LayerNorm's shape), {field} (the sizes after the channels of a tensor as large as the
+# conv output), {tail} (forward's return, of the conv output y) and {input}
+CONV_NORM_TEMPLATE = '''
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = {conv}
+        self.gn = nn.GroupNorm(2, 8)
+        self.bn = nn.BatchNorm{d}d(8)
+        self.inorm = nn.InstanceNorm{d}d(8, affine=True)
+        self.ln = nn.LayerNorm({ln})
+        self.scale = nn.Parameter(torch.randn(8, *[1] * {d}))  # of either sign
+        self.field = nn.Parameter(torch.randn(8, {field}))
+        with torch.no_grad():  # not the identity affine of a fresh norm
+            for norm in (self.gn, self.bn, self.inorm):
+                norm.weight.add_(0.2 * torch.randn(8))
+                norm.bias.add_(0.2 * torch.randn(8))
+
+    def forward(self, x):
+        y = self.conv(x)
+        return {tail}
+
+
+def get_inputs():
+    return [torch.randn({input})]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def conv_norm_problem(path: Path, fields: dict[str, str]) -> Path:
+    """CONV_NORM_TEMPLATE with `fields` filled in, written to `path`."""
+    text = CONV_NORM_TEMPLATE
+    for key, value in fields.items():
+        text = text.replace("{" + key + "}", value)
+    path.write_text(text)
+    return path
+
+
 # evaluations run in worker processes: two at a time keep both cores busy
 _POOL = ThreadPoolExecutor(max_workers=2)
 _DIR = Path(tempfile.mkdtemp(prefix="kfoundry-composer-tests-"))

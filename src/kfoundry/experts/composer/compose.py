@@ -20,6 +20,7 @@ from kfoundry.experts.composer.plan.amplification import normalised
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.recurrence import with_recurrences
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
+from kfoundry.experts.composer.plan.window_store import with_pooling_before_store
 from kfoundry.experts.composer.read.lower_aten import read_aten_graph
 from kfoundry.experts.composer.read.lower_fx import ReadFailed, read_graph
 from kfoundry.experts.composer.read.model_init import InitError, InitParts, init_parts
@@ -302,9 +303,11 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     if not the_plan.groups:
         return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
                              captured.notes)
-    # a convolution followed by a norm: its variants gathering the norm's moments in the conv epilogue, and
-    # the plain ones, in turn
-    plans = [p for p in (with_conv_statistics(the_plan), the_plan) if p is not None]
+    # a convolution followed by a norm: its variants gathering the norm's moments in the conv epilogue; one
+    # followed by a pooling: those storing the pooled windows alone; and the plain ones, in turn
+    gathered = with_conv_statistics(the_plan)
+    plans = [p for p in (gathered and with_pooling_before_store(gathered), gathered,
+                         with_pooling_before_store(the_plan), the_plan) if p is not None]
     candidates: list[ComposedCandidate] = []
     failures: list[str] = []
     for plan_, choice, graphed in _in_turn(
@@ -320,7 +323,8 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
             continue
         lead = dominant(plan_.groups)
         label = variant_name(lead, choice[lead.name], len(plan_.groups)) + \
-            ("_moments" if plan_ is not the_plan else "") + ("_graph" if graphed else "")
+            ("_moments" if any(g.statistics for g in plan_.groups) else "") + \
+            ("_pooled" if any(g.windows for g in plan_.groups) else "") + ("_graph" if graphed else "")
         while any(c.name == label for c in candidates):
             label += "_v"
         candidates.append(ComposedCandidate(label, source, choice))

@@ -9,40 +9,10 @@ import pytest
 
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.fusion import plan
-from tests.experts.composer.helpers import compose_ok, submit_all, verdict
+from tests.experts.composer.helpers import compose_ok, conv_norm_problem, submit_all, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
-TEMPLATE = '''
-import torch
-from torch import nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = {conv}
-        self.gn = nn.GroupNorm(2, 8)
-        self.bn = nn.BatchNorm{d}d(8)
-        self.inorm = nn.InstanceNorm{d}d(8, affine=True)
-        self.ln = nn.LayerNorm({ln})
-        with torch.no_grad():
-            for norm in (self.gn, self.bn, self.inorm):
-                norm.weight.add_(0.2 * torch.randn(8))
-                norm.bias.add_(0.2 * torch.randn(8))
-
-    def forward(self, x):
-        y = self.conv(x)
-        return {tail}
-
-
-def get_inputs():
-    return [torch.randn({input})]
-
-
-def get_init_inputs():
-    return []
-'''
-CONV2D = {"conv": "nn.Conv2d(4, 8, 3)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 4, 20, 20"}
+CONV2D = {"conv": "nn.Conv2d(4, 8, 3)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 4, 20, 20", "field": "18, 18"}
 CASES = {
     # 324 positions a sample: three tiles of 128 rows, the last one partly empty
     "groupnorm": (CONV2D, "torch.relu(self.gn(y)) * 1.5"),
@@ -62,12 +32,7 @@ CASES = {
 
 def _problem(tmp_path: Path, case: str) -> Path:
     sizes, tail = CASES[case]
-    text = TEMPLATE
-    for key, value in dict(sizes, tail=tail).items():
-        text = text.replace("{" + key + "}", value)
-    path = tmp_path / f"{case}.py"
-    path.write_text(text)
-    return path
+    return conv_norm_problem(tmp_path / f"{case}.py", dict(CONV2D, **sizes, tail=tail))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -96,9 +61,7 @@ def test_the_conv_epilogue_gathers_the_norms_moments(tmp_path, case):
     "(y.reshape(2, 16, 162) - y.reshape(2, 16, 162).mean(dim=2, keepdim=True)).reshape(2, 8, 18, 18)",
 ])
 def test_norms_of_other_rows_keep_their_row_kernel(tmp_path, tail):
-    path = tmp_path / "problem.py"
-    path.write_text(TEMPLATE.replace("{tail}", tail).replace("{conv}", CONV2D["conv"]).replace("{d}", "2")
-                    .replace("{ln}", CONV2D["ln"]).replace("{input}", CONV2D["input"]))
+    path = conv_norm_problem(tmp_path / "problem.py", dict(CONV2D, tail=tail))
     assert with_conv_statistics(plan(_graph(path))) is None
 
 

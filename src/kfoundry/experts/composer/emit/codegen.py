@@ -106,6 +106,10 @@ class ForwardWriter:
         values = [v for v, _ in group.leaves()]
         if group.prologue is not None:
             values += [v for v, _ in group.prologue.leaves()]
+        if group.kind == "moments":  # it reads the partial moments the convolution wrote, not the norm's input
+            return []
+        if group.windows is not None and group.kind == "pool":  # it reads the stored windows, not its input
+            return values + [v for link in group.windows.chain for v, _ in link.group.leaves() if v is not link.entry]
         if group.anchor is not None:
             values += [a for a in group.anchor.args if isinstance(a, Value) and a.is_tensor]
         return values

@@ -76,6 +76,8 @@ class HostContext:
         # plan/conv_statistics.Statistics -> templates/moments.Partials: the partial moments a convolution's
         # kernel wrote, for the moments kernel after it
         self.partials: dict = {}
+        # plan/window_store.Windows -> {"max" | "min" | "mean": the tensor a convolution's kernel wrote them to}
+        self.windows: dict = {}
         self._formulas: dict[Value, list[str]] = {}
         # a part of a concatenation its kernel writes in place -> (the concatenation, the parts before it)
         self.placements: dict[Value, tuple[Value, list[Value]]] = {}

@@ -20,7 +20,15 @@ import math
 from dataclasses import dataclass
 
 from kfoundry.experts.composer.ir.graph import Op, Value, category
-from kfoundry.experts.composer.plan.fusion import Group, Plan, computing, leaf_map_for, name_groups, own_map
+from kfoundry.experts.composer.plan.fusion import (
+    Group,
+    Plan,
+    computing,
+    leaf_map_for,
+    own_map,
+    renumbered,
+    view_root,
+)
 from kfoundry.experts.composer.templates.row_passes import deviation_partner
 
 
@@ -57,19 +65,7 @@ def with_conv_statistics(plan: Plan) -> Plan | None:
             steps.insert(steps.index(own[id(conv)]) + 1, finish)
             found = True
             break
-    if not found:
-        return None
-    for index, step in enumerate(steps):
-        step.index = index
-    name_groups(steps)
-    return Plan(plan.graph, steps, plan.loops)
-
-
-def _root(value: Value) -> Value:
-    """The value a chain of views shows."""
-    while value.producer is not None and category(value.producer.name) == "view":
-        value = value.producer.args[0]
-    return value
+    return renumbered(plan, steps) if found else None
 
 
 def _statistics(plan: Plan, conv: Group, row: Group) -> Statistics | None:
@@ -77,14 +73,14 @@ def _statistics(plan: Plan, conv: Group, row: Group) -> Statistics | None:
     means = [op for op in reductions if op.name == "mean" and not op.attrs.get("correction")]
     for mean in means:
         x = mean.args[0]
-        if x in row.vmap or _root(x) not in conv.exports or not x.is_float:
+        if x in row.vmap or view_root(x) not in conv.exports or not x.is_float:
             continue
         variances = [op for op in reductions if op is not mean and deviation_partner(op, [mean], row.vmap)]
         if len(variances) + 1 != len(reductions):
             continue  # another reduction in the row kernel: it keeps its own pass
         if any(v in row.exports or v in plan.graph.outputs for v in [mean.out] + [op.out for op in variances]):
             continue
-        source = _root(x)
+        source = view_root(x)
         if conv.vmap.get(source) != own_map(source) or source.shape != conv.space or \
                 row.leaf_map(mean, 0) != own_map(x):
             continue

@@ -70,6 +70,9 @@ class Group:
     # a conv's: plan/conv_statistics.Statistics, the norm's moments its epilogue gathers (Any: that module
     # builds on this one)
     statistics: Any = None
+    # a conv's and the pooling's after it: plan/window_store.Windows, the conv storing each pooling window's
+    # extrema (or mean) and the pooling applying the ops between them to those
+    windows: Any = None
 
     @property
     def moves(self) -> bool:
@@ -132,6 +135,22 @@ def name_groups(steps: list) -> None:
         group.name = f"{group.kind}_{counts[group.kind] - 1}"
 
 
+def renumbered(plan: Plan, steps: list) -> Plan:
+    """A plan of `plan`'s graph made of `steps` (rewritten copies of its own), each numbered by its place and its
+    groups named again."""
+    for index, step in enumerate(steps):
+        step.index = index
+    name_groups(steps)
+    return Plan(plan.graph, steps, plan.loops)
+
+
+def view_root(value: Value) -> Value:
+    """The value a chain of views shows."""
+    while value.producer is not None and category(value.producer.name) == "view":
+        value = value.producer.args[0]
+    return value
+
+
 def describe_groups(groups: list[Group]) -> str:
     parts = []
     for g in groups:
@@ -146,6 +165,13 @@ def describe_groups(groups: list[Group]) -> str:
                 text = f"{', '.join(op.name for op in g.prologue.ops)} fused into " + text
             if g.statistics is not None:
                 text += " gathering the norm's moments"
+            if g.windows is not None and g.kind == "conv":
+                text += f" storing each {g.windows.pool.name} window's {' and '.join(g.windows.kinds)}"
+            elif g.windows is not None:
+                between = [op.name for link in g.windows.chain for op in link.group.ops]
+                text = f"{g.anchor.name} of the stored windows" + \
+                    (f" after {', '.join(dict.fromkeys(between))}" if between else "") + \
+                    (f" with {', '.join(ops)} fused" if ops else "")
         elif g.kind == "moments":
             text = "moments kernel (" + ", ".join(op.out.name for op in [g.anchor, *g.statistics.variances]) + ")"
         elif g.kind == "row":

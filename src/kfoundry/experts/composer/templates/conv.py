@@ -153,8 +153,10 @@ def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict
         bn = "full" if group.reduced else min(64, max(2, _next_power_of_2(cout)))
         tiles = [dict(t, BN=bn) for t in FMA_TILES]
         return [dict(t, precision="default", layout="fma") for t in tiles]
-    copied = channels_last_fits(group) or phases_fit(group)
-    layout = "channels_last" if channels_last_fits(group) else "phases" if phases_fit(group) else "direct"
+    # the phase loop's rows go phase by phase, not window by window (plan/window_store.py)
+    by_phase = phases_fit(group) and group.windows is None
+    copied = channels_last_fits(group) or by_phase
+    layout = "channels_last" if channels_last_fits(group) else "phases" if by_phase else "direct"
     fast = "tf32" if "tf32" in precisions else precisions[0]
     exact = precisions[0]  # tf32x3 for fp32: close to fp32, should TF32's error be too large on a problem
     # fp32 convolutions over copies: fp16 operands (TF32's rounding, half the bytes, twice the rate) first, as
@@ -211,37 +213,56 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     # the phase loop's rows: (sample, output position // stride); one grid column per (group, phase)
     row_sizes = [sizes[0], sizes[1]] + [f"triton.cdiv({sizes[2 + d]}, {strides[d]})" if phases else sizes[2 + d]
                                         for d in range(nd)]
-    statistics = group.statistics
+    statistics, windows = group.statistics, group.windows
     positions_host = product([row_sizes[2 + d] for d in range(nd)])
-    if statistics is None:
+    if windows is not None:  # a sample's rows window by window, each window's padded to a power of two
+        pooled_host = host.shape(windows.pool.out)[2:]  # whole windows only (floor mode)
+        spatial_host = [row_sizes[2 + d] for d in range(nd)]
+        positions_host = f"{product(pooled_host)} * {windows.rows}"
+        if statistics is not None:  # then the positions no window covers, for the moments
+            covered = [f"{p} * {k}" for p, k in zip(pooled_host, windows.kernel)]
+            positions_host += f" + {product(spatial_host)} - {product(covered)}"
+    if statistics is None and windows is None:
         m_total_host = product([row_sizes[0]] + [row_sizes[2 + d] for d in range(nd)])
         m_total = kw.arg("M", m_total_host)
-    else:  # each sample's rows padded to whole tiles: a tile's moments are one sample's
+    else:
+        samples, positions_arg = kw.arg("n_samples", row_sizes[0]), kw.arg("positions", positions_host)
+    if statistics is not None:  # each sample's rows padded to whole tiles: a tile's moments are one sample's
         # slots for the most tiles a sample can have (BM 16, the least the tuner tries): a tuned BM keeps its own
         tiles_host = host.fresh(f"{group.name}_tile_slots")
         lines.append(f"        {tiles_host} = triton.cdiv({positions_host}, {MIN_TILE_ROWS})")
         m_total_host = f'{row_sizes[0]} * triton.cdiv({positions_host}, META["BM"]) * META["BM"]'
-        samples, positions_arg = kw.arg("n_samples", row_sizes[0]), kw.arg("positions", positions_host)
         m_total, tiles = kw.local("rows_total"), kw.local("tiles")
         kw.line(f"{tiles} = tl.cdiv({positions_arg}, BM)")
         kw.line(f"{m_total} = {samples} * {tiles} * BM")
+        sample_rows = f"{tiles} * BM"
+    elif windows is not None:
+        m_total_host = f"{row_sizes[0]} * {positions_host}"
+        m_total = kw.arg("M", m_total_host)
+        sample_rows = positions_arg
     tile_constexprs(kw, config, xn, cout_group_host)
     grouped_tiles(kw, m_total, cout_group)
     n_phases = math.prod(strides) if phases else 1
     kw.line(f"pid_g = tl.program_id(1){f' // {n_phases}' if n_phases > 1 else ''}")
     kw.line("# rows: (sample, output position); columns: output channels of this group")
     prefix = "q" if phases else "o"
-    if statistics is None:
+    if statistics is None and windows is None:
         coords = unravel(kw, "rm", [[0]] + [[2 + d] for d in range(nd)], row_sizes, prefix)
         sample, positions = coords[0], coords[1:]
         rows_in = f"rm < {m_total}"
     else:
         padded, position, sample = kw.local("padded"), kw.local("position"), kw.local(f"{prefix}0")
-        kw.line(f"{padded} = {tiles} * BM")
+        kw.line(f"{padded} = {sample_rows}")
         kw.line(f"{sample} = rm // {padded}")
         kw.line(f"{position} = rm % {padded}")
-        positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
         rows_in = f"(rm < {m_total}) & ({position} < {positions_arg})"
+        if windows is None:
+            positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
+        else:
+            positions, whole = _window_rows(kw, windows, position, pooled_host, prefix)
+            if statistics is not None:
+                whole = _rows_outside_windows(kw, windows, position, pooled_host, spatial_host, positions, whole)
+            rows_in += f" & {whole}"
     kw.line(f"oc = pid_g * {cout_group} + rn")
     kw.line(f"m_in = {rows_in}")
     kw.line(f"n_in = rn < {cout_group}")
@@ -287,6 +308,9 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     if statistics is not None:
         _gather_moments(kw, host, lines, emitter, statistics, tiles,
                         Partials(host.fresh(f"{group.name}_moments"), row_sizes[0], tiles_host, n_phases, sizes[1]))
+    if windows is not None:
+        _store_windows(kw, host, lines, emitter, windows, padded, kw.arg("n_windows", product(pooled_host)), samples,
+                       sizes[1])
     tiles = tile_grid(m_total_host, cout_group_host, config)
     columns = product([groups, str(n_phases)])
     lines.append(kw.launch(f"lambda META: ({tiles}, {columns})",
@@ -318,6 +342,80 @@ def _gather_moments(kw: KernelWriter, host: HostContext, lines: list[str], emitt
     kw.line(f"tl.store({part} + {slot}, {count} + 0.0 * {mean}, mask=n_in)")
     kw.line(f"tl.store({part} + {slot} + 1, {mean}, mask=n_in)")
     kw.line(f"tl.store({part} + {slot} + 2, {squares}, mask=n_in)")
+
+
+def _window_rows(kw: KernelWriter, windows, position: str, pooled_host: list[str], prefix: str
+                 ) -> tuple[list[str], str]:
+    """The output position of a sample's row `position` when rows go window by window (plan/window_store.py):
+    window = position // rows, element = position % rows, of which the first `volume` are the window's own;
+    returns the positions and the test that the element is one of them."""
+    window, element = kw.local("window"), kw.local("element")
+    kw.line(f"{window} = {position} // {windows.rows}")
+    kw.line(f"{element} = {position} % {windows.rows}")
+    nd = len(windows.kernel)
+    corner = unravel(kw, window, [[d] for d in range(nd)], pooled_host, "w")
+    offsets = _static_unravel(kw, element, list(windows.kernel), "e") if nd > 1 else [element]
+    positions = []
+    for d, k in enumerate(windows.kernel):
+        o = kw.local(f"{prefix}{d + 1}")
+        kw.line(f"{o} = {corner[d]} * {k} + {offsets[d]}" if k > 1 else f"{o} = {corner[d]}")
+        positions.append(o)
+    return positions, f"({element} < {windows.volume})"
+
+
+def _rows_outside_windows(kw: KernelWriter, windows, position: str, pooled_host: list[str], spatial_host: list[str],
+                          positions: list[str], whole: str) -> str:
+    """After a sample's windows, its positions no whole window covers (floor-mode pooling leaves the last rows of a
+    dim out), which a norm's moments still need: region j holds those past the windows along dim j and inside
+    them along the dims before it. Sets `positions` of those rows; returns the test that a row is a position."""
+    nd = len(windows.kernel)
+    windowed, rest = kw.local("windowed"), kw.local("rest")
+    kw.line(f"{windowed} = {position} < {kw.arg('n_windows', product(pooled_host))} * {windows.rows}")
+    kw.line(f"{rest} = {position} - {kw.arg('n_windows', product(pooled_host))} * {windows.rows}")
+    covered = [f"{p} * {k}" for p, k in zip(pooled_host, windows.kernel)]
+    start = "0"
+    for j in [d for d, k in enumerate(windows.kernel) if k > 1]:
+        sizes = covered[:j] + [f"{spatial_host[j]} - {covered[j]}"] + spatial_host[j + 1:]
+        count = kw.arg(f"region{j}", product([f"({size})" for size in sizes]))
+        inside = kw.local(f"in_region{j}")
+        kw.line(f"{inside} = ({rest} >= {start}) & ({rest} < {start} + {count})")
+        coords = unravel(kw, f"({rest} - {start})", [[d] for d in range(nd)], sizes, f"r{j}_")
+        for d in range(nd):
+            shifted = f"{coords[d]} + {kw.arg(f'covered{d}', covered[d])}" if d == j else coords[d]
+            kw.line(f"{positions[d]} = tl.where({inside}, {shifted}, {positions[d]})")
+        start = f"{start} + {count}" if start != "0" else count
+    return f"(({windowed} & {whole}) | ({rest} >= 0))"
+
+
+def _store_windows(kw: KernelWriter, host: HostContext, lines: list[str], emitter: Emitter, windows,
+                   sample_rows: str, n_windows: str, samples: str, channels: str) -> None:
+    """Each pooling window of the tile (`rows` consecutive rows) reduced to its largest and smallest output (or
+    its mean), stored in tensors shaped like the pooling's output: the conv output itself is never written."""
+    value = emitter.env[windows.source]
+    rows = windows.rows
+    names = {kind: host.fresh(f"{host.name(windows.source)}_window_{kind}") for kind in windows.kinds}
+    host.windows[windows] = names
+    for name in names.values():
+        lines.append(f"        {name} = torch.empty({host.shape_tuple(windows.pool.out)}, device={host.device()}, "
+                     f"dtype=torch.float32)")
+    kw.line("# each pooling window of the tile reduced to what the pooling kernel needs: only that is stored")
+    w, w_sample, w_place, w_ok = (kw.local(n) for n in ("w_row", "w_sample", "w_place", "w_ok"))
+    kw.line(f"{w} = pid_m * (BM // {rows}) + tl.arange(0, BM // {rows})")
+    kw.line(f"{w_sample} = {w} // ({sample_rows} // {rows})")
+    kw.line(f"{w_place} = {w} % ({sample_rows} // {rows})")
+    kw.line(f"{w_ok} = ({w_sample} < {samples}) & ({w_place} < {n_windows})")
+    offset = f"({w_sample}[:, None] * {kw.arg('channels', channels)} + oc[None, :]) * {n_windows} + " \
+             f"{w_place}[:, None]"
+    blocks = f"(BM // {rows}, {rows}, BN)"
+    for kind, name in names.items():
+        if kind == "mean":
+            text = f"tl.sum(tl.reshape(tl.where(m_ok, {value}, 0.0), {blocks}), axis=1) / {float(windows.volume)!r}"
+        else:
+            fill = '-float("inf")' if kind == "max" else 'float("inf")'
+            text = f"tl.{kind}(tl.reshape(tl.where(m_ok, {value}, {fill}), {blocks}), axis=1)"
+        var = kw.local(f"window_{kind}")
+        kw.line(f"{var} = {text}")
+        kw.line(f"tl.store({kw.arg(f'{kind}_ptr', name)} + {offset}, {var}, mask={w_ok}[:, None] & n_ok)")
 
 
 def _direct_loop(kw: KernelWriter, host: HostContext, group: Group, config: dict, sample: str, positions: list[str],

@@ -32,6 +32,8 @@ def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> l
 
 
 def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
+    if group.windows is not None:
+        return window_tail(group, host, config)
     op = group.anchor
     x = op.args[0]
     out = op.out
@@ -40,28 +42,18 @@ def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     nd = len(attrs["output_size"]) if adaptive else len(attrs["kernel"])
     lead = out.rank - nd
     is_max = "max" in op.name
-    kw = KernelWriter(f"_{group.name}_kernel")
-    lines = allocate(host, group.exports)
-    sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
+    kw, lines, sizes, total, coords = _per_output(group, host, config)
     xn = host.name(x)
     xs = host.formula(x) if group.prologue is not None else host.shape(x)  # with a prologue, x is never stored
     if group.prologue is None:
         x_ptr = kw.arg("x_ptr", xn)
         sx = [kw.arg(f"stride_x{i}", f"{xn}.stride({i})") for i in range(x.rank)]
     in_sizes = [kw.arg(f"in_size{d}", xs[lead + d]) for d in range(nd)]
-    block = kw.constexpr("BLOCK", str(config["BLOCK"]))
-    total = space_numel(group, host, sizes)
-    kw.line("pid = tl.program_id(0)")
-    n = kw.arg("n_elements", total)
-    kw.line(f"offs = pid * {block} + tl.arange(0, {block})")
-    kw.line(f"mask = offs < {n}")
-    entries = [[d] for d in range(out.rank)]
-    coords = unravel(kw, "offs", entries, sizes, "i")
     if group.prologue is None:
         base = " + ".join(f"{coords[d]} * {sx[d]}" for d in range(lead)) or "0"
         kw.line(f"base = {x_ptr} + {base}")
     fill = '-float("inf")' if is_max else "0.0"
-    kw.line(f"acc = tl.full(({block},), {fill}, tl.float32)")
+    kw.line(f"acc = tl.full((BLOCK,), {fill}, tl.float32)")
     windows = []
     if adaptive:
         out_sizes = [kw.arg(f"out_size{d}", sizes[lead + d]) for d in range(nd)]
@@ -108,11 +100,32 @@ def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.indent -= nd
     if not is_max:
         kw.line(f"acc = acc / {_divisor(kw, attrs, coords[lead:], in_sizes, windows, adaptive, nd)}")
-    kept = [d for d in range(out.rank) if group.space[d] != 1]
-    space = Space([[d] for d in kept], [coords[d] for d in kept], ["mask"] * len(kept), ["flat"] * len(kept),
-                  {"flat": "offs * 0"}, {"flat": "mask"})
-    access = Access(kw, host, space)
-    emitter = Emitter(kw, host, group, access)
+    return _after_pooling(kw, host, group, coords, lines, total, config)
+
+
+def _per_output(group: Group, host: HostContext, config: dict
+                ) -> tuple[KernelWriter, list[str], list[str], str, list[str]]:
+    """The start of a kernel with one lane per output element: (writer, host lines, space sizes, element count,
+    each lane's coordinates)."""
+    out = group.anchor.out
+    kw = KernelWriter(f"_{group.name}_kernel")
+    lines = allocate(host, group.exports)
+    sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
+    block = kw.constexpr("BLOCK", str(config["BLOCK"]))
+    total = space_numel(group, host, sizes)
+    kw.line("pid = tl.program_id(0)")
+    n = kw.arg("n_elements", total)
+    kw.line(f"offs = pid * {block} + tl.arange(0, {block})")
+    kw.line(f"mask = offs < {n}")
+    return kw, lines, sizes, total, unravel(kw, "offs", [[d] for d in range(out.rank)], sizes, "i")
+
+
+def _after_pooling(kw: KernelWriter, host: HostContext, group: Group, coords: list[str], lines: list[str],
+                   total: str, config: dict) -> KernelCode:
+    """The pointwise ops after the pooling on `acc`, the stores and the launch."""
+    out = group.anchor.out
+    space = _flat_space(group.space, coords)
+    emitter = Emitter(kw, host, group, Access(kw, host, space))
     emitter.bind(out, "acc", {"flat"})
     for fused in group.ops:
         emitter.pointwise(fused)
@@ -120,6 +133,49 @@ def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         emitter.store(value, group.vmap[value], extra_mask="mask")
     lines.append(kw.launch(f"(triton.cdiv({total}, {config['BLOCK']}),)", {"num_warps": str(config["num_warps"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
+
+
+def _flat_space(space: tuple[int, ...], coords: list[str]) -> Space:
+    """One lane per element of `space` at coordinates `coords` (the dims of size 1 not indexed)."""
+    kept = [d for d in range(len(space)) if space[d] != 1]
+    return Space([[d] for d in kept], [coords[d] for d in kept], ["mask"] * len(kept), ["flat"] * len(kept),
+                 {"flat": "offs * 0"}, {"flat": "mask"})
+
+
+def window_tail(group: Group, host: HostContext, config: dict) -> KernelCode:
+    """The pooling of a convolution that stored each window's extrema or mean (plan/window_store.py): per output
+    element, the ops between the convolution and the pooling on each of those (the operands they share over the
+    window read at its first element), the larger of the results (or the one mean), then the ops after."""
+    windows = group.windows
+    out = group.anchor.out
+    kw, lines, sizes, total, coords = _per_output(group, host, config)
+    source_sizes = host.shape(windows.source)
+    kernel = (1, 1) + windows.kernel
+    # the flat index of the window's first element in the conv output, and so in every value of the chain (each
+    # is the output's shape, or a reshape of it)
+    first = f"{coords[0]}"
+    for d in range(1, out.rank):
+        corner = f"{coords[d]} * {kernel[d]}" if kernel[d] > 1 else coords[d]
+        first = f"({first}) * {kw.arg(f'source_size{d}', source_sizes[d])} + {corner}"
+    kw.line(f"first = {first}")
+    places = []
+    for k, link in enumerate(windows.chain):
+        # sizes from the export's shape formula: the entry is a view of a tensor never written
+        link_sizes = space_sizes(link.group, host, [(link.export, link.group.vmap[link.export])])
+        entries = [[d] for d in range(len(link.group.space))]
+        places.append(_flat_space(link.group.space, unravel(kw, "first", entries, link_sizes, f"l{k}_")))
+    buffers = host.windows[windows]
+    for kind in windows.kinds:
+        value = kw.local(f"window_{kind}")
+        kw.line(f"{value} = tl.load({kw.arg(f'{kind}_ptr', buffers[kind])} + offs, mask=mask, other=0.0)")
+        for link, place in zip(windows.chain, places):
+            emitter = Emitter(kw, host, link.group, Access(kw, host, place))
+            emitter.bind(link.entry, value, {"flat"})
+            for op in link.group.ops:
+                emitter.pointwise(op)
+            value = emitter.env[link.export]
+        kw.line(f"acc = {value}" if kind == windows.kinds[0] else f"acc = tl.maximum(acc, {value})")
+    return _after_pooling(kw, host, group, coords, lines, total, config)
 
 
 def _p(expr: str) -> str:

@@ -1,0 +1,97 @@
+"""Pooling before the store: a convolution whose output reaches a max or average pooling through ops that are
+monotone (max) or affine (average) in it, their other operands the same over a window, stores each window's
+extrema or mean instead of its output; each variant judged ok at 1e-4 by the real evaluator, with and without a
+norm's moments gathered in the same epilogue. Tails of other kinds keep the plain plan."""
+
+from pathlib import Path
+
+import pytest
+
+from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
+from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.plan.window_store import with_pooling_before_store
+from tests.experts.composer.helpers import TF32_LEVEL, compose_ok, conv_norm_problem, submit_all, verdict
+from tests.experts.composer.plan.test_rolling import _graph
+
+CONV2D = {"conv": "nn.Conv2d(8, 8, 3)", "d": "2", "ln": "8", "input": "2, 8, 10, 10", "field": "8, 8"}  # 8 x 8 out
+CASES = {
+    # (sizes, tail, what the conv stores per window, the norm's moments gathered too)
+    "groupnorm_signed_scale_maxpool": (CONV2D, "torch.clamp(F.max_pool2d(self.gn(y) * self.scale, 2), 0.0, 1.0)",
+                                       "max and min", True),
+    # a 9 x 9 output in 2 x 2 windows: the last row and column are in none, and the moments still need them
+    "groupnorm_positions_outside_windows": (dict(CONV2D, input="2, 8, 11, 11"),
+                                            "F.max_pool2d(self.gn(y) * self.scale, 2)", "max and min", True),
+    "conv3d_instancenorm_outside_windows": (dict(CONV2D, conv="nn.Conv3d(8, 8, 3, padding=1)", input="2, 8, 3, 5, 4",
+                                                 d="3", field="3, 5, 4"),
+                                            "F.avg_pool3d(self.inorm(y), 2)", "mean", True),
+    "relu_maxpool_odd_sizes": (dict(CONV2D, conv="nn.Conv2d(8, 8, 3, padding=1)", input="2, 8, 11, 12"),
+                               "F.hardswish(F.max_pool2d(torch.relu(y), 2))", "max", False),
+    "instancenorm_avgpool": (CONV2D, "torch.relu(F.avg_pool2d(self.inorm(y), 2))", "mean", True),
+    "window_of_9": (dict(CONV2D, input="2, 8, 11, 11"), "F.max_pool2d(torch.tanh(y), 3) * 2.0", "max", False),
+    "transposed_batchnorm_tanh": (dict(CONV2D, conv="nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)",
+                                       input="2, 8, 5, 5"),
+                                  "F.max_pool2d(torch.tanh(self.bn(y)), 2)", "max and min", True),
+    "depthwise_groupnorm": (dict(CONV2D, conv="nn.Conv2d(8, 8, 3, groups=8)"),
+                            "F.max_pool2d(torch.sigmoid(self.gn(y)), 4)", "max and min", True),
+    "conv3d_avgpool": (dict(CONV2D, conv="nn.Conv3d(8, 8, 3, padding=1)", input="2, 8, 4, 6, 6", d="3"),
+                       "torch.tanh(F.avg_pool3d(y, 2) * 0.5 - 0.1)", "mean", False),
+    "conv3d_pool_of_last_two_dims": (dict(CONV2D, conv="nn.Conv3d(8, 8, 3, padding=1)", input="2, 8, 3, 6, 6", d="3"),
+                                     "F.max_pool3d(y, (1, 2, 2))", "max", False),
+}
+
+
+def _problem(tmp_path: Path, case: str) -> Path:
+    sizes, tail, _, _ = CASES[case]
+    return conv_norm_problem(tmp_path / f"{case}.py", dict(sizes, tail=tail))
+
+
+def _accurate(candidate) -> bool:
+    return not any(config.get("precision") in TF32_LEVEL for config in candidate.config.values())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_conv_stores_each_pooling_window(tmp_path, case):
+    path = _problem(tmp_path, case)
+    _, _, stored, gathered = CASES[case]
+    result = compose_ok(path, max_variants=12, tolerance=1e-4)
+    pooled = [c for c in result.candidates if "_pooled" in c.name]
+    assert pooled and any("_pooled" not in c.name for c in result.candidates), [c.name for c in result.candidates]
+    assert f"window's {stored}" in result.message and "of the stored windows" in result.message
+    assert all(("_moments" in c.name) == gathered for c in pooled)
+    candidate = next(c for c in pooled if _accurate(c))
+    source = candidate.source
+    assert "tl.reshape(" in source and "_window_" in source
+    sources = [source]
+    if case == "groupnorm_positions_outside_windows":  # a tuned BM still holds whole windows and whole moments
+        launch = f"BM={candidate.config['conv_0']['BM']}, "
+        assert source.count(launch) == 1
+        sources += [source.replace(launch, "BM=16, "), source.replace(launch, "BM=256, ")]
+    for evaluation in submit_all(path, sources, tolerance=1e-4).result():
+        verdict(evaluation)
+
+
+@pytest.mark.parametrize("tail", [  # the norm keeps the ops after it out of the conv's epilogue
+    "F.max_pool2d(F.gelu(self.gn(y)), 2)",  # not monotone
+    "F.avg_pool2d(torch.relu(self.gn(y)), 2)",  # not affine
+    "F.max_pool2d(self.gn(y), 3, 2, 1)",  # overlapping, padded windows
+    "F.max_pool2d(self.gn(y), 2) + y[:, :, ::2, ::2]",  # the conv output is read again
+    "F.max_pool2d(self.gn(y) + self.field, 2)",  # an operand that changes within a window
+    "F.max_pool2d(self.gn(y) * torch.sigmoid(self.gn(y)), 2)",  # the chain twice in one op
+])
+def test_other_tails_keep_the_plain_plan(tmp_path, tail):
+    path = conv_norm_problem(tmp_path / "problem.py", dict(CONV2D, tail=tail))
+    the_plan = plan(_graph(path))
+    assert with_pooling_before_store(the_plan) is None
+    gathered = with_conv_statistics(the_plan)
+    assert gathered is None or with_pooling_before_store(gathered) is None
+
+
+def test_the_given_plan_is_left_as_it_was(tmp_path):
+    path = _problem(tmp_path, "groupnorm_signed_scale_maxpool")
+    gathered = with_conv_statistics(plan(_graph(path)))
+    before = gathered.describe()
+    pooled = with_pooling_before_store(gathered)
+    assert pooled is not None and gathered.describe() == before
+    assert [g.kind for g in pooled.groups] == ["conv", "moments", "pool"]
+    assert [g.kind for g in gathered.groups] == ["conv", "moments", "pointwise", "pool"]
+    assert all(g.windows is None for g in gathered.groups)
