@@ -311,7 +311,7 @@ def test_the_table_uses_the_terminal_and_cuts_nothing_when_piped(tmp_path, suite
     lines = piped.export_text().splitlines()
     header = lines[1]
     assert header.split() == ["#", "problem", "status", "compiled", "vs", "eager", "vs", "compile", "ms", "eager",
-                              "ms", "compile", "ms"]
+                              "ms", "compile", "ms", "gen", "0", "->", "best", "(gain)"]
     assert [line.split()[0] for line in lines[3:6]] == ["1", "2", "3"] and len(header) > 60
     assert "  2_b: no correct candidate in 1 evaluations (wrong_output 1)" in lines
     wide = Console(record=True, width=220, force_terminal=True)  # a wide terminal: the whole width
@@ -461,3 +461,57 @@ def test_out_of_resource_errors_of_our_experts_are_counted(tmp_path, suite):
     print_report(report, console)
     text = console.export_text()
     assert "out of resource" in text and "3 evaluation(s)" in text
+
+
+class CreditOptimize(FakeOptimize):
+    """1_a: a search that went from 1.2x in generation 0 to 1.8x (tests.runs.test_credit); 2_b: none correct;
+    3_c: a result.json written before the credit fields."""
+
+    def __call__(self, problem_path=None, **kw):
+        from tests.runs.test_credit import build_credit_run
+
+        name = Path(problem_path).stem
+        if name == "2_b":
+            return super().__call__(problem_path, **kw)
+        with RunStore.create(kw["out"], problem_path, {"policy": "strict"}, seed=1) as store:
+            if name == "1_a":
+                build_credit_run(store)
+            else:
+                cid = store.add_candidate("class ModelNew: pass\n", [], "initializer", 0, 0, "llm")
+                store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[name]))
+            record = json.loads(store.write_outputs({"kind": "cuda", "name": "Fake GPU"})["result"].read_text())
+        if name == "3_c":
+            for key in ("generation0", "improvements", "gain_over_generation0"):
+                del record[key]
+        return record
+
+
+def test_the_bench_gives_each_problem_its_generation0_best_the_final_best_and_the_gain(tmp_path, suite):
+    out = tmp_path / "out"
+    report = run_bench(suite, settings(), out, optimize_fn=CreditOptimize())
+    document = json.loads((out / "bench.json").read_text())
+    problems = {p["name"]: p for p in document["problems"]}
+    assert problems["1_a"]["generation0_speedup"] == 1.2 and problems["1_a"]["speedup_eager"] == 1.8
+    assert problems["1_a"]["gain_over_generation0"] == pytest.approx(1.5)
+    for name in ("2_b", "3_c"):  # none correct; an older result.json
+        assert problems[name]["generation0_speedup"] is None and problems[name]["gain_over_generation0"] is None
+
+    rows = {r["name"]: r for r in csv.DictReader((out / "bench.csv").open())}
+    assert list(rows["1_a"])[-2:] == ["generation0_speedup", "gain_over_generation0"]
+    assert float(rows["1_a"]["generation0_speedup"]) == 1.2 and float(rows["1_a"]["speedup_eager"]) == 1.8
+    assert float(rows["1_a"]["gain_over_generation0"]) == pytest.approx(1.5)
+    assert rows["3_c"]["generation0_speedup"] == "" and rows["3_c"]["gain_over_generation0"] == ""
+
+    page = (out / "bench.html").read_text()
+    assert '<th class="num">gen-0 best</th><th class="num">final best</th><th class="num">gain over gen 0</th>' in page
+    assert '<td class="num">1.2x</td><td class="num">1.8x</td><td class="num">1.5x</td>' in page
+    assert '<td class="num">-</td><td class="num">0.5x</td><td class="num">-</td>' in page  # 3_c: older result
+
+    console = Console(record=True, width=60)
+    print_report(report, console)
+    lines = console.export_text().splitlines()
+    assert lines[1].rstrip().endswith("gen 0 -> best (gain)")
+    assert lines[3].rstrip().endswith("1.2x -> 1.8x (1.5x)") and lines[5].rstrip().endswith(" -")
+
+    kept = run_bench(suite, settings(), out, resume=True, optimize_fn=CreditOptimize())  # read back from bench.json
+    assert {r.name: r.gain_over_generation0 for r in kept.results}["1_a"] == pytest.approx(1.5)

@@ -1,6 +1,8 @@
 import ast
 import json
 
+import pytest
+
 from tests.runs.conftest import evaluation
 
 BEST = '''import torch
@@ -51,6 +53,7 @@ def test_write_outputs_without_a_verified_candidate(store):
     assert "best" not in paths and not (store.run_dir / "best.py").exists()
     result = json.loads(paths["result"].read_text())
     assert result["best"] is None and result["lineage"] == [] and result["correctness_rate"] == 0.0
+    assert result["generation0"] is None and result["improvements"] == [] and result["gain_over_generation0"] is None
 
 
 def test_the_outputs_report_the_searchs_own_best_where_it_chose_one(store):
@@ -92,3 +95,27 @@ def test_a_graph_best_with_reduce_overhead_timed_gives_the_figure(store):
     store.finish_evaluation(store.start_evaluation(best), graphed)
     header = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})["best"].read_text().splitlines()[1]
     assert "reduce-overhead (CUDA graphs too): 0.9 ms (ours 1.5x vs it)" in header
+
+
+def test_result_json_says_where_the_speed_came_from(store):
+    from tests.runs.test_credit import TILES, TUNE, build_credit_run
+
+    ids = build_credit_run(store)
+    result = json.loads(store.write_outputs({"kind": "cuda"})["result"].read_text())
+    assert result["best"]["candidate_id"] == ids["tiled"] and result["best"]["speedup_eager"] == 1.8
+    assert result["generation0"] == {"candidate_id": ids["seed"], "expert": "initializer", "speedup_eager": 1.2}
+    assert [(s["candidate_id"], s["expert"], s["move"]) for s in result["improvements"]] == [
+        (ids["seed"], "initializer", None), (ids["tuned"], "tuner", TUNE), (ids["tiled"], "genome", TILES)]
+    second = result["improvements"][1]
+    assert second["generation"] == 1 and second["parent_ids"] == [ids["seed"]]
+    assert (second["speedup_before"], second["speedup_after"]) == (1.2, 1.5) and second["gain"] == pytest.approx(1.25)
+    assert result["improvements"][2]["gain"] == pytest.approx(1.2)
+    assert result["gain_over_generation0"] == pytest.approx(1.5)
+
+
+def test_an_untimed_result_json_credits_nothing(store):
+    first = store.add_candidate("a = 1\n", [], "seed", 0, 0, "seed")
+    store.finish_evaluation(store.start_evaluation(first), evaluation("ok"))
+    result = json.loads(store.write_outputs({"kind": "cpu"})["result"].read_text())
+    assert result["generation0"] == {"candidate_id": first, "expert": "seed", "speedup_eager": None}
+    assert result["improvements"] == [] and result["gain_over_generation0"] is None

@@ -50,6 +50,19 @@ def test_best_is_none_without_a_verified_candidate(store):
     assert store.best() is None
 
 
+def test_verified_in_order_lists_the_verified_evaluations_as_their_verdicts_came(run):
+    store, ids = run
+    later = store.add_candidate("g = 1\n", [ids["e"]], "x-g", 1, 3, "llm")
+    sooner = store.add_candidate("h = 1\n", [ids["e"]], "x-h", 0, 3, "llm")
+    later_eval = store.start_evaluation(later)  # started first, finished second
+    store.finish_evaluation(store.start_evaluation(sooner), evaluation("ok", None, None))
+    store.finish_evaluation(later_eval, evaluation("ok", 3.0, 2.0))
+    rows = store.verified_in_order()
+    assert [r["candidate_id"] for r in rows] == [ids["a"], ids["c"], ids["e"], sooner, later]
+    assert [r["speedup_eager"] for r in rows] == [1.0, 2.0, 1.5, None, 3.0]
+    assert rows[2]["expert"] == "x-e" and rows[2]["generation"] == 2 and rows[2]["parent_ids"] == [ids["c"], ids["d"]]
+
+
 def test_lineage_goes_back_to_the_roots(run):
     store, ids = run
     chain = store.lineage(ids["e"])

@@ -113,6 +113,30 @@ def test_untimed_run(tmp_path, problem_file):
     assert "No speedups to plot" in html and "n/a" in html
     assert "repaired (parent was wrong_output)" in html
     assert "Speed of light" not in html  # no device facts, no cost: no floor, and nothing broken
+    assert "No timed correct candidate: no speedup to credit." in html  # and no generation-0 best: none verified
+
+
+def test_where_the_speed_came_from(tmp_path, problem_file):
+    from tests.runs.test_credit import build_credit_run
+
+    with RunStore.create(tmp_path / "run", problem_file, {}, seed=1) as store:
+        ids = build_credit_run(store)
+    context = build_context(tmp_path / "run")
+    rows = context["credit"]["rows"]
+    assert [r["candidate_id"] for r in rows] == [ids["seed"], ids["tuned"], ids["tiled"]]
+    assert [r["move_text"] for r in rows] == ["", "tune: BLOCK 1024\u21922048",
+                                              "tiles_up: BLOCK_M 64\u2192128, num_warps 4\u21928"]
+    html = write_report(tmp_path / "run").read_text()
+    section = html.split('<section id="credit">')[1].split("</section>")[0]
+    assert "<h2>Where the speed came from</h2>" in section
+    assert f"Generation 0's best: candidate {ids['seed']} by <b>initializer</b>, 1.2x" in section
+    assert "the final best's gain over it: <b>1.5x</b>" in section
+    assert '<td class="num">start &rarr; 1.2x</td>' in section
+    assert '<td class="num">1.2x &rarr; 1.5x</td>\n      <td class="num">1.25x</td>' in section
+    assert '<td class="num">1.5x &rarr; 1.8x</td>\n      <td class="num">1.2x</td>' in section
+    assert "tune: BLOCK 1024\u21922048" in section and "<b>tuner</b>" in section and "<b>genome</b>" in section
+    assert f"{ids['tiled']} &larr; {ids['tuned']}" in section
+    assert f"<tr><td>{ids['sideways']} &larr;" not in section  # its 1.4x raised nothing
 
 
 def test_token_counts_a_provider_did_not_report_read_unknown_not_zero(tmp_path, problem_file):

@@ -112,6 +112,19 @@ def samples_ok(result: ProblemResult) -> str:
     return f"{sum(s.correct for s in result.samples)}/{len(result.samples)}" if result.samples else "-"
 
 
+def gain_text(value: float | None) -> str:
+    """A speedup or a gain with no verdict to qualify it: '1.5x', '-' for none."""
+    return "-" if value is None else f"{value:.3g}x"
+
+
+def credit_text(result: ProblemResult) -> str:
+    """The generation-0 best, the final best and the gain over it: '1.2x -> 1.8x (1.5x)'; '-' without them."""
+    if result.generation0_speedup is None or result.speedup_eager is None:
+        return "-"
+    return (f"{gain_text(result.generation0_speedup)} -> {gain_text(result.speedup_eager)}"
+            f" ({gain_text(result.gain_over_generation0)})")
+
+
 def ms_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 

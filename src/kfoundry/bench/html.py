@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
-from kfoundry.bench.figures import (FLOOR_MEANING, RECIPE, floor_text, metric_rows, ms_text, samples_ok,
-                                     share_text, speedup_text)
+from kfoundry.bench.figures import (FLOOR_MEANING, RECIPE, floor_text, gain_text, metric_rows, ms_text,
+                                     samples_ok, share_text, speedup_text)
 from kfoundry.bench.floor import FRACTION_FIELDS
 from kfoundry.bench.outputs import BENCH_HTML, write_atomic
 from kfoundry.bench.results import timed
@@ -55,6 +55,8 @@ def render_bench(report: BenchReport) -> str:
             "report": _report_link(report, result.run_dir), "reused": result.name in report.reused,
             "floor": floor_text(floor), "floor_source": floor["floor_source"],
             "of_floor": [share_text(floor[key]) for key in FRACTION_FIELDS],
+            "credit": [gain_text(result.generation0_speedup), speedup_text(result.speedup_eager, result.correct),
+                       gain_text(result.gain_over_generation0)],
         })
         for sample in result.samples if len(result.samples) > 1 else []:
             samples.append({
@@ -76,6 +78,7 @@ def render_bench(report: BenchReport) -> str:
         skipped=report.suite.skipped, complete=report.complete, timed=timed(report.results),
         plot=bench_speedups([r.to_dict() for r in report.results]), recipe=RECIPE[0].upper() + RECIPE[1:],
         floors=any(r.floor for r in report.results), floor_meaning=FLOOR_MEANING[0].upper() + FLOOR_MEANING[1:],
+        credit=any(r.generation0_speedup is not None for r in report.results),
         policy=options.policy, tolerance=f"{options.atol:g}", correct=metrics["correct"],
         calls_pytorch=metrics["passed_calling_pytorch"],
         settings=json.dumps(describe(report.config), indent=2, default=str))

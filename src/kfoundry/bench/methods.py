@@ -321,6 +321,9 @@ def apply_run_result(result: ProblemResult, record: dict[str, Any]) -> None:
     # did any candidate of the search compile (a count per status is all result.json keeps)
     result.compiled = bool(best or correct or set(record.get("statuses") or {}) - {"compile_error"})
     result.labels = labels_from_run_result(record)
+    # where the speed came from: absent from result files written before these fields
+    result.generation0_speedup = (record.get("generation0") or {}).get("speedup_eager")
+    result.gain_over_generation0 = record.get("gain_over_generation0")
     # result.json's best needs a speedup: on CPU a correct candidate is correct but has no best
     if best or correct:
         result.status = "ok"

@@ -22,7 +22,8 @@ FORMAT = "kfoundry-bench/1"
 # new columns go at the end: readers that take columns by position keep working
 CSV_COLUMNS = ("number", "name", "status", "speedup_eager", "speedup_compile", "runtime_ms", "eager_ms",
                "compile_ms", "evaluations", "duration_s", "run_dir", "message", "compiled", "calls_pytorch",
-               "policy_warnings", "samples", "correct_samples", "best_sample", "out_of_resource", *floor.FIELDS)
+               "policy_warnings", "samples", "correct_samples", "best_sample", "out_of_resource", *floor.FIELDS,
+               "generation0_speedup", "gain_over_generation0")
 
 
 def _finite(value: Any) -> Any:

@@ -115,6 +115,9 @@ class ProblemResult(CandidateResult):
     # evaluations of the composer's and the tuner's candidates that failed "out of resource" (optimize method)
     out_of_resource: int | None = None
     floor: Floor | None = None  # the problem's speed of light on the device (None on CPU, or without a cost)
+    # optimize method: the run's generation-0 best speedup vs eager, and the final best's (speedup_eager) gain over it
+    generation0_speedup: float | None = None
+    gain_over_generation0: float | None = None
 
     @property
     def holds_at_other_sizes(self) -> bool | None:

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kfoundry.bench.figures import (RECIPE, floor_text, metric_rows, ms_text, of_floor_text, samples_ok,
-                                     speedup_text)
+from kfoundry.bench.figures import (RECIPE, credit_text, floor_text, metric_rows, ms_text, of_floor_text,
+                                     samples_ok, speedup_text)
 
 if TYPE_CHECKING:
     from kfoundry.bench.results import ProblemResult
@@ -55,6 +55,8 @@ def columns(report: BenchReport) -> list[Column]:
     if any(r.floor for r in report.results):  # a GPU run: each problem's speed of light (kfoundry.bench.floor)
         chosen += [Column("floor ms", lambda r: floor_text(r.floor_record()), right=True),
                    Column("ours/eager/compile of floor", lambda r: of_floor_text(r.floor_record()), right=True)]
+    if any(r.generation0_speedup is not None for r in report.results):  # optimize runs: gen 0 -> final (gain)
+        chosen.append(Column("gen 0 -> best (gain)", credit_text, right=True))
     if any(r.other_sizes for r in report.results):
         chosen.append(Column("other sizes", other_sizes_text))
     if any(r.calls_pytorch for r in report.results):

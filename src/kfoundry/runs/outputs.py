@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kfoundry.evaluate.options import GRAPH_BASELINE
+from kfoundry.runs.credit import credit
 
 if TYPE_CHECKING:
     from kfoundry.runs.store import RunStore
@@ -81,6 +82,8 @@ def build_result(store: RunStore, device_info: dict[str, Any]) -> dict[str, Any]
             "candidate_id": best_compile["candidate_id"],
             "speedup_compile": best_compile["speedup_compile"]},
         "lineage": store.lineage(best["candidate_id"]) if best else [],
+        # where the speed came from (kfoundry.runs.credit)
+        **credit(store, best["speedup_eager"] if best else None),
         "evaluations": totals["evaluations"],
         "correct": totals["correct"],
         "correctness_rate": totals["correctness_rate"],

@@ -47,6 +47,16 @@ def best(conn: sqlite3.Connection, metric: str = "speedup_eager", candidate_id: 
     return data
 
 
+def verified_in_order(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Verified (status ok) evaluations in the order they finished, each with its speedup vs eager and its
+    candidate's expert, generation and parents."""
+    rows = conn.execute(
+        "SELECT e.id AS evaluation_id, e.candidate_id, e.speedup_eager, c.expert, c.generation, c.parent_ids"
+        " FROM evaluations e JOIN candidates c ON c.id = e.candidate_id"
+        " WHERE e.status = 'ok' AND e.finished_at IS NOT NULL ORDER BY e.finished_at, e.id").fetchall()
+    return [candidate_dict(row) for row in rows]
+
+
 def lineage(conn: sqlite3.Connection, candidate_id: int) -> list[dict[str, Any]]:
     """The candidate and its ancestors back to the root(s), nearest first (breadth-first over
     every parent, each once), with each one's best verified speedup."""

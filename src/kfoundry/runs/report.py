@@ -16,13 +16,15 @@ from typing import Any
 from markupsafe import Markup
 
 from kfoundry.llm.cost_text import cost_text
+from kfoundry.runs.credit import move_text
 from kfoundry.runs import report_plots as plots
 from kfoundry.runs.report_data import gather
 from kfoundry.runs.report_explorer import explorer_data, explorer_json
 from kfoundry.runs.report_html import code_html, diff_html, diff_text, render_page
 
 REPORT_NAME = "report.html"
-SECTIONS = ("summary", "best-kernel", "explorer", "progress", "experts", "llm", "lineage", "roofline", "diagnosis")
+SECTIONS = ("summary", "best-kernel", "explorer", "progress", "credit", "experts", "llm", "lineage", "roofline",
+            "diagnosis")
 
 
 def _when(timestamp: float | None) -> str:
@@ -103,6 +105,13 @@ def _floor_section(data: dict[str, Any]) -> dict[str, Any] | None:
             "meaning": FLOOR_MEANING[0].upper() + FLOOR_MEANING[1:]}
 
 
+def _credit_section(data: dict[str, Any]) -> dict[str, Any]:
+    """Where the speed came from: the improvements with their moves in a few words, generation 0's best, the gain."""
+    found = data["credit"]
+    rows = [{**step, "move_text": move_text(step["move"])} for step in found["improvements"]]
+    return {**found, "rows": rows}
+
+
 def _untimed_reason(data: dict[str, Any]) -> str:
     best = data["best"]
     timing = ((best or {}).get("evaluation") or {}).get("timing") or {}
@@ -143,6 +152,7 @@ def build_context(run_dir: str | Path) -> dict[str, Any]:
         },
         "diagnosis": _diagnosis(data),
         "floor": _floor_section(data),
+        "credit": _credit_section(data),
         "stop_reason": _stop_reason(data["events"]),
         "sections": SECTIONS,
         "explorer": explorer,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kfoundry.llm.cost_text import cost_text
+from kfoundry.runs.credit import credit
 from kfoundry.runs.schema import DB_NAME, connect
 from kfoundry.runs.store import RunStore
 
@@ -301,6 +302,7 @@ def gather(run_dir: str | Path) -> dict[str, Any]:
         correct = [e for e in evaluations if e["status"] == "ok"]
         first_correct = correct[0] if correct else None
         best = store.final_best()
+        speed_credit = credit(store, (best or {}).get("speedup_eager"))
         best_kind = "fastest verified candidate (speedup vs eager)"
         if best is not None and best.get("speedup_eager") is None:
             best_kind = "first correct candidate (no candidate was timed)"
@@ -331,6 +333,7 @@ def gather(run_dir: str | Path) -> dict[str, Any]:
         "first_correct": None if first_candidate is None else {
             "candidate": first_candidate, "evaluation_id": first_correct["evaluation_id"]},
         "lineage": lineage,
+        "credit": speed_credit,
         "roofline": roofline_point(best_evaluation, best_diagnosis),
         "floor": floor_point(best_evaluation),
         "labels": labels(meta, best_evaluation, result),

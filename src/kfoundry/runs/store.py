@@ -355,6 +355,10 @@ class RunStore:
         with self._lock:
             return queries.history(self._conn)
 
+    def verified_in_order(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return queries.verified_in_order(self._conn)
+
     def totals(self) -> dict[str, Any]:
         with self._lock:
             return queries.totals(self._conn)
