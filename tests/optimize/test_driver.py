@@ -28,6 +28,16 @@ def test_without_an_llm_the_seed_and_the_tuner_give_a_verified_best(tmp_path):
     assert result["best"]["candidate_id"] == int(last_best["id"]) == int(state["best_id"])
     experts = {row[0] for row in sqlite3.connect(run / "run.sqlite").execute("SELECT expert FROM candidates")}
     assert "seed" in experts and "tuner" in experts
+    with sqlite3.connect(run / "run.sqlite") as conn:  # each tuner candidate's move: the settings it changed
+        tuned = {row[0] for row in conn.execute("SELECT id FROM candidates WHERE expert = 'tuner'")}
+        moves = [json.loads(row[0]) for row in conn.execute("SELECT data FROM events WHERE kind = 'move'")]
+    assert moves and {m["candidate_id"] for m in moves} <= tuned and all(m["expert"] == "tuner" for m in moves)
+    assert all(m["move"]["kind"] == "tune" and m["move"]["changed"] for m in moves)
+    change = next(iter(moves[0]["move"]["changed"].values()))
+    assert set(change) == {"from", "to"} and change["from"] != change["to"]
+    # on CPU nothing is timed: generation 0's best is the seed, and no speedup is credited
+    assert result["generation0"]["expert"] == "seed" and result["generation0"]["speedup_eager"] is None
+    assert result["improvements"] == [] and result["gain_over_generation0"] is None
     assert (run / "report.html").is_file() and json.loads((run / "history.json").read_text())
     assert evaluate(AFFINE, run / "best.py", eval_options()).status == "ok"  # best.py stands on its own
     steps = Library(tmp_path / "lib.sqlite").steps()
@@ -290,3 +300,27 @@ def test_the_final_best_is_judged_at_other_sizes_and_best_py_says_where_it_was_v
     assert header[2].startswith("# holds at other sizes: no (batch_size=3, dim=188: runtime_error")
     page = (tmp_path / "run" / "report.html").read_text()
     assert "verified at batch_size=4, dim=250; holds at other sizes: no (batch_size=3, dim=188" in page
+
+
+def test_without_an_llm_the_genome_experts_search_the_composers_space(tmp_path):
+    """A small conv problem, one composed kernel in the first population: the rest of the composer's genome
+    space is searched by recompose (and recombine), each child with its genome, its move and a library step."""
+    from tests.experts.composer.helpers import conv_norm_problem
+
+    problem = conv_norm_problem(tmp_path / "conv_gn.py", {
+        "conv": "nn.Conv2d(8, 8, 3)", "d": "2", "ln": "8", "input": "2, 8, 10, 10", "field": "8, 8",
+        "tail": "torch.clamp(F.max_pool2d(self.gn(y) * self.scale, 2), 0.0, 1.0)"})
+    result = optimize(problem, out=tmp_path / "run", options=eval_options(tolerance=1e-4),
+                      settings=OptimizeSettings(islands=1, library=str(tmp_path / "lib.sqlite"), compose_variants=1),
+                      max_evals=8)
+    assert result["evaluations"] == 8 and any("genome space holds" in n for n in result["notes"])
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
+        genomic = {row[0]: row[1] for row in conn.execute(
+            "SELECT id, expert FROM candidates WHERE expert IN ('recompose', 'recombine')")}
+        moves = {json.loads(row[0])["candidate_id"]: json.loads(row[0])["move"]
+                 for row in conn.execute("SELECT data FROM events WHERE kind = 'move'")}
+    assert genomic and all(moves[cid]["kind"] in ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision",
+                                                  "layout", "config", "explore", "crossover") for cid in genomic)
+    assert any(moves[cid]["changed"] for cid in genomic)  # the genes each move changed
+    steps = [s for s in Library(tmp_path / "lib.sqlite").steps() if s["expert"] in ("recompose", "recombine")]
+    assert steps  # the library learns from them

@@ -41,10 +41,30 @@ def test_steps_are_recorded_with_the_parents_diagnosis_and_the_best_kernel_is_ke
     assert experience.retrieve(3)  # the seeded library answers too
 
 
+def test_genome_moves_that_paid_off_are_learned_for_the_problem_class(tmp_path):
+    library = Library(tmp_path / "lib.sqlite")
+    experience = Experience(library, SIG, "run-a", "NVIDIA H200")
+    parent = Individual(id="1", source="a = 1\n", status="ok", fitness=1.0,
+                        parent_info=ParentInfo(source="a = 1\n", speedup_eager=1.0))
+    for index, (expert, kind, speedup) in enumerate([("recompose", "fuse", 1.6), ("recombine", "crossover", 0.9),
+                                                     ("tuner", None, 2.0)]):
+        child = Individual(id=str(index + 2), source=f"a = {index + 2}\n", expert=expert, status="ok", fitness=speedup,
+                           parent_info=ParentInfo(source="x", speedup_eager=speedup))
+        data = {"move": {"kind": kind, "changed": {"plan": ["plain", "moments"]}}} if kind else {"changes": {}}
+        experience.record(child, parent, data)
+    records = library.genome_records(SIG)
+    assert sorted(r["move"]["kind"] for r in records) == ["crossover", "fuse"]  # the tuner's steps are not moves
+    gains = experience.move_gains()
+    assert abs(gains["fuse"] - 1.6) < 1e-9 and abs(gains["crossover"] - 0.9) < 1e-9
+    other = Experience(library, {**SIG, "kind": "gemm", "ops": ["aten.mm"]}, "run-b", None)
+    assert other.move_gains() == {}  # another class of problem learned nothing from these
+
+
 def test_without_a_library_nothing_is_read_or_written():
     experience = Experience(None, SIG, "run", None)
     assert experience.retrieve(5) == [] and experience.kernels_for_this_problem() == []
     assert experience.tuning_preferences() == {} and experience.finish(None, "x") == []
+    assert experience.move_gains() == {}
 
 
 def test_a_library_damaged_mid_file_is_dropped_with_one_note_and_the_run_goes_on(tmp_path):

@@ -218,3 +218,42 @@ def test_an_environment_fault_stops_the_search_and_no_child_is_recorded():
     assert loop.individuals == {} and loop.search.evals == 0
     assert [e for e in events if e["event"] == "evaluated"] == []
     assert any(e["event"] == "environment_fault" and e["cause"] == "CUDA could not start" for e in events)
+
+
+class _Fallback:
+    """An expert the loop asks when the chosen one offers nothing: a fixed list of sources, then its coverage."""
+
+    def __init__(self, sources):
+        from kfoundry.experts.base import Traits
+
+        self.name, self.traits, self.sources, self.asked = "recompose", Traits(fallback=True), list(sources), 0
+
+    async def propose(self, step):
+        from kfoundry.experts.base import Proposal
+
+        self.asked += 1
+        source = self.sources.pop(0) if self.sources else None
+        return Proposal(source, [step.parent.id] if source else [], {"move": {"kind": "explore"}} if source else {},
+                        why=step.reason)
+
+    def coverage(self):
+        return f"the space is spent: {10 - len(self.sources)} of 10 tried"
+
+
+def test_an_expert_with_nothing_new_hands_the_step_to_the_fallback_until_its_space_is_spent():
+    async def only_first(parent, others, expert):  # the improvers offer nothing once there is a parent
+        return src(3, "first") if parent is None else None
+    fallback = _Fallback([src(10 + i, f"f{i}") for i in range(10)])
+    arch = Archipelago(k=2, migrate_every=2, capacity=16, elites=2)
+    router = Router(experts(only_first, names=("initializer", "compute")) + [fallback], seed=0)
+    events = []
+    result = asyncio.run(SearchLoop(arch, DirectQueue(), router, StopRules(max_evals=40), seed=0,
+                                    on_event=events.append).run())
+    by_fallback = [i for i in result.individuals.values() if i.expert == "recompose"]
+    assert len(by_fallback) == 10  # every source it had was evaluated, on steps another expert was chosen for
+    assert all(i.parent_ids and i.record["move"]["kind"] == "explore" for i in by_fallback)
+    assert any("offered nothing new: recompose instead" in e.get("reason", "") for e in events
+               if e["event"] == "proposed")
+    # spent: the search stops for lack of proposals and says how much of the space was tried
+    assert "nothing new" in result.reason and "the space is spent: 10 of 10 tried" in result.reason
+    assert result.state.evals < 40

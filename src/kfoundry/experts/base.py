@@ -28,6 +28,9 @@ class Traits:
     changes_approach: bool = False  # preferred when the search makes no progress
     small_edits: bool = False  # its children are near their parent by design: no near-duplicate check
     focus: tuple[str, ...] = ()  # the diagnosis focuses it answers (kfoundry.types.Diagnosis.focus)
+    # asked when the chosen expert offers nothing new for a working parent: it has an untried candidate while
+    # its space lasts, so the budget is spent (and it may say how much of that space it tried: `coverage()`)
+    fallback: bool = False
 
 
 @dataclass

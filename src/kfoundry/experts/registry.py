@@ -30,6 +30,9 @@ class Setup:
     composed: list[str] = field(default_factory=list)  # the composer's kernels the first population left
     preferred: dict[str, int] = field(default_factory=dict)  # the tuner's settings that helped before
     prompts_dir: Path | None = None
+    space: Any = None  # kfoundry.experts.composer.genome.GenomeSpace: the composer's genomes for this problem
+    move_gains: dict[str, float] = field(default_factory=dict)  # genome move -> its gain on similar problems
+    elites: Callable[[], list[Any]] = field(default=lambda: [])  # the best individual of every island
     _log: Any = field(default=None, init=False, repr=False)
 
     def prompt_log(self) -> Any:
@@ -75,10 +78,27 @@ def _tuner(setup: Setup) -> Expert:
     return TunerExpert(setup.is_known, setup.device, setup.seed, dict(setup.preferred or {}))
 
 
+def _recompose(setup: Setup) -> Expert | None:
+    if setup.space is None:
+        return None
+    from kfoundry.experts.genome_experts import RecomposeExpert
+
+    return RecomposeExpert(setup.space, setup.is_known, setup.seed, gains=dict(setup.move_gains or {}))
+
+
+def _recombine(setup: Setup) -> Expert | None:
+    if setup.space is None:
+        return None
+    from kfoundry.experts.genome_experts import RecombineExpert
+
+    return RecombineExpert(setup.space, setup.is_known, setup.seed, elites=setup.elites)
+
+
 # the order of the draws: first kernels (initializer, composer), then the improvers
 for _name, _factory in (("initializer", _llm("initializer")), ("composer", _composer), ("repair", _llm("repair")),
                         ("memory", _llm("memory")), ("compute", _llm("compute")), ("fusion", _llm("fusion")),
-                        ("algorithm", _llm("algorithm")), ("crossover", _llm("crossover")), ("tuner", _tuner)):
+                        ("algorithm", _llm("algorithm")), ("crossover", _llm("crossover")), ("tuner", _tuner),
+                        ("recompose", _recompose), ("recombine", _recombine)):
     register(_name, _factory)
 
 

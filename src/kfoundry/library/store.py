@@ -371,16 +371,26 @@ class Library:
     def tuning_records(self, signature: dict | None = None) -> builtins.list[dict]:
         """The tuner's recorded steps ({changes, speedup_before, speedup_after}) on problems of this signature's
         class (problem_signature.problem_class, from the ops: entries stored under an older kind count), or all."""
+        return self._step_records(("tuner",), "changes", signature)
+
+    def genome_records(self, signature: dict | None = None) -> builtins.list[dict]:
+        """The genome experts' recorded steps ({move, speedup_before, speedup_after}) on problems of this
+        signature's class, or all: which composer moves paid off where."""
+        return self._step_records(("recompose", "recombine"), "move", signature)
+
+    def _step_records(self, experts: tuple[str, ...], key: str, signature: dict | None) -> builtins.list[dict]:
+        """{key: what the experts' steps recorded under it, speedup_before, speedup_after} of their working
+        children, on problems of the signature's class (or all)."""
+        marks = ", ".join("?" for _ in experts)
         sql = ("SELECT items.data, items.signature, steps.speedup_before, steps.speedup_after FROM steps JOIN items"
-               " ON items.id = steps.item_id WHERE steps.expert = 'tuner' AND steps.outcome = 'ok'")
+               f" ON items.id = steps.item_id WHERE steps.expert IN ({marks}) AND steps.outcome = 'ok'")
         out = []
-        for row in self.db.execute(sql).fetchall():
+        for row in self.db.execute(sql, experts).fetchall():
             if signature and not same_class(signature, json.loads(row["signature"])):
                 continue
-            changes = json.loads(row["data"] or "{}").get("changes")
-            if changes:
-                out.append({"changes": changes, "speedup_before": row["speedup_before"],
-                            "speedup_after": row["speedup_after"]})
+            value = json.loads(row["data"] or "{}").get(key)
+            if value:
+                out.append({key: value, "speedup_before": row["speedup_before"], "speedup_after": row["speedup_after"]})
         return out
 
     def _retrievable(self) -> builtins.list[sqlite3.Row]:

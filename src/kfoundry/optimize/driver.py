@@ -19,6 +19,7 @@ from kfoundry.errors import EnvironmentFault, KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions
 from kfoundry.evaluate.options import GRAPH_BASELINE
 from kfoundry.experts.base import Proposal
+from kfoundry.experts.genome_experts import restore_states, states_of
 from kfoundry.experts.tuner_expert import restore_in, state_of
 from kfoundry.optimize.experience import Experience
 from kfoundry.optimize.outcome import outcome, stored_outcome
@@ -126,11 +127,13 @@ class Optimization:
             add(item["code"], "library")
         for candidate in self.composed[:self.settings.compose_variants]:
             add(candidate.source, "composer")  # the rest wait for the router to pick the composer
+            if candidate.genome is not None:
+                children[-1].record = {"genome": candidate.genome.to_dict()}
         return children
 
-    def _compose(self, device: Any = None) -> list[Any]:
-        """The composer's candidates, their tiles fitted to the GPU the kernels are for (`device`: this run's,
-        or on a CPU the --target-gpu)."""
+    def _compose(self, device: Any = None) -> tuple[list[Any], Any]:
+        """The composer's candidates and its genome space (genome.GenomeSpace, or None), their tiles fitted to the
+        GPU the kernels are for (`device`: this run's, or on a CPU the --target-gpu)."""
         try:
             from kfoundry.experts.composer import compose
             from kfoundry.experts.composer.templates.device_limits import kernel_target
@@ -144,11 +147,13 @@ class Optimization:
             message = f"the composer failed ({type(exc).__name__}: {exc})"
             self.store.event("composed", count=0, unsupported=[], message=message)
             self.notes.append(f"composer: {message}")
-            return []
+            return [], None
+        genomes = result.space.size() if result.space is not None else 0
         self.store.event("composed", count=len(result.candidates), unsupported=list(result.unsupported),
-                         message=result.message)
-        self.notes.append(f"composer: {result.message}")
-        return list(result.candidates)
+                         message=result.message, genomes=genomes)
+        self.notes.append(f"composer: {result.message}" + (f" Its genome space holds {genomes} candidate(s)."
+                                                            if genomes else ""))
+        return list(result.candidates), result.space
 
     # -- the evaluation side (runs in the queue's thread) ------------------------------------------
 
@@ -173,6 +178,11 @@ class Optimization:
         self._store_call(cid, ind.record)
         if "strategy" in ind.record:
             self.store.event("strategy", candidate_id=cid, island=ind.island, strategy=ind.record["strategy"])
+        # what it changed: a genome expert's move, or the tuner's settings (the report's "where the speed came from")
+        changes = ind.record.get("changes")
+        move = ind.record.get("move") or (changes and {"kind": "tune", "changed": changes})
+        if move:
+            self.store.event("move", candidate_id=cid, expert=ind.expert, move=move)
         return str(cid)
 
     def _dropped(self, expert: str, proposal: Proposal) -> None:
@@ -231,6 +241,7 @@ class Optimization:
         if kind == "generation":
             self.store.save_state("search", self.loop.state())
             self.store.save_state("tuner_rng", state_of(self.experts))
+            self.store.save_state("genome_experts", states_of(self.experts))
         totals = self.store.totals()
         self.view.event(event, totals.get("cost_usd"), totals.get("unknown_cost_calls") or 0)
 
@@ -299,16 +310,19 @@ class Optimization:
                 self.store.event("retrieved", items=[{"id": r["id"], "title": r["title"], "score": r["score"]}
                                                      for r in retrieved])
                 snapshot = self.store.load_state("search") if self.resumed else None
-                # a run stopped before its first generation ended builds its first population again
-                self.composed = self._compose(prepared.device_facts) if snapshot is None and s.compose_variants > 0 \
-                    else []
+                # a run stopped before its first generation ended builds its first population again; a resumed
+                # one composes too, for the genome experts' space (the same candidates, the same sources)
+                self.composed, space = self._compose(prepared.device_facts) if s.compose_variants > 0 else ([], None)
+                if snapshot is not None:
+                    self.composed = []
                 archipelago = session.archipelago()
                 self.experts = session.experts(
                     problem_source=self.evaluator.source.text, name=self.name, device=prepared.device_facts,
                     experience=retrieved, archipelago=archipelago,
                     left_over=[c.source for c in self.composed[s.compose_variants:]],
                     preferred=self.experience.tuning_preferences(), problem_class=problem_class(signature or {}),
-                    facts=self._input_facts(signature), timed=self.evaluator.device != "cpu")
+                    facts=self._input_facts(signature), timed=self.evaluator.device != "cpu", space=space,
+                    move_gains=self.experience.move_gains())
                 near = session.near_duplicates(self.view.status)
                 # the evaluator runs one candidate per worker at once; two threads more check the next
                 # candidates' sources and diagnose finished ones meanwhile, so no worker waits for that
@@ -350,6 +364,7 @@ class Optimization:
         """What the search starts from: a resumed snapshot's interrupted generation, or the first population."""
         if snapshot is not None:
             restore_in(self.experts, self.store.load_state("tuner_rng"))
+            restore_states(self.experts, self.store.load_state("genome_experts"))
             self.individuals.update(self.loop.individuals)
             correct = sum(1 for i in self.loop.individuals.values() if i.ok)
             self.view.resume_from(self.loop.search.evals, correct, self.loop.search.best_fitness,

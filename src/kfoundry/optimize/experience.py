@@ -116,6 +116,12 @@ class Experience:
 
         return self.use({}, lambda library: preferred_settings(library.tuning_records(self.signature)))
 
+    def move_gains(self) -> dict[str, float]:
+        """Per genome move, the gain it gave on problems of this class (kfoundry.experts.genome_moves)."""
+        from kfoundry.experts.genome_moves import move_gains
+
+        return self.use({}, lambda library: move_gains(library.genome_records(self.signature)))
+
     def record(self, child: Individual, parent: Individual | None, data: dict[str, Any] | None) -> None:
         """One parent -> child step. A first kernel written to a strategy is a step from nothing (how that strategy
         did); seeds, composed and library kernels have no parent and are not steps."""

@@ -104,9 +104,10 @@ class Session:
 
     def experts(self, *, problem_source: str, name: str, device: Any, experience: list[dict[str, Any]],
                 archipelago: Archipelago, left_over: list[str], preferred: dict[str, int],
-                problem_class: str = "other", facts: Any = None, timed: bool = False) -> list[Any]:
-        """The tuner always; the composer while it has kernels the first population left (`left_over`);
-        the LLM experts with an LLM."""
+                problem_class: str = "other", facts: Any = None, timed: bool = False, space: Any = None,
+                move_gains: dict[str, float] | None = None) -> list[Any]:
+        """The tuner always; the composer while it has kernels the first population left (`left_over`); the
+        genome experts where the composer gave its genome `space`; the LLM experts with an LLM."""
         from kfoundry.experts.composer.templates.device_limits import kernel_target  # the tuner's limits
 
         s, o = self.settings, self.options
@@ -117,7 +118,9 @@ class Session:
         return registry.build(registry.Setup(
             context=context, llm=self.llm, budget=self.budget, device=kernel_target(device, s.target_gpu), seed=s.seed,
             is_known=lambda source: source_hash(source) in archipelago.seen, composed=left_over,
-            preferred=preferred, prompts_dir=self.store.run_dir / "prompts"))
+            preferred=preferred, prompts_dir=self.store.run_dir / "prompts", space=space,
+            move_gains=dict(move_gains or {}),
+            elites=lambda: [best for island in archipelago.islands if (best := island.best()) is not None]))
 
     def near_duplicates(self, status: Any) -> Any:
         if self.settings.reject_similar is None:

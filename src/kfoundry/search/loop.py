@@ -155,10 +155,22 @@ class SearchLoop:
             self.dropped(name, proposal)
 
     async def _child(self, plan: Plan, claimed: set[str]) -> Individual | None:
-        name = plan.expert.name
+        ind = await self._propose(plan, plan.expert, claimed)
+        fallback = next((e for e in getattr(self.router, "experts", []) if e.traits.fallback), None)
+        if ind is None and fallback is not None and fallback is not plan.expert and plan.kind == "improve":
+            # nothing new from the chosen expert: the fallback spends the budget on its space instead
+            ind = await self._propose(plan, fallback, claimed, f"{plan.expert.name} offered nothing new")
+        if ind is None:
+            return None
+        return await self._evaluate(ind)
+
+    async def _propose(self, plan: Plan, expert: Expert, claimed: set[str], instead: str = "") -> Individual | None:
+        """The expert's child for the plan, identified and claimed; None when it offers nothing new."""
+        name = expert.name
+        reason = f"{instead}: {name} instead" if instead else plan.reason
         try:
-            proposal = await plan.expert.propose(Step(plan.parent, plan.others, plan.reason, island=plan.island.index,
-                                                            islands=len(self.archipelago.islands)))
+            proposal = await expert.propose(Step(plan.parent, plan.others, reason, island=plan.island.index,
+                                                 islands=len(self.archipelago.islands)))
         except Exception as exc:  # noqa: BLE001 -- one expert's fault never ends the run
             self._emit("propose_error", id=plan.id, expert=name, error=f"{type(exc).__name__}: {exc}")
             return None
@@ -189,9 +201,9 @@ class SearchLoop:
             ind.id = self.identify(ind)
         if near is not None:
             near.add(ind.id, source)
-        self._emit("proposed", id=ind.id, island=ind.island, expert=name, reason=plan.reason,
+        self._emit("proposed", id=ind.id, island=ind.island, expert=name, reason=reason,
                    parent=plan.parent.id if plan.parent else None)
-        return await self._evaluate(ind)
+        return ind
 
     async def _evaluate(self, ind: Individual) -> Individual:
         try:
@@ -265,7 +277,7 @@ class SearchLoop:
                     break
                 flying[asyncio.ensure_future(self._child(plan, claimed))] = plan
             if not flying:
-                return reason or self.stop_rules.should_stop(self._refresh()) or "budget spent"
+                return self._with_coverage(reason or self.stop_rules.should_stop(self._refresh()) or "budget spent")
             done, _ = await asyncio.wait(list(flying), return_when=asyncio.FIRST_COMPLETED)
             for task in sorted(done, key=lambda t: int(flying[t].id[1:]) if flying[t].id[1:].isdigit() else 0):
                 plan = flying.pop(task)
@@ -284,6 +296,14 @@ class SearchLoop:
                     self._end_generation(evaluated=recorded)
                     self._improved = False
                     came_back = recorded = 0
+
+    def _with_coverage(self, reason: str) -> str:
+        """A stop for lack of proposals says how much of the fallback experts' spaces was tried."""
+        if self.search.empty_generations == 0 or self.stop_rules.max_empty_generations is None or \
+                self.search.empty_generations < self.stop_rules.max_empty_generations:
+            return reason
+        notes = [e.coverage() for e in getattr(self.router, "experts", []) if e.traits.fallback and hasattr(e, "coverage")]
+        return "; ".join([reason, *notes])
 
     async def seed(self, children: list[Individual]) -> None:
         """A generation of given candidates (the user's seeds, composed kernels, a stopped run's

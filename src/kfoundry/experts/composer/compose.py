@@ -14,6 +14,7 @@ from kfoundry.errors import ProblemError
 from kfoundry.problem import on_host
 from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
+from kfoundry.experts.composer.genome import Genome, GenomeSpace
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups
 from kfoundry.experts.composer.plan.amplification import normalised
@@ -44,6 +45,7 @@ class ComposedCandidate:
     name: str  # e.g. "gemm_epilogue_bm64_bn64_bk32_w4"
     source: str  # a complete candidate file (imports, kernels, class ModelNew)
     config: dict  # the tile configuration of each kernel, by kernel name
+    genome: Genome | None = None  # every decision behind it: the space rebuilds the same source from it
 
 
 @dataclass
@@ -52,6 +54,7 @@ class ComposeResult:
     unsupported: list[str]  # ops the composer cannot handle (then candidates == [])
     message: str  # one sentence: what it composed, or why nothing
     notes: list[str] = field(default_factory=list)  # how the problem was read (tracer, fallbacks)
+    space: GenomeSpace | None = None  # every candidate the composer can write for the problem (genome.py)
 
 
 @dataclass
@@ -182,12 +185,23 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
     return name + (f"_{kernels}kernels" if kernels > 1 else "")
 
 
+def kernel_options(the_plan: Plan, precision: str, tolerance: float | None,
+                   device: DeviceFacts | DeviceLimits | None = None) -> dict[str, list[dict]]:
+    """Each kernel's configurations, fitted to the device, at precisions the tolerance admits (a conv's main loop
+    close to fp32 first where a norm after it amplifies its error)."""
+    users = the_plan.graph.users()
+    return {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and
+                                  normalised(the_plan.graph, g.anchor.out, users)) for g in the_plan.groups}
+
+
 def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int,
              device: DeviceFacts | DeviceLimits | None = None) -> list[dict[str, dict]]:
     """Up to `limit` distinct choices of one configuration per kernel: the i-th of each kernel's list."""
-    users = the_plan.graph.users()
-    lists = {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and
-                                   normalised(the_plan.graph, g.anchor.out, users)) for g in the_plan.groups}
+    return first_choices(kernel_options(the_plan, precision, tolerance, device), limit)
+
+
+def first_choices(lists: dict[str, list[dict]], limit: int) -> list[dict[str, dict]]:
+    """Up to `limit` distinct choices of one configuration per kernel of `lists`: the i-th of each kernel's."""
     longest = max((len(v) for v in lists.values()), default=0)
     out: list[dict[str, dict]] = []
     for i in itertools.count():
@@ -306,45 +320,60 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     # a convolution followed by a norm: its variants gathering the norm's moments in the conv epilogue; one
     # followed by a pooling: those storing the pooled windows alone; and the plain ones, in turn
     gathered = with_conv_statistics(the_plan)
-    plans = [p for p in (gathered and with_pooling_before_store(gathered), gathered,
-                         with_pooling_before_store(the_plan), the_plan) if p is not None]
-    candidates: list[ComposedCandidate] = []
-    failures: list[str] = []
-    for plan_, choice, graphed in _in_turn(
-            [[(p, choice, graphed) for choice, graphed in
-              _with_graph(p, init, variants(p, precision, tolerance, max_variants, device), max_variants)]
-             for p in plans], max_variants):
+    plans = {key: p for key, p in ((("moments", "pooled"), gathered and with_pooling_before_store(gathered)),
+                                   (("moments",), gathered), (("pooled",), with_pooling_before_store(the_plan)),
+                                   ((), the_plan)) if p is not None}
+
+    def render(genome: Genome) -> tuple[str, str] | str:
+        plan_ = plans[genome.plan]
         title = (f"Composed by Kernel Foundry's template composer for {name} ({captured.tracer} trace): "
                  f"{describe_plan(plan_)}.")
-        source = generate(plan_, init, choice, sample.model, _wrap_doc(title), graphed=graphed)
+        source = generate(plan_, init, genome.configs, sample.model, _wrap_doc(title), graphed=genome.graph)
         problem = _self_check(source)
         if problem:
-            failures.append(problem)
-            continue
+            return problem
         lead = dominant(plan_.groups)
-        label = variant_name(lead, choice[lead.name], len(plan_.groups)) + \
-            ("_moments" if any(g.statistics for g in plan_.groups) else "") + \
-            ("_pooled" if any(g.windows for g in plan_.groups) else "") + ("_graph" if graphed else "")
+        return source, variant_name(lead, genome.configs[lead.name], len(plan_.groups)) + \
+            "".join(f"_{fusion}" for fusion in genome.plan) + ("_graph" if genome.graph else "")
+
+    space = GenomeSpace({key: kernel_options(p, precision, tolerance, device) for key, p in plans.items()},
+                        {key: graphable(p, init) for key, p in plans.items()}, render)
+    candidates: list[ComposedCandidate] = []
+    failures: list[str] = []
+    for genome in _in_turn([[Genome(key, choice, graphed) for choice, graphed in _with_graph(
+            p, init, first_choices(space.options[key], max_variants), max_variants)]
+            for key, p in plans.items()], max_variants):
+        built = space.build(genome)
+        if isinstance(built, str):
+            failures.append(built)
+            continue
+        source, label = built
         while any(c.name == label for c in candidates):
             label += "_v"
-        candidates.append(ComposedCandidate(label, source, choice))
+        candidates.append(ComposedCandidate(label, source, genome.configs, genome))
     if not candidates:
         return ComposeResult([], ["composer self-check"], f"Nothing composed for {name}: {failures[0]}",
                              captured.notes)
     message = (f"Composed {len(candidates)} variant(s) of {len(the_plan.groups)} kernel(s) for {name}: "
                f"{describe_plan(the_plan)}" +
-               "".join(f"; or {len(p.groups)} kernel(s): {describe_plan(p)}" for p in plans if p is not the_plan) + ".")
-    return ComposeResult(candidates, [], message, captured.notes + failures)
+               "".join(f"; or {len(p.groups)} kernel(s): {describe_plan(p)}" for p in plans.values()
+                       if p is not the_plan) + ".")
+    return ComposeResult(candidates, [], message, captured.notes + failures, space)
+
+
+def graphable(the_plan: Plan, init: InitParts) -> bool:
+    """Whether the plan's forward also comes replayed from a CUDA graph: it launches many kernels (a rolled loop,
+    a recurrent layer's step kernel, a whole network) and its signature allows a static capture."""
+    many = bool(the_plan.loops) or len(the_plan.groups) >= GRAPH_MIN_LAUNCH_SITES or \
+        any(g.kind == "recurrent" for g in the_plan.groups)
+    return many and can_graph(init.forward_signature, init.forward_args)
 
 
 def _with_graph(the_plan: Plan, init: InitParts, choices: list[dict], limit: int) -> list[tuple[dict, bool]]:
-    """The variants to write: each choice of tiles, and where the forward launches many kernels (a rolled loop,
-    a recurrent layer's step kernel, a whole network) the first choice again replayed from a CUDA graph, second
-    in the list (within the limit)."""
+    """The variants to write: each choice of tiles, and where the plan is graphable the first choice again
+    replayed from a CUDA graph, second in the list (within the limit)."""
     plain = [(choice, False) for choice in choices]
-    many = bool(the_plan.loops) or len(the_plan.groups) >= GRAPH_MIN_LAUNCH_SITES or \
-        any(g.kind == "recurrent" for g in the_plan.groups)
-    if not choices or not many or not can_graph(init.forward_signature, init.forward_args):
+    if not choices or not graphable(the_plan, init):
         return plain
     return (plain[:1] + [(choices[0], True)] + plain[1:])[:limit]
 

@@ -129,7 +129,10 @@ def _groups(problem: str | Path, **kwargs) -> list:
     finally:
         COMPOSE.group_configs = original
     assert result.candidates, result.message
-    return found
+    first: dict[str, object] = {}  # a kernel the plans share, once (the first plan's)
+    for group in found:
+        first.setdefault(group.name, group)
+    return list(first.values())
 
 
 STEM = """import torch

@@ -1,0 +1,181 @@
+"""The composer's decisions for one candidate as a genome, and the space of a problem's genomes.
+
+A genome holds every choice behind a composed candidate: which of the composer's plans it uses (the fusions
+switched on: a norm's statistics gathered in the conv epilogue, pooling before the conv's store), each
+kernel's configuration (tiles, warps, stages, the dot's precision, a conv's layout; whatever its template
+offers, split-K and persistence included), and whether the forward replays from a CUDA graph. The space knows
+each plan's kernels and the configurations each may take (fitted to the device's limits, precisions the
+tolerance admits: compose.kernel_options), so every genome in it is valid by construction, and it builds a
+genome into the candidate's source (the same source the composer wrote for it). Moves (neighbours), crossover
+and random draws stay inside the space.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kfoundry.source_identity import source_hash
+
+PlanKey = tuple[str, ...]  # the fusions a plan switches on, sorted; () the plain plan
+Options = dict[str, list[dict]]  # kernel name -> the configurations it may take
+MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "layout", "config")
+ENUMERABLE = 4096  # spaces up to this size are listed whole: exhaustion is then exact
+# cheaper main loops first (fp16 copies and TF32 one pass; fp16x3 and TF32x3 three; IEEE on the FMA units)
+PRECISION_COST = {"fp16": 0, "tf32": 1, "default": 1, "fp16x3": 2, "tf32x3": 3, "ieee": 4}
+TILE_KEYS = ("BM", "BN", "BLOCK", "BR", "BC")
+
+
+@dataclass(frozen=True, eq=False)
+class Genome:
+    plan: PlanKey
+    configs: dict[str, dict]  # kernel (group) name -> its configuration
+    graph: bool = False
+
+    @property
+    def key(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def to_dict(self) -> dict:
+        return {"plan": list(self.plan), "configs": self.configs, "graph": self.graph}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Genome:
+        return cls(tuple(data["plan"]), {k: dict(v) for k, v in data["configs"].items()}, bool(data.get("graph")))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Genome) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def diff(before: Genome, after: Genome) -> dict[str, list]:
+    """The genes that differ: {gene: [before, after]} (plan, graph, kernel.setting)."""
+    changed: dict[str, list] = {}
+    if before.plan != after.plan:
+        changed["plan"] = ["+".join(before.plan) or "plain", "+".join(after.plan) or "plain"]
+    if before.graph != after.graph:
+        changed["graph"] = [before.graph, after.graph]
+    for name in sorted(set(before.configs) | set(after.configs)):
+        a, b = before.configs.get(name, {}), after.configs.get(name, {})
+        for setting in sorted(set(a) | set(b)):
+            if a.get(setting) != b.get(setting):
+                changed[f"{name}.{setting}"] = [a.get(setting), b.get(setting)]
+    return changed
+
+
+def tile_area(config: dict) -> int:
+    return math.prod(int(config[k]) for k in TILE_KEYS if isinstance(config.get(k), int))
+
+
+class GenomeSpace:
+    """`options`: per plan, its kernels' configurations; `graphable`: per plan, whether a CUDA-graph replay is
+    offered; `render(genome)`: (source, label), or the reason it cannot be written (a self-check failure)."""
+
+    def __init__(self, options: dict[PlanKey, Options], graphable: dict[PlanKey, bool],
+                 render: Callable[[Genome], tuple[str, str] | str]):
+        self.options = options
+        self.graphable = graphable
+        self._render = render
+        self._built: dict[str, tuple[str, str] | str] = {}
+        self._by_source: dict[str, Genome] = {}  # normalized-source hash -> the genome built into it
+
+    # -- the space -----------------------------------------------------------------------------------
+    def size(self) -> int:
+        return sum(math.prod(len(c) for c in options.values()) * (2 if self.graphable[key] else 1)
+                   for key, options in self.options.items())
+
+    def contains(self, genome: Genome) -> bool:
+        options = self.options.get(genome.plan)
+        return options is not None and set(genome.configs) == set(options) and \
+            all(genome.configs[name] in choices for name, choices in options.items()) and \
+            (not genome.graph or self.graphable[genome.plan])
+
+    def genomes(self) -> Iterator[Genome]:
+        """Every genome, plan by plan."""
+        for key, options in self.options.items():
+            names = list(options)
+            for graph in ([False, True] if self.graphable[key] else [False]):
+                for choice in itertools.product(*(options[n] for n in names)):
+                    yield Genome(key, dict(zip(names, choice)), graph)
+
+    def draw(self, rng: random.Random) -> Genome:
+        key = rng.choice(list(self.options))
+        configs = {name: rng.choice(choices) for name, choices in self.options[key].items()}
+        return Genome(key, configs, self.graphable[key] and rng.random() < 0.5)
+
+    def build(self, genome: Genome) -> tuple[str, str] | str:
+        """(source, label) of the genome's candidate, or why none could be written."""
+        if not self.contains(genome):
+            return "not a genome of this problem's space"
+        if genome.key not in self._built:
+            built = self._built[genome.key] = self._render(genome)
+            if not isinstance(built, str):
+                self._by_source[source_hash(built[0])] = genome
+        return self._built[genome.key]
+
+    def genome_of(self, hashed_source: str) -> Genome | None:
+        """The genome a source (by its normalized hash) was built from here, if it was."""
+        return self._by_source.get(hashed_source)
+
+    # -- moves ---------------------------------------------------------------------------------------
+    def adapted(self, genome: Genome, plan: PlanKey, graph: bool | None = None) -> Genome:
+        """The genome on another plan: each kernel keeps its configuration where that plan has the kernel and
+        offers it, else takes the plan's first."""
+        configs = {name: genome.configs[name] if genome.configs.get(name) in choices else choices[0]
+                   for name, choices in self.options[plan].items()}
+        graph = genome.graph if graph is None else graph
+        return Genome(plan, configs, graph and self.graphable[plan])
+
+    def neighbours(self, genome: Genome, move: str) -> list[Genome]:
+        """The genomes one `move` away (MOVES), nearest first."""
+        if move in ("fuse", "split"):
+            mine = set(genome.plan)
+            keys = [k for k in self.options if (set(k) > mine if move == "fuse" else set(k) < mine)]
+            keys.sort(key=lambda k: abs(len(k) - len(mine)))
+            return [self.adapted(genome, k) for k in keys]
+        if move == "graph":
+            return [Genome(genome.plan, genome.configs, not genome.graph)] if self.graphable[genome.plan] else []
+        out: list[Genome] = []
+        for name, choices in self.options[genome.plan].items():
+            now = genome.configs[name]
+            for config in _kernel_moves(now, choices, move):
+                out.append(Genome(genome.plan, dict(genome.configs, **{name: config}), genome.graph))
+        return out
+
+    def crossover(self, a: Genome, b: Genome, rng: random.Random) -> Genome:
+        """The plan and graph of one parent; each kernel's configuration from either where the plan has it."""
+        lead = a if rng.random() < 0.5 else b
+        configs = {}
+        for name, choices in self.options[lead.plan].items():
+            offered = [g.configs[name] for g in (a, b) if g.configs.get(name) in choices]
+            configs[name] = rng.choice(offered) if offered else choices[0]
+        graph = rng.choice([a.graph, b.graph]) and self.graphable[lead.plan]
+        return Genome(lead.plan, configs, graph)
+
+
+def _kernel_moves(now: dict, choices: list[dict], move: str) -> list[dict]:
+    """One kernel's other configurations that `move` reaches, nearest first."""
+    same_kind = [c for c in choices if c != now and c.get("precision") == now.get("precision")
+                 and c.get("layout") == now.get("layout")]
+    if move == "tiles_up":
+        return sorted([c for c in same_kind if tile_area(c) > tile_area(now)], key=tile_area)
+    if move == "tiles_down":
+        return sorted([c for c in same_kind if tile_area(c) < tile_area(now)], key=tile_area, reverse=True)
+    if move == "precision":  # the same tiles at another main-loop precision, cheaper first
+        def rest(c: dict) -> dict:
+            return {k: v for k, v in c.items() if k != "precision"}
+        other = [c for c in choices if c.get("precision") != now.get("precision")]
+        found = [c for c in other if rest(c) == rest(now)] or \
+            [c for c in other if all(c.get(k) == now.get(k) for k in TILE_KEYS)]  # its own BK, warps, stages
+        return sorted(found, key=lambda c: PRECISION_COST.get(c.get("precision"), 5))
+    if move == "layout":
+        return [c for c in choices if c != now and c.get("layout") != now.get("layout")]
+    if move == "config":
+        return [c for c in choices if c != now]
+    return []

@@ -1,0 +1,102 @@
+"""The composer's genome: every composed candidate is rebuilt from its genome into the same source; every move,
+crossover and draw stays in the space (configurations fitted to the device, precisions the tolerance admits);
+a child one move away is a correct candidate."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from kfoundry.experts.composer.genome import ENUMERABLE, MOVES, Genome, diff, tile_area
+from tests.experts.composer.helpers import compose_ok, conv_norm_problem, fixture, submit_all, verdict
+
+CONV = {"conv": "nn.Conv2d(8, 8, 3)", "d": "2", "ln": "8", "input": "2, 8, 10, 10", "field": "8, 8",
+        "tail": "torch.clamp(F.max_pool2d(self.gn(y) * self.scale, 2), 0.0, 1.0)"}
+
+
+@pytest.fixture(scope="module")
+def conv_pool(tmp_path_factory) -> tuple[Path, object]:
+    path = conv_norm_problem(tmp_path_factory.mktemp("genome") / "conv_gn_pool.py", CONV)
+    return path, compose_ok(path, max_variants=8, tolerance=1e-4)
+
+
+def test_every_composed_candidate_is_rebuilt_from_its_genome(conv_pool):
+    _, result = conv_pool
+    space = result.space
+    assert {c.genome.plan for c in result.candidates} == {("moments", "pooled"), ("moments",), ()}
+    for candidate in result.candidates:
+        genome = candidate.genome
+        assert space.contains(genome) and genome.configs == candidate.config
+        again = Genome.from_dict(json.loads(json.dumps(genome.to_dict())))
+        assert again == genome and again.key == genome.key
+        source, label = space.build(again)
+        assert source == candidate.source and candidate.name.startswith(label)
+
+
+def test_a_gemm_and_a_network_round_trip_too():
+    for path in (fixture("linear_gelu_scale"), fixture("residual_blocks")):
+        result = compose_ok(path, max_variants=4)
+        for candidate in result.candidates:
+            assert result.space.build(candidate.genome)[0] == candidate.source
+
+
+def test_the_space_lists_every_genome_and_each_is_valid(conv_pool):
+    _, result = conv_pool
+    space = result.space
+    assert space.size() <= ENUMERABLE
+    genomes = list(space.genomes())
+    assert len(genomes) == space.size() == len({g.key for g in genomes})
+    assert all(space.contains(g) for g in genomes)
+    outside = Genome((), dict(genomes[0].configs, conv_0=dict(genomes[0].configs["conv_0"], BM=48)))
+    assert not space.contains(outside) and isinstance(space.build(outside), str)
+
+
+def test_moves_change_what_they_name_and_stay_in_the_space(conv_pool):
+    _, result = conv_pool
+    space = result.space
+    plain = next(c.genome for c in result.candidates if c.genome.plan == ())
+    fused = space.neighbours(plain, "fuse")
+    assert [g.plan for g in fused] == [("moments",), ("moments", "pooled")]  # nearest first
+    assert all(space.contains(g) for g in fused)
+    assert [g.plan for g in space.neighbours(fused[-1], "split")] == [("moments",), ()]
+    assert space.neighbours(plain, "graph") == []  # three kernels: no graph offered
+    for move in ("tiles_up", "tiles_down", "precision", "layout", "config"):
+        for child in space.neighbours(plain, move):
+            assert space.contains(child)
+            changed = diff(plain, child)
+            assert changed and len({gene.split(".")[0] for gene in changed}) == 1  # one kernel's genes
+            kernel = next(iter(changed)).split(".")[0]
+            before, after = plain.configs[kernel], child.configs[kernel]
+            if move == "tiles_up":
+                assert tile_area(after) > tile_area(before) and after.get("precision") == before.get("precision")
+            if move == "tiles_down":
+                assert tile_area(after) < tile_area(before)
+            if move == "precision":  # the same tiles (its own BK, warps and stages)
+                assert f"{kernel}.precision" in changed and all(after.get(k) == before.get(k) for k in ("BM", "BN"))
+    assert set(MOVES) >= {"fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "layout", "config"}
+
+
+def test_crossover_and_draws_stay_in_the_space(conv_pool):
+    _, result = conv_pool
+    space = result.space
+    rng = random.Random(3)
+    genomes = [c.genome for c in result.candidates]
+    for _ in range(40):
+        a, b = rng.sample(genomes, 2)
+        child = space.crossover(a, b, rng)
+        assert space.contains(child) and child.plan in (a.plan, b.plan)
+        for name, config in child.configs.items():
+            assert config in (a.configs.get(name), b.configs.get(name)) or config == space.options[child.plan][name][0]
+        assert space.contains(space.draw(rng))
+
+
+def test_a_child_one_move_away_is_a_correct_candidate(conv_pool):
+    path, result = conv_pool
+    space = result.space
+    plain = next(c.genome for c in result.candidates if c.genome.plan == () and
+                 c.genome.configs["conv_0"]["precision"] == "tf32x3")
+    child = space.neighbours(plain, "fuse")[-1]
+    assert child.plan == ("moments", "pooled") and child.configs["conv_0"] == plain.configs["conv_0"]
+    evaluation, = submit_all(path, [space.build(child)[0]], tolerance=1e-4).result()
+    verdict(evaluation)

@@ -1,0 +1,118 @@
+"""The genome experts on a real composed space: recompose moves the genes the parent's diagnosis points at and,
+its neighbourhood spent, any untried genome until the space is spent (then says so); recombine mixes two
+parents' genes, another island's first; their states survive a resume."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from kfoundry.experts.base import Step
+from kfoundry.experts.composer.genome import Genome, diff
+from kfoundry.experts.genome_experts import RecombineExpert, RecomposeExpert, restore_states, states_of
+from kfoundry.search import Individual
+from kfoundry.source_identity import source_hash
+from kfoundry.types import DiagnosticFinding, Diagnosis
+from tests.experts.composer.helpers import compose_ok, conv_norm_problem
+
+CONV = {"conv": "nn.Conv2d(8, 8, 3)", "d": "2", "ln": "8", "input": "2, 8, 10, 10", "field": "8, 8",
+        "tail": "torch.clamp(F.max_pool2d(self.gn(y) * self.scale, 2), 0.0, 1.0)"}
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory):
+    path = conv_norm_problem(tmp_path_factory.mktemp("experts") / "conv_gn_pool.py", CONV)
+    return compose_ok(path, max_variants=8, tolerance=1e-4)
+
+
+class Seen:
+    """The search's record of sources: what it evaluated, and what the expert proposed."""
+
+    def __init__(self, sources=()):
+        self.hashes = {source_hash(s) for s in sources}
+
+    def __call__(self, source: str) -> bool:
+        return source_hash(source) in self.hashes
+
+    def add(self, source: str) -> None:
+        self.hashes.add(source_hash(source))
+
+
+def _individual(ind_id: str, candidate, island: int = 0, rule: str | None = None) -> Individual:
+    findings = [DiagnosticFinding(category="bound", severity="info", title="", data={"rule": rule})] if rule else []
+    return Individual(id=ind_id, source=candidate.source, island=island, status="ok", fitness=1.0,
+                      record={"genome": candidate.genome.to_dict()},
+                      diagnosis=Diagnosis(status="ok", summary="", findings=findings))
+
+
+def _propose(expert, parent, others=()):
+    return asyncio.run(expert.propose(Step(parent, list(others), "test")))
+
+
+def test_recompose_follows_the_diagnosis(composed):
+    plain = next(c for c in composed.candidates if c.genome.plan == ())
+    seen = Seen(c.source for c in composed.candidates)
+    spilling = _individual("p", plain, rule="register-spills")
+    proposal = _propose(RecomposeExpert(composed.space, seen), spilling)
+    move = proposal.record["move"]
+    assert move["kind"] == "tiles_down" and proposal.parent_ids == ["p"]
+    child = Genome.from_dict(proposal.record["genome"])
+    assert move["changed"] == diff(plain.genome, child) and composed.space.build(child)[0] == proposal.source
+    memory = _propose(RecomposeExpert(composed.space, seen), _individual("q", plain, rule="memory-below-bandwidth"))
+    assert memory.record["move"]["kind"] in ("layout", "fuse")
+    # learned gains order the moves the rule does not name
+    learned = _propose(RecomposeExpert(composed.space, seen, gains={"config": 2.0}), _individual("r", plain))
+    assert learned.record["move"]["kind"] == "config"
+
+
+def test_recompose_spends_the_space_then_says_so(tmp_path):
+    small = compose_ok(conv_norm_problem(tmp_path / "conv_relu.py", dict(CONV, tail="torch.relu(y)")),
+                       max_variants=2, tolerance=1e-4)  # one kernel, one plan: a few genomes
+    space = small.space
+    first = small.candidates[0]
+    seen = Seen([first.source])
+    expert = RecomposeExpert(space, seen)
+    parent = _individual("p", first)
+    proposed = []
+    while True:
+        proposal = _propose(expert, parent)
+        if proposal.source is None:
+            break
+        assert proposal.source not in proposed
+        proposed.append(proposal.source)
+        seen.add(proposal.source)
+    assert len(proposed) == space.size() - 1  # every genome but the parent's
+    assert "spent" in proposal.why and f"{space.size()} of {space.size()} genome(s) tried" in expert.coverage()
+    assert "not spent" not in expert.coverage()
+    # a parent without a genome (a tuner's child) starts from an elite's; with none, any untried genome
+    resumed = RecomposeExpert(space, Seen([first.source]))
+    restore_states([resumed], states_of([expert]))
+    assert resumed.tried == expert.tried
+    fresh = RecomposeExpert(space, Seen([first.source]))
+    orphan = Individual(id="t", source="class ModelNew: pass\n", status="ok", fitness=1.0)
+    assert _propose(fresh, orphan).record["move"]["kind"] == "explore"
+
+
+def test_recombine_mixes_two_parents_another_islands_first(composed):
+    space = composed.space
+    by_plan = {c.genome.plan: c for c in composed.candidates}
+    mine = _individual("a", by_plan[("moments", "pooled")], island=0)
+    near = _individual("b", by_plan[("moments",)], island=0)
+    far = _individual("c", next(c for c in composed.candidates if c.genome.plan == () and
+                                c.genome.configs["conv_0"] != mine.record["genome"]["configs"]["conv_0"]), island=1)
+    seen = Seen(c.source for c in composed.candidates)
+    expert = RecombineExpert(space, seen, seed=1, elites=lambda: [far])
+    proposal = _propose(expert, mine, [near])
+    assert proposal.source is not None and proposal.parent_ids == ["a", "c"]
+    assert proposal.record["move"]["kind"] == "crossover" and proposal.record["move"]["mate"] == "c"
+    child = Genome.from_dict(proposal.record["genome"])
+    assert space.contains(child) and not seen(proposal.source)
+    alone = _propose(RecombineExpert(space, seen), mine)  # no mate with another genome
+    assert alone.source is None
+
+
+def test_a_genome_from_another_problem_is_not_used(composed, tmp_path: Path):
+    other = compose_ok(conv_norm_problem(tmp_path / "p.py", dict(CONV, tail="torch.relu(y)")), max_variants=2)
+    stranger = _individual("x", other.candidates[0])
+    proposal = _propose(RecomposeExpert(composed.space, Seen()), stranger)
+    assert proposal.record["move"]["kind"] == "explore"  # not a move of a genome outside the space

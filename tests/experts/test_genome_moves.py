@@ -1,0 +1,38 @@
+"""Diagnosis rules to genome moves, and the gains the library saw for each move."""
+
+import math
+
+from kfoundry.experts.composer.genome import MOVES
+from kfoundry.experts.genome_moves import RULE_MOVES, bound_rule, move_gains, moves_for
+from kfoundry.types import DiagnosticFinding, Diagnosis
+
+
+def _diagnosis(rule):
+    return Diagnosis(status="ok", summary="", findings=[
+        DiagnosticFinding(category="roofline", severity="info", title=""),
+        DiagnosticFinding(category="bound", severity="info", title="", data={"rule": rule})])
+
+
+def test_each_rule_leads_with_its_moves_and_every_move_follows():
+    assert bound_rule(_diagnosis("launch-bound")) == "launch-bound" and bound_rule(None) is None
+    for rule, first in RULE_MOVES.items():
+        order = moves_for(_diagnosis(rule))
+        assert tuple(order[:len(first)]) == first and sorted(order) == sorted(MOVES)
+    assert moves_for(_diagnosis("register-spills"))[0] == "tiles_down"
+    assert moves_for(_diagnosis("launch-bound"))[:2] == ["graph", "fuse"]
+    assert moves_for(None)[0] == "fuse"  # no timing (a CPU run): fusions first
+
+
+def test_learned_gains_order_the_moves_the_rule_leaves():
+    order = moves_for(_diagnosis("register-spills"), {"layout": 1.3, "config": 1.1, "fuse": 0.8})
+    assert order[:3] == ["tiles_down", "layout", "config"] and order.index("fuse") > order.index("graph")
+
+
+def test_gains_are_geometric_means_of_timed_steps():
+    records = [{"move": {"kind": "fuse"}, "speedup_before": 1.0, "speedup_after": 2.0},
+               {"move": {"kind": "fuse"}, "speedup_before": 2.0, "speedup_after": 1.0},
+               {"move": {"kind": "graph"}, "speedup_before": 1.0, "speedup_after": 1.5},
+               {"move": {"kind": "graph"}, "speedup_before": None, "speedup_after": 1.0},  # not timed
+               {"move": {}, "speedup_before": 1.0, "speedup_after": 3.0}]
+    gains = move_gains(records)
+    assert math.isclose(gains["fuse"], 1.0) and math.isclose(gains["graph"], 1.5) and len(gains) == 2
