@@ -100,3 +100,44 @@ def test_a_child_one_move_away_is_a_correct_candidate(conv_pool):
     assert child.plan == ("moments", "pooled") and child.configs["conv_0"] == plain.configs["conv_0"]
     evaluation, = submit_all(path, [space.build(child)[0]], tolerance=1e-4).result()
     verdict(evaluation)
+
+
+def test_a_reduction_in_the_epilogue_may_be_kept_apart(tmp_path):
+    """A fusion boundary as a gene: softmax over a Linear's features in its epilogue (the first variants), or in
+    a row kernel of its own, a plan only the genome experts try."""
+    path = tmp_path / "linear_softmax.py"
+    path.write_text(LINEAR_SOFTMAX)
+    result = compose_ok(path, max_variants=4, tolerance=1e-4)
+    space = result.space
+    assert {c.genome.plan for c in result.candidates} == {()} and "row kernel" not in result.message
+    assert set(space.options) == {(), ("reduction_apart",)}
+    fused = result.candidates[0].genome
+    apart, = space.neighbours(fused, "split")
+    assert apart.plan == ("reduction_apart",) and space.neighbours(fused, "fuse") == []
+    assert [g.plan for g in space.neighbours(apart, "fuse")] == [()]
+    source, label = space.build(apart)
+    assert label.endswith("_2kernels_reduction_apart") and "_row_0_kernel" in source
+    evaluation, = submit_all(path, [source], tolerance=1e-4).result()
+    verdict(evaluation)
+
+
+LINEAR_SOFTMAX = '''import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 48)
+
+    def forward(self, x):
+        return torch.softmax(self.fc(x), dim=-1) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(16, 32)]
+
+
+def get_init_inputs():
+    return []
+'''

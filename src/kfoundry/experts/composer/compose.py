@@ -3,6 +3,7 @@ or the list of ops it cannot handle and no candidate at all (never a PyTorch fal
 
 from __future__ import annotations
 
+import copy
 import itertools
 import traceback
 from dataclasses import dataclass, field
@@ -14,9 +15,9 @@ from kfoundry.errors import ProblemError
 from kfoundry.problem import on_host
 from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
-from kfoundry.experts.composer.genome import Genome, GenomeSpace
+from kfoundry.experts.composer.genome import REDUCTION_APART, Genome, GenomeSpace
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
-from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups
+from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups, plan
 from kfoundry.experts.composer.plan.amplification import normalised
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.recurrence import with_recurrences
@@ -312,8 +313,10 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
         described = [f"{n} ({unsupported[n]})" if unsupported[n] else n for n in names]
         return ComposeResult([], names, f"Nothing composed for {name}: the composer has no template for "
                              f"{', '.join(described)}.", captured.notes)
-    graph = copy_unwritten_outputs(captured.graph)
-    the_plan = plan_rolled(with_recurrences(graph))
+    graph = with_recurrences(copy_unwritten_outputs(captured.graph))
+    # planning rewrites the graph: a second plan starts from a copy of it
+    unplanned = copy.deepcopy(graph) if _tile_reduction_likely(graph) else None
+    the_plan = plan_rolled(graph)
     if not the_plan.groups:
         return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
                              captured.notes)
@@ -323,6 +326,9 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     plans = {key: p for key, p in ((("moments", "pooled"), gathered and with_pooling_before_store(gathered)),
                                    (("moments",), gathered), (("pooled",), with_pooling_before_store(the_plan)),
                                    ((), the_plan)) if p is not None}
+    first = list(plans)  # the plans of the first variants; a reduction kept apart is the genome experts' to try
+    if unplanned is not None and not the_plan.loops and any(g.reduced for g in the_plan.groups if g.anchor):
+        plans[(REDUCTION_APART,)] = plan(unplanned, tile_reductions=False)
 
     def render(genome: Genome) -> tuple[str, str] | str:
         plan_ = plans[genome.plan]
@@ -341,8 +347,8 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     candidates: list[ComposedCandidate] = []
     failures: list[str] = []
     for genome in _in_turn([[Genome(key, choice, graphed) for choice, graphed in _with_graph(
-            p, init, first_choices(space.options[key], max_variants), max_variants)]
-            for key, p in plans.items()], max_variants):
+            plans[key], init, first_choices(space.options[key], max_variants), max_variants)]
+            for key in first], max_variants):
         built = space.build(genome)
         if isinstance(built, str):
             failures.append(built)
@@ -356,9 +362,15 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
                              captured.notes)
     message = (f"Composed {len(candidates)} variant(s) of {len(the_plan.groups)} kernel(s) for {name}: "
                f"{describe_plan(the_plan)}" +
-               "".join(f"; or {len(p.groups)} kernel(s): {describe_plan(p)}" for p in plans.values()
-                       if p is not the_plan) + ".")
+               "".join(f"; or {len(plans[key].groups)} kernel(s): {describe_plan(plans[key])}" for key in first
+                       if plans[key] is not the_plan) + ".")
     return ComposeResult(candidates, [], message, captured.notes + failures, space)
+
+
+def _tile_reduction_likely(graph: Graph) -> bool:
+    """A GEMM or convolution and a reduction in one graph: a plan may reduce in the product's epilogue."""
+    kinds = {category(op.name) for op in graph.ops}
+    return "reduction" in kinds and bool(kinds & {"gemm", "conv"})
 
 
 def graphable(the_plan: Plan, init: InitParts) -> bool:

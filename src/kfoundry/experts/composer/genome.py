@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from kfoundry.source_identity import source_hash
 
-PlanKey = tuple[str, ...]  # the fusions a plan switches on, sorted; () the plain plan
+PlanKey = tuple[str, ...]  # the plan's switches from the plain plan (); sorted
+REDUCTION_APART = "reduction_apart"  # a reduction over a product's features in a kernel of its own, not its epilogue
+APART = frozenset({REDUCTION_APART})  # switches that split a kernel; the others fuse two
 Options = dict[str, list[dict]]  # kernel name -> the configurations it may take
 MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "layout", "config")
 ENUMERABLE = 4096  # spaces up to this size are listed whole: exhaustion is then exact
@@ -135,9 +137,9 @@ class GenomeSpace:
     def neighbours(self, genome: Genome, move: str) -> list[Genome]:
         """The genomes one `move` away (MOVES), nearest first."""
         if move in ("fuse", "split"):
-            mine = set(genome.plan)
-            keys = [k for k in self.options if (set(k) > mine if move == "fuse" else set(k) < mine)]
-            keys.sort(key=lambda k: abs(len(k) - len(mine)))
+            mine = _fusions(genome.plan)
+            keys = [k for k in self.options if (_fusions(k) > mine if move == "fuse" else _fusions(k) < mine)]
+            keys.sort(key=lambda k: abs(_fusions(k) - mine))
             return [self.adapted(genome, k) for k in keys]
         if move == "graph":
             return [Genome(genome.plan, genome.configs, not genome.graph)] if self.graphable[genome.plan] else []
@@ -157,6 +159,11 @@ class GenomeSpace:
             configs[name] = rng.choice(offered) if offered else choices[0]
         graph = rng.choice([a.graph, b.graph]) and self.graphable[lead.plan]
         return Genome(lead.plan, configs, graph)
+
+
+def _fusions(plan: PlanKey) -> int:
+    """How many kernels a plan's switches join, less those they keep apart."""
+    return sum(-1 if switch in APART else 1 for switch in plan)
 
 
 def _kernel_moves(now: dict, choices: list[dict], move: str) -> list[dict]:

@@ -206,8 +206,12 @@ def _indices_before_use(ops: list[Op]) -> list[Op]:
 
 
 class Planner:
-    def __init__(self, graph: Graph) -> None:
+    """`tile_reductions`: a reduction over a GEMM's output features (a conv's channels) joins its epilogue where one
+    tile spans them; off, it runs in a row kernel of its own (a fusion boundary the genome may move)."""
+
+    def __init__(self, graph: Graph, tile_reductions: bool = True) -> None:
         self.graph = graph
+        self.tile_reductions = tile_reductions
         self.steps: list[Group | HostStep] = []
         self.group_of: dict[Value, Group] = {}
         self.position: dict[Value, int] = {}  # when a value is in memory (-1: from the start)
@@ -423,7 +427,8 @@ class Planner:
     def _along_tile(self, group: Group, op: Op, x: Value, dims: tuple[int, ...]) -> bool:
         """A reduction in a GEMM / convolution epilogue: over the output-channel dim only, small enough that one
         tile holds all of it, and every other argument ready."""
-        if group.kind not in ("gemm", "conv") or (group.kind == "conv" and group.anchor.attrs["groups"] != 1):
+        if not self.tile_reductions or group.kind not in ("gemm", "conv") or \
+                (group.kind == "conv" and group.anchor.attrs["groups"] != 1):
             return False
         n_dim = tile_dim(group)
         space_dims = {group.vmap[x][d] for d in dims if x.shape[d] != 1}
@@ -630,7 +635,7 @@ def substituted(arg, replace: dict):
     return arg
 
 
-def plan(graph: Graph) -> Plan:
-    """Cut the graph into kernels and host steps, in execution order."""
+def plan(graph: Graph, tile_reductions: bool = True) -> Plan:
+    """Cut the graph into kernels and host steps, in execution order (`tile_reductions`: Planner's)."""
     graph = sink_through_cats(directed_scans(graph))
-    return Planner(sink_views(common_subexpressions(trivial_reductions(graph)))).plan()
+    return Planner(sink_views(common_subexpressions(trivial_reductions(graph))), tile_reductions).plan()
