@@ -257,3 +257,18 @@ def test_an_expert_with_nothing_new_hands_the_step_to_the_fallback_until_its_spa
     # spent: the search stops for lack of proposals and says how much of the space was tried
     assert "nothing new" in result.reason and "the space is spent: 10 of 10 tried" in result.reason
     assert result.state.evals < 40
+
+
+def test_a_spent_fallback_hands_the_step_to_another_expert_that_costs_no_llm_call():
+    """The genome space spent, the tuner (which has more to try) still spends the budget: the search does not
+    stop for lack of proposals while any expert without an LLM has one."""
+    counter = iter(range(10, 10**6))
+
+    async def tuner(parent, others, expert):
+        return src(3, "first") if parent is None else (src(next(counter), "t") if expert == "tuner" else None)
+    spent = _Fallback([])
+    arch = Archipelago(k=2, migrate_every=2, capacity=16, elites=2)
+    router = Router(experts(tuner, names=("initializer", "compute", "tuner")) + [spent], seed=0)
+    result = asyncio.run(SearchLoop(arch, DirectQueue(), router, StopRules(max_evals=30), seed=0).run())
+    assert result.state.evals == 30 and "evaluation budget" in result.reason
+    assert spent.asked > 0 and {i.expert for i in result.individuals.values()} >= {"tuner"}

@@ -156,13 +156,21 @@ class SearchLoop:
 
     async def _child(self, plan: Plan, claimed: set[str]) -> Individual | None:
         ind = await self._propose(plan, plan.expert, claimed)
-        fallback = next((e for e in getattr(self.router, "experts", []) if e.traits.fallback), None)
-        if ind is None and fallback is not None and fallback is not plan.expert and plan.kind == "improve":
-            # nothing new from the chosen expert: the fallback spends the budget on its space instead
-            ind = await self._propose(plan, fallback, claimed, f"{plan.expert.name} offered nothing new")
+        if ind is None and plan.kind == "improve":
+            # nothing new from the chosen expert: the others that cost no LLM call take the step in turn, the
+            # fallback first (an untried genome while its space lasts), so the budget is spent while any has one
+            for other in self._fallbacks(plan):
+                ind = await self._propose(plan, other, claimed, f"{plan.expert.name} offered nothing new")
+                if ind is not None:
+                    break
         if ind is None:
             return None
         return await self._evaluate(ind)
+
+    def _fallbacks(self, plan: Plan) -> list[Expert]:
+        others = [e for e in getattr(self.router, "experts", []) if e is not plan.expert and e.traits.improves
+                  and not e.traits.needs_llm and e.traits.min_parents <= 1 + len(plan.others)]
+        return sorted(others, key=lambda e: not e.traits.fallback)
 
     async def _propose(self, plan: Plan, expert: Expert, claimed: set[str], instead: str = "") -> Individual | None:
         """The expert's child for the plan, identified and claimed; None when it offers nothing new."""
