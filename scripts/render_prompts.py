@@ -1,5 +1,6 @@
-"""The prompt showcase: every LLM expert's prompt for three problems of different classes (a scan, a GEMM with an
-epilogue, a convolution with a pooling), rendered into a folder as markdown files.
+"""The prompt showcase: every LLM expert's prompt for five problems of different classes (a scan, a GEMM with an
+epilogue, a convolution with a pooling, a convolution with a GroupNorm and a pooling, a causal self-attention),
+rendered into a folder as markdown files.
 
     python scripts/render_prompts.py [--out DIR] [--backend triton|cuda] [--target-gpu NAME]
 
@@ -8,7 +9,9 @@ prompt changes and the golden files were not rendered again, so every prompt cha
 
 What the prompts are rendered from is fixed, so they are the same on every machine: the problems and their parent
 kernels under tests/fixtures/prompts/ (the scan and the GEMM are benchmarks/coverage/2_masked_cumsum.py and
-benchmarks/suite/10_linear_gelu_scale.py; the parents' verdicts are stated below, as a CPU run would give them, and
+benchmarks/suite/10_linear_gelu_scale.py; the conv + GroupNorm and the attention problems are from benchmarks/conv_suite
+and benchmarks/network_suite; the three convs' and the attention's parents are the composer's first two candidates at
+the sizes tested, the others' lie under tests/fixtures/prompts/parents; the parents' verdicts are stated below, as a CPU run would give them, and
 diagnosed by the real diagnosis engine), the sizes a CPU run would test (--set values), the inputs drawn as the judge
 draws them, experience retrieved from a fresh seed library, and the target GPU's datasheet figures (this showcase
 stands for a CPU run). The initializer is rendered once per island of a 3-island search.
@@ -34,14 +37,21 @@ PROBLEMS = {
     "masked_cumsum": {"batch_size": 4, "length": 1000},
     "linear_gelu_scale": {"batch_size": 8, "in_features": 64, "out_features": 32},
     "conv_maxpool_relu": {"batch_size": 2, "in_channels": 4, "out_channels": 8, "size": 16},
+    "conv_groupnorm_pool": {"batch_size": 2, "in_channels": 4, "out_channels": 8, "height": 18, "width": 18,
+                            "num_groups": 2},
+    "causal_attention": {"batch_size": 2, "seq_len": 32, "n_embd": 64, "n_head": 4, "block_size": 64},
 }
 PROBLEM_FILES = {"masked_cumsum": ROOT / "benchmarks" / "coverage" / "2_masked_cumsum.py",
-                 "linear_gelu_scale": ROOT / "benchmarks" / "suite" / "10_linear_gelu_scale.py"}  # else fixtures
+                 "linear_gelu_scale": ROOT / "benchmarks" / "suite" / "10_linear_gelu_scale.py",
+                 "conv_groupnorm_pool": ROOT / "benchmarks" / "conv_suite" / "14_conv2d_groupnorm_scale_maxpool_clamp.py",
+                 "causal_attention": ROOT / "benchmarks" / "network_suite" / "10_mingpt_causal_attention.py",
+                 }  # else fixtures
+# the parents of these are the composer's first two candidates
+COMPOSED_PARENTS = ("conv_maxpool_relu", "conv_groupnorm_pool", "causal_attention")
 # the second parent crossover is shown: the first with other launch settings
 SECOND_PARENT = {
     "masked_cumsum": ("BLOCK=1024", "BLOCK=256"),
     "linear_gelu_scale": ("BK=64, GROUP_M=8, num_warps=8, num_stages=3", "BK=32, GROUP_M=8, num_warps=8, num_stages=4"),
-    "conv_maxpool_relu": ("BLOCK=256, num_warps=4", "BLOCK=512, num_warps=4"),
 }
 
 
@@ -73,9 +83,16 @@ def _parents(name: str) -> dict[str, list]:
     """Per expert kind, the parents it is shown: repair a failing one, the improvers a working one, crossover two."""
     from kfoundry.experts import ParentInfo
 
-    first = (FIXTURES / "parents" / f"{name}.py").read_text(encoding="utf-8")
-    old, new = SECOND_PARENT[name]
-    sources = [first, first.replace(old, new)]
+    if name in COMPOSED_PARENTS:
+        from kfoundry.experts.composer import compose
+
+        path = PROBLEM_FILES.get(name, FIXTURES / "problems" / f"{name}.py")
+        composed = compose(path, set_values=PROBLEMS[name], max_variants=2, tolerance=1e-4)
+        sources = [c.source for c in composed.candidates[:2]]
+    else:
+        first = (FIXTURES / "parents" / f"{name}.py").read_text(encoding="utf-8")
+        old, new = SECOND_PARENT[name]
+        sources = [first, first.replace(old, new)]
     working = [ParentInfo.from_evaluation(s, _verdict(s, "ok", name), path=f"candidate {i + 1}")
                for i, s in enumerate(sources)]
     failing = ParentInfo.from_evaluation(sources[0], _verdict(sources[0], "wrong_output", name), path="candidate 3")
@@ -117,6 +134,8 @@ def render_showcase(out: Path, backend: str = "triton", target_gpu: str = "H200"
 
 def _render_problems(out: Path, backend: str, device, systems: dict[str, str], write) -> None:
     from kfoundry.experts import EXPERTS, PromptContext, render
+    from kfoundry.experts.llm_expert import attempt_text
+    from kfoundry.experts.roofline_text import estimate
     from kfoundry.experts.strategies import assignment
     from kfoundry.input_facts import problem_facts
     from kfoundry.library import Library
@@ -132,17 +151,21 @@ def _render_problems(out: Path, backend: str, device, systems: dict[str, str], w
             context = PromptContext(
                 problem_source=path.read_text(encoding="utf-8"), problem_name=name, backend=backend, device=device,
                 experience=experience, problem_class=problem_class(sig), timed=False, trials=5,
-                facts=problem_facts(path, set_values, outputs=sig.get("outputs")))
+                facts=problem_facts(path, set_values, outputs=sig.get("outputs")),
+                roofline=estimate(path, "fp32", None, device))
             parents = _parents(name)
             for expert in EXPERTS.values():
                 shown = ([] if not expert.needs_parent else parents["crossover"] if expert.all_parents
                          else parents["repair"] if expert.traits.repair else parents["improve"])
                 islands = range(ISLANDS) if expert.traits.starts else [None]
                 for island in islands:
-                    step = replace(context, parents=shown)
+                    step = replace(context, parents=shown, attempt=attempt_text(
+                        expert.name, 1, bool(shown), bool(shown) and shown[0].status != "ok", island or 0,
+                        "the showcase asks each expert once"))
                     label = expert.name
                     if island is not None:
-                        step.strategy, step.other_strategies = assignment(step.problem_class, island, ISLANDS)
+                        step.strategy, step.other_strategies = assignment(step.problem_class, island, ISLANDS,
+                                                                          step.facts)
                         label = f"{expert.name}_island{island}"
                     system, user = render(expert.name, step)
                     key = "edits" if expert.edits_allowed and expert.needs_parent else "whole"

@@ -78,3 +78,27 @@ def test_no_retrieved_item_lies_below_the_floor(showcase):
             assert float(match.group(2)) >= floor, (name, heading)
             seen += 1
     assert seen  # the GEMM and conv prompts retrieve seed kernels
+
+
+def test_every_prompt_has_a_roofline_says_which_request_it_is_and_none_repeats(showcase):
+    users = _users(showcase)
+    assert {name.split("/")[0] for name in users} >= {"conv_groupnorm_pool", "causal_attention"}
+    for name, text in users.items():
+        assert re.search(r"^Roofline estimate: .* at the problem file's own sizes; ", text, flags=re.M), name
+        assert "This request: the first request to the " in text, name
+    assert len(set(users.values())) == len(users)  # no two prompts are the same
+
+
+def test_no_prompt_shows_repository_paths_or_opaque_generated_names(showcase):
+    for name, text in _users(showcase).items():
+        for pattern in (r"benchmarks/", r"src/kfoundry", r"\btests/", r"\bsym_size\d", r"_rest_\d", r"\bkd_rest\b"):
+            assert not re.search(pattern, text), (name, pattern)
+
+
+def test_the_framing_follows_the_bound(showcase):
+    users = _users(showcase)
+    assert "# Task: cut the memory traffic that holds the arithmetic back" in users["conv_groupnorm_pool/memory.md"]
+    assert "compute-bound on NVIDIA H200" in users["causal_attention/compute.md"]
+    assert "# Task: move fewer bytes, and move them well" in users["masked_cumsum/memory.md"]  # memory-bound
+    assert "register use and shared memory are not measured in this run" in users["linear_gelu_scale/compute.md"]
+    assert "Its kernels:" in users["conv_groupnorm_pool/memory.md"]

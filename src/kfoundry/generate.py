@@ -104,6 +104,7 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
     `target_gpu`'s datasheet figures (a typical GPU's when None); on a GPU, the GPU's own."""
     from kfoundry.evaluate.device_facts import prompt_device, target_facts
     from kfoundry.experts import EXPERTS, ParentInfo, PromptContext, Router, render
+    from kfoundry.experts.roofline_text import estimate
     from kfoundry.experts.llm_step import ask
 
     if backend not in ("triton", "cuda"):
@@ -137,11 +138,13 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
             raise UsageError(f"unknown expert {expert!r}: choose from {', '.join(EXPERTS)}")
         result = GenerateResult(expert=expert, reason=reason, parents=parent_records)
         problem_class, facts = _problem_view(problem, options)
+        shown_device = prompt_device(prepared.device_facts, target_gpu)
         context = PromptContext(
             problem_source=evaluator.source.text, problem_name=problem.stem, backend=backend, parents=infos,
-            device=prompt_device(prepared.device_facts, target_gpu), precision=options.precision,
+            device=shown_device, precision=options.precision,
             tolerance=options.atol, policy=options.policy, experience=list(experience or []), feedback=[],
-            problem_class=problem_class, facts=facts, timed=evaluator.device != "cpu", trials=options.trials)
+            problem_class=problem_class, facts=facts, timed=evaluator.device != "cpu", trials=options.trials,
+            roofline=estimate(problem, options.precision, options.atol, shown_device, options.eval_mode))
         parent_source = infos[0].source if infos else None
         for number in range(attempts):
             system, user = render(expert, context)

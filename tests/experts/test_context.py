@@ -2,8 +2,9 @@
 
 from kfoundry.diagnose.render import render_markdown
 from kfoundry.experts import ParentInfo, PromptContext
+from kfoundry.experts.context import checked_text
 from kfoundry.types import CorrectnessReport, Evaluation, TimingReport
-from tests.experts.helpers import tail_diagnosis
+from tests.experts.helpers import H200, tail_diagnosis
 
 
 def test_parent_from_an_evaluation_takes_its_figures_and_diagnosis():
@@ -38,11 +39,56 @@ def test_a_parent_says_at_which_sizes_and_how_its_verdict_was_checked():
     from kfoundry.types import SizeCheck
 
     evaluation = Evaluation(status="ok", message="correct", settings={"set": {"batch_size": 2, "dim": 64}},
+                            device="cpu",
                             precision={"checked": "cpu", "dots": {"emulated": {"tf32x3": 3}, "exact": {}}})
     checked = ParentInfo.from_evaluation("src", evaluation).checked
-    assert checked == ("judged at this run's sizes (batch_size = 2, dim = 64), not at the problem file's own sizes; "
-                       "precision emulated on the CPU: tl.dot emulated as on a GPU (TF32x3 x3)")
-    evaluation = Evaluation(status="ok", message="correct", precision={"checked": "gpu"},
+    assert checked == ("verified on the CPU at this run's sizes (batch_size = 2, dim = 64), not at the problem file's "
+                       "own sizes; " + CPU_DOTS + "; its fp32 tl.dot ran at tf32x3, with that rounding applied; "
+                       "speed not measured")
+    evaluation = Evaluation(status="ok", message="correct", device="cuda:0", precision={"checked": "gpu"},
+                            device_facts=H200, timing=TimingReport(runtime_ms=0.5, device="NVIDIA H200"),
                             other_sizes=SizeCheck(other={"dim": 47}, holds=True, status="ok"))
     assert ParentInfo.from_evaluation("src", evaluation).checked == (
-        "judged at the problem file's own sizes; holds at other sizes: yes (dim=47); precision checked on the GPU")
+        "verified on NVIDIA H200 at the problem file's own sizes; holds at other sizes: yes (dim=47); "
+        "tl.dot runs on that GPU itself, TF32 included: nothing emulated; speed measured there")
+
+
+CPU_DOTS = ("on the CPU tl.dot's input_precision is emulated as a GPU's tensor cores compute it (TF32 rounding "
+            "applied to fp32 operands at tf32 and tf32x3)")
+
+
+def test_the_checked_line_says_what_the_cpu_emulated_of_the_parents_dots():
+    from kfoundry.evaluate.precision_check import precision_record
+
+    def checked(status="ok", **record):
+        evaluation = Evaluation(status=status, message="", device="cpu", precision=precision_record("cpu", **record))
+        return ParentInfo.from_evaluation("src", evaluation).checked
+
+    assert checked(dots={"emulated": {"tf32": 4, "tf32x3": 2}, "exact": {"ieee": 1}}, compute_ops=[]) == (
+        "verified on the CPU at the problem file's own sizes; " + CPU_DOTS
+        + "; its fp32 tl.dot ran at tf32 and tf32x3, with that rounding applied; speed not measured")
+    assert checked(dots={"emulated": {}, "exact": {"ieee": 2}}, compute_ops=[]) == (
+        "verified on the CPU at the problem file's own sizes; " + CPU_DOTS
+        + "; its fp32 tl.dot ran at ieee only, so there was no TF32 rounding to apply; speed not measured")
+    assert checked(dots={"emulated": {}, "exact": {}}, compute_ops=None) == (
+        "verified on the CPU at the problem file's own sizes; " + CPU_DOTS
+        + "; it ran no fp32 tl.dot, so there was no TF32 rounding to apply; speed not measured")
+    # judged wrong before the worker finished: its dots were not counted; a library matmul ran in IEEE fp32
+    assert checked("wrong_output", dots=None, compute_ops=["mm", "relu"]) == (
+        "judged on the CPU at the problem file's own sizes; " + CPU_DOTS + "; PyTorch's mm called by the "
+        "candidate ran in IEEE fp32 here (TF32 on a GPU where PyTorch allows it); speed not measured")
+
+
+def test_the_checked_line_names_the_gpu_where_recorded_and_says_nothing_it_does_not_know():
+    from kfoundry.types import DeviceFacts
+
+    evaluation = Evaluation(status="wrong_output", message="", device="cuda", precision={"checked": "gpu"},
+                            device_facts=DeviceFacts(kind="cuda", name="NVIDIA H100 80GB HBM3"))
+    assert checked_text(evaluation) == ("judged on NVIDIA H100 80GB HBM3 at the problem file's own sizes; tl.dot runs "
+                                        "on that GPU itself, TF32 included: nothing emulated; speed not measured")
+    unnamed = Evaluation(status="ok", message="", device="cuda:1", precision={"checked": "gpu"},
+                         timing=TimingReport(runtime_ms=1.0))
+    assert checked_text(unnamed).startswith("verified on a GPU at the problem file's own sizes; ")
+    assert checked_text(unnamed).endswith("; speed measured there")
+    # an evaluation that records neither its device nor its precision (an older record)
+    assert checked_text(Evaluation(status="ok", message="")) == "verified at the problem file's own sizes"

@@ -75,3 +75,21 @@ def test_each_islands_first_kernel_is_asked_for_its_own_strategy_and_told_the_ot
     assert "- block scan with a carry:" not in sent[0]
     assert len(set(sent)) == 3
     assert "For a scan problem:" in sent[0] and "tl.dot" not in sent[0].split("## What to do")[1]
+
+
+def test_no_two_prompts_of_a_run_are_the_same_and_each_says_which_request_it_is(tmp_path):
+    log = tmp_path / "llm.log"
+    working = Individual(id="5", source=AFFINE_KERNEL.read_text(), status="ok", fitness=1.0)
+    failing = Individual(id="6", source=AFFINE_KERNEL.read_text().replace("BLOCK", "BLK"), status="wrong_output")
+    memory, repair, initializer = (_expert(tmp_path, name, log) for name in ("memory", "repair", "initializer"))
+    for _ in range(2):
+        asyncio.run(memory.propose(Step(working, [], "the diagnosis's focus is memory")))
+        asyncio.run(repair.propose(Step(failing, [], "the parent fails")))
+        asyncio.run(initializer.propose(Step(None, [], "no parent yet", island=1, islands=2)))
+    sent = prompts(log)
+    assert len(sent) == 6 and len(set(sent)) == 6  # none repeats another byte for byte
+    firsts = [p for p in sent if "This request: the first request" in p]
+    assert len(firsts) == 3 and all("Why this step:" in p for p in sent)
+    assert any("This request: sample 2 of the memory expert on this parent" in p for p in sent)
+    assert any("This request: retry 2 on this failing parent" in p and "write a different fix" in p for p in sent)
+    assert any("sample 2 of the initializer expert on island 1's first kernel" in p for p in sent)

@@ -43,22 +43,68 @@ class ParentInfo:
 
 
 def checked_text(evaluation: Evaluation) -> str:
-    """What a parent's verdict covers, said plainly: the sizes it was judged at (the file's own only when
-    they were), at other sizes where the generalisation check ran, and where its precision was checked."""
-    from kfoundry.evaluate.precision_check import describe
-
+    """What a parent's verdict covers, said plainly: where it was given (a GPU, by name, or the CPU) and at
+    which sizes (the file's own only when they were), at other sizes where the generalisation check ran, how
+    its `tl.dot` precision was checked (run by the GPU, or emulated on the CPU: see
+    kfoundry.evaluate.emulated_precision) and whether its speed was measured. Only what the evaluation
+    records is said: without a precision record or a device, nothing on where or how."""
+    where = _checked_on(evaluation)
+    verb = "verified" if evaluation.status == "ok" else "judged"
     overrides = evaluation.settings.get("set") or {}
     if overrides:
         sizes = ", ".join(f"{name} = {value!r}" for name, value in overrides.items())
-        parts = [f"judged at this run's sizes ({sizes}), not at the problem file's own sizes"]
+        at = f"at this run's sizes ({sizes}), not at the problem file's own sizes"
     else:
-        parts = ["judged at the problem file's own sizes"]
+        at = "at the problem file's own sizes"
+    parts = [f"{verb} {where} {at}" if where else f"{verb} {at}"]
     if evaluation.other_sizes is not None:
         parts.append(evaluation.other_sizes.summary())
-    precision = describe(evaluation.precision)
-    if precision:
-        parts.append(precision)
+    parts += _dot_precision(evaluation.precision or {})
+    if where:
+        measured = evaluation.timing.runtime_ms is not None
+        parts.append("speed measured there" if measured else "speed not measured")
     return "; ".join(parts)
+
+
+# tl.dot's input_precision values whose fp32 products the CPU rounds to TF32 (kfoundry.evaluate.emulated_precision)
+_TF32 = ("tf32", "tf32x3")
+
+
+def _checked_on(evaluation: Evaluation) -> str:
+    """'on the CPU', 'on NVIDIA H200' (the GPU's name where recorded, else 'on a GPU'), or '' (unknown)."""
+    checked = (evaluation.precision or {}).get("checked")
+    device = evaluation.device or ""
+    if checked == "cpu" or (checked is None and device == "cpu"):
+        return "on the CPU"
+    if checked != "gpu" and not device.startswith("cuda"):
+        return ""
+    facts = evaluation.device_facts
+    name = facts.name if facts is not None and facts.kind == "cuda" and facts.name else evaluation.timing.device
+    return f"on {name}" if name else "on a GPU"
+
+
+def _dot_precision(record: dict[str, Any]) -> list[str]:
+    """What the verdict says of the candidate's tl.dot precision (its TF32 paths), from the precision record
+    (kfoundry.evaluate.precision_check.precision_record)."""
+    if record.get("checked") == "gpu":
+        return ["tl.dot runs on that GPU itself, TF32 included: nothing emulated"]
+    if record.get("checked") != "cpu":
+        return []
+    parts = ["on the CPU tl.dot's input_precision is emulated as a GPU's tensor cores compute it (TF32 rounding "
+             "applied to fp32 operands at tf32 and tf32x3)"]
+    dots = record.get("dots")
+    if dots is not None:  # counted where the worker finished its runs
+        emulated = [name for name in dots.get("emulated") or {} if name in _TF32]
+        exact = list(dots.get("exact") or {})
+        if emulated:
+            parts.append(f"its fp32 tl.dot ran at {' and '.join(emulated)}, with that rounding applied")
+        elif exact:
+            parts.append(f"its fp32 tl.dot ran at {' and '.join(exact)} only, so there was no TF32 rounding to "
+                         "apply")
+        else:
+            parts.append("it ran no fp32 tl.dot, so there was no TF32 rounding to apply")
+    parts += record.get("not_modelled") or []
+    return parts
 
 
 @dataclass
@@ -82,6 +128,8 @@ class PromptContext:
     trials: int = 5  # correctness trials, each with its own draw of the inputs
     strategy: Strategy | None = None  # a first kernel's: this island's own plan
     other_strategies: list[Strategy] = field(default_factory=list)  # what the other islands were asked
+    roofline: Any = None  # kfoundry.experts.roofline_text.RooflineEstimate at the file's own sizes, or None
+    attempt: str = ""  # which request this is: a fresh sample (which one) or a retry (after what)
 
     @property
     def effective_tolerance(self) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ class LLMExpert:
     llm: Any
     budget: Any = None
     log: PromptLog | None = None
+    # requests so far per parent set (or island, for a first kernel): a prompt never repeats another blindly
+    asked: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -70,7 +72,9 @@ class LLMExpert:
                  else ParentInfo(source=p.source, path=f"candidate {p.id}", status=p.status) for p in parents]
         context = replace(self.context, parents=shown)
         if self.traits.starts and not parents:  # a first kernel: this island's own strategy
-            context.strategy, context.other_strategies = assignment(context.problem_class, step.island, step.islands)
+            context.strategy, context.other_strategies = assignment(context.problem_class, step.island, step.islands,
+                                                                    context.facts)
+        context.attempt = self._attempt(parents, step)
         system, user = render(self.name, context)
         logged = self.log.write(self.name, system, user) if self.log is not None else None
         result = await asyncio.to_thread(ask, self.llm, self.budget, system, user,
@@ -81,3 +85,24 @@ class LLMExpert:
         if context.strategy is not None and result.called:
             record["strategy"] = context.strategy.name
         return Proposal(result.source, [p.id for p in parents], record, why=step.reason)
+
+    def _attempt(self, parents: list[Any], step: Step) -> str:
+        key = ",".join(str(p.id) for p in parents) or f"island {step.island}"
+        n = self.asked[key] = self.asked.get(key, 0) + 1
+        failing = bool(parents) and getattr(parents[0], "status", "ok") not in ("ok", "pending")
+        return attempt_text(self.name, n, bool(parents), failing, step.island, step.reason)
+
+
+def attempt_text(expert: str, n: int, has_parents: bool, failing: bool, island: int = 0, reason: str = "") -> str:
+    """Which request a prompt is, said to the model: the first, or the n-th on the same parents (so it varies, or,
+    on a failing parent, fixes differently), and why the search asked for it."""
+    what = "this parent" if has_parents else f"island {island}'s first kernel"
+    if n == 1:
+        text = f"the first request to the {expert} expert for {what}"
+    elif failing:
+        text = (f"retry {n} on this failing parent: {n - 1} earlier repair(s) of it came back as other candidates "
+                "(judged apart); write a different fix for the failure its verdict names")
+    else:
+        text = (f"sample {n} of the {expert} expert on {what}: {n - 1} earlier sample(s) took their own route; take "
+                "another (other tiles, another loop order or fusion, another formulation)")
+    return text + (f". Why this step: {reason}" if reason else "")

@@ -11,6 +11,7 @@ from kfoundry.errors import UsageError
 from kfoundry.experts.base import FIXES, Traits
 from kfoundry.experts.context import ParentInfo, PromptContext
 from kfoundry.experts.device_text import device_lines
+from kfoundry.experts.parent_summary import summary_lines
 from kfoundry.experts.problem_text import assumption_lines, shape_lines
 from kfoundry.experts.prompt_budget import (DEFAULT_RETRIEVE_TOKENS, fit_items, heading, is_note,
                                             left_out_note, tokenizer)
@@ -74,7 +75,8 @@ def _parent_view(parent: ParentInfo, label: str) -> dict[str, Any]:
     if parent.mismatch_fraction is not None:
         figures.append(f"elements off: {parent.mismatch_fraction:.2%}")
     verdict = f"Verdict: `{parent.status}`" + (f": {parent.message}" if parent.message else "")
-    return {"label": label, "verdict": verdict, "checked": parent.checked, "source": parent.source, "path": parent.path, "status": parent.status,
+    return {"label": label, "verdict": verdict, "checked": parent.checked, "source": parent.source,
+            "summary": summary_lines(parent.source), "path": parent.path, "status": parent.status,
             "message": parent.message, "figures": figures, "timed": parent.runtime_ms is not None,
             "diagnosis": parent.diagnosis_markdown or "no diagnosis was made"}
 
@@ -142,5 +144,8 @@ def render(expert_name: str, context: PromptContext) -> tuple[str, str]:
         **_experience_section(context.experience), feedback=list(context.feedback),
         problem_class=context.problem_class, shape_lines=shape_lines(context),
         assumption_lines=assumption_lines(context), strategy=context.strategy,
-        other_strategies=list(context.other_strategies))
+        other_strategies=list(context.other_strategies), attempt=context.attempt,
+        roofline=context.roofline.line() if context.roofline is not None else "",
+        bound=context.roofline.bound if context.roofline is not None else None,
+        roof=context.roofline.roof if context.roofline is not None else None)
     return render_system(context.backend, context.policy, edits=expert.edits_allowed and expert.needs_parent), user

@@ -2,21 +2,37 @@
 
 The initializer is asked once per island. Asked the same question, a model answers the same way, so each
 island's prompt names its own strategy and lists what the other islands were asked; the islands then start
-from different designs and the search has something to choose between."""
+from different designs and the search has something to choose between.
+
+Which island gets which strategy depends on the problem class and the island alone. A strategy's plan says
+nothing about the problem's sizes; the sizes a design is meant for (`suits`: "short sequences, ...") are said
+only where the shapes under test are the problem file's own, the sizes the final kernel runs at. A run that
+tests at smaller `--set` sizes would otherwise have its strategies read against the test's shapes (a sequence
+of 32 under test, 512 in the file)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from kfoundry.input_facts import ProblemFacts
 
 
 @dataclass(frozen=True)
 class Strategy:
     name: str  # short, recorded with the candidate and in the library
     plan: str  # what the prompt asks the model to build
+    suits: str = ""  # the sizes the design is meant for: said only at the problem file's own sizes
+
+    def described(self, file_sizes: bool) -> Strategy:
+        """This strategy as a prompt gives it: with the sizes it suits where the shapes under test are the
+        problem file's own (`file_sizes`), else without them."""
+        if not self.suits or not file_sizes:
+            return self
+        return replace(self, plan=f"{self.plan}, for {self.suits}")
 
 
-def _table(*rows: tuple[str, str]) -> tuple[Strategy, ...]:
-    return tuple(Strategy(name, plan) for name, plan in rows)
+def _table(*rows: tuple[str, ...]) -> tuple[Strategy, ...]:
+    return tuple(Strategy(*row) for row in rows)
 
 
 STRATEGIES: dict[str, tuple[Strategy, ...]] = {
@@ -24,12 +40,13 @@ STRATEGIES: dict[str, tuple[Strategy, ...]] = {
         ("square tiles", "a tiled product with 128x128 output tiles, BLOCK_K 32, grouped program order for L2 "
                          "reuse and the epilogue fused before the store"),
         ("split-K", "split the K dimension across programs (or a second grid axis) and reduce the partial "
-                    "tiles, for shapes where M x N alone gives too few tiles to fill the SMs"),
+                    "tiles", "shapes where M x N alone gives too few tiles to fill the SMs"),
         ("precision split", "fp32 products from lower-precision tensor-core products: each operand split into "
                             "a high and a low part (3xTF32, or fp16 parts after a power-of-two scale), the "
                             "small cross terms summed in a separate accumulator"),
-        ("wide tiles, deep pipeline", "rectangular 64x256 or 256x64 tiles shaped after the problem's M and N, "
-                                      "BLOCK_K 64 and 4 pipeline stages, 8 warps"),
+        ("wide tiles, deep pipeline", "rectangular 64x256 or 256x64 tiles, the long side along the larger of "
+                                      "M and N at the problem file's own sizes, BLOCK_K 64 and 4 pipeline "
+                                      "stages, 8 warps"),
     ),
     "conv": _table(
         ("implicit GEMM, channels-last", "an implicit GEMM over a channels-last copy of the input: output "
@@ -50,25 +67,25 @@ STRATEGIES: dict[str, tuple[Strategy, ...]] = {
                        "weights times V; simpler indexing, the scores recomputed"),
         ("scores materialized", "the scores as a GEMM into a buffer, a row softmax kernel, then a second GEMM: "
                                 "three simple kernels, each easy to make correct"),
-        ("heads per program", "one program per (batch, head) pair looping over query blocks, for short "
-                              "sequences where blocks per head are few"),
+        ("heads per program", "one program per (batch, head) pair looping over query blocks",
+                              "short sequences, where blocks per head are few"),
     ),
     "norm": _table(
         ("row per program", "one program per normalized row (or group) held in registers: statistics and "
                             "normalization in one pass over memory"),
-        ("chunked two-pass", "rows too long for one block: a loop over chunks for the statistics (Welford or "
-                             "sum and sum of squares), then a second loop that normalizes"),
-        ("split statistics", "partial sums from many programs per row and a small finishing kernel, for few "
-                             "rows of very many elements"),
-        ("rows per program", "several short rows per program as a 2D tile, for many rows of few elements"),
+        ("chunked two-pass", "a loop over chunks of the row for the statistics (Welford or sum and sum of "
+                             "squares), then a second loop that normalizes", "rows too long for one block"),
+        ("split statistics", "partial sums from many programs per row and a small finishing kernel",
+                             "few rows of very many elements"),
+        ("rows per program", "several rows per program as a 2D tile", "many rows of few elements"),
     ),
     "softmax": _table(
         ("row per program", "one program per row held in registers: max, exponentials and sum in one pass"),
-        ("online softmax", "a loop over chunks of a long row with a running max and rescaled sum, then a "
-                           "second loop that writes the normalized values"),
-        ("rows per program", "a 2D tile of several short rows per program"),
-        ("split row", "partial maxima and sums from several programs per row and a finishing step, for a few "
-                      "very long rows"),
+        ("online softmax", "a loop over chunks of the row with a running max and rescaled sum, then a "
+                           "second loop that writes the normalized values", "rows too long for one block"),
+        ("rows per program", "a 2D tile of several rows per program", "many short rows"),
+        ("split row", "partial maxima and sums from several programs per row and a finishing step",
+                      "a few very long rows"),
     ),
     "recurrent": _table(
         ("projection then fused steps", "the input's projection for every time step as one GEMM up front, then "
@@ -94,8 +111,9 @@ STRATEGIES: dict[str, tuple[Strategy, ...]] = {
                                 "aggregates"),
         ("three phases", "block sums in a first kernel, a scan of the block sums, then a kernel that scans "
                          "each block again with its offset added"),
-        ("whole row in one block", "a row short enough for one block: a single associative scan per program, "
-                                   "several rows per program when rows are short"),
+        ("whole row in one block", "the whole row in one block: a single associative scan per program, "
+                                   "several rows to a program where more than one fits",
+                                   "rows short enough for one block"),
     ),
     "pooling": _table(
         ("output tile per program", "each program computes a tile of output positions, reading each window "
@@ -109,8 +127,8 @@ STRATEGIES: dict[str, tuple[Strategy, ...]] = {
     ),
     "reduction": _table(
         ("row per program", "one program per reduced row held in registers, the elementwise work fused"),
-        ("rows per program", "a 2D tile of several rows per program, for many short rows"),
-        ("split reduction", "partial results from many programs per row, then a small finishing kernel, for "
+        ("rows per program", "a 2D tile of several rows per program", "many short rows"),
+        ("split reduction", "partial results from many programs per row, then a small finishing kernel",
                             "few long rows"),
         ("reduce along the contiguous axis", "a layout where the reduced axis is the contiguous one (or "
                                              "tiles that read it contiguously) when the reduction runs over a "
@@ -138,10 +156,22 @@ def table_for(problem_class: str) -> tuple[Strategy, ...]:
     return STRATEGIES.get(problem_class, STRATEGIES["other"])
 
 
-def assignment(problem_class: str, island: int, islands: int) -> tuple[Strategy, list[Strategy]]:
+def at_file_sizes(facts: ProblemFacts | None) -> bool:
+    """Whether the shapes under test are the problem file's own: no `--set` override, or each one the value
+    the file itself writes. False where nothing is known of them (no facts)."""
+    if facts is None:
+        return False
+    return all(facts.file_values.get(name) == repr(value) for name, value in facts.overrides.items())
+
+
+def assignment(problem_class: str, island: int, islands: int,
+               facts: ProblemFacts | None = None) -> tuple[Strategy, list[Strategy]]:
     """This island's strategy and those of the other islands (each island in turn takes the next row of the
-    class's table; with more islands than rows the table starts over)."""
-    table = table_for(problem_class)
+    class's table; with more islands than rows the table starts over). The choice is the class's and the
+    island's alone; the sizes each strategy suits are said only where `facts` (the shapes under test) are the
+    problem file's own sizes."""
+    file_sizes = at_file_sizes(facts)
+    table = [strategy.described(file_sizes) for strategy in table_for(problem_class)]
     mine = table[island % len(table)]
     others = []
     for other in range(max(islands, 1)):

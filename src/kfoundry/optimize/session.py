@@ -111,10 +111,17 @@ class Session:
         from kfoundry.experts.composer.templates.device_limits import kernel_target  # the tuner's limits
 
         s, o = self.settings, self.options
+        shown_device = prompt_device(device, s.target_gpu)
+        roofline = None
+        if self.llm is not None:  # what every kernel-writing prompt starts from, at the file's own sizes
+            from kfoundry.experts.roofline_text import estimate
+
+            roofline = estimate(self.problem, o.precision, o.tolerance, shown_device, o.eval_mode)
         context = PromptContext(problem_source=problem_source, problem_name=name, backend=s.backend,
-                                device=prompt_device(device, s.target_gpu),
+                                device=shown_device,
                                 precision=o.precision, tolerance=o.tolerance, policy=o.policy, experience=experience,
-                                problem_class=problem_class, facts=facts, timed=timed, trials=o.trials)
+                                problem_class=problem_class, facts=facts, timed=timed, trials=o.trials,
+                                roofline=roofline)
         return registry.build(registry.Setup(
             context=context, llm=self.llm, budget=self.budget, device=kernel_target(device, s.target_gpu), seed=s.seed,
             is_known=lambda source: source_hash(source) in archipelago.seen, composed=left_over,

@@ -88,7 +88,7 @@ def test_the_group_layout_is_read_from_the_module_and_the_tensors_when_forward_r
     source = judged["groupnorm_after_conv"][0].source
     assert "norm_num_groups = self.norm.num_groups" in source
     assert "channels_per_group = " in source and "// norm_num_groups" in source
-    assert "reshape(2, 4" not in source and "reshape(sym_size, 2, 4" not in source
+    assert "reshape(2, 4" not in source and "reshape(batch, 2, 4" not in source
 
 
 def test_unrelated_tensors_of_equal_sizes_are_not_one_kernel(tmp_path):

@@ -45,10 +45,10 @@ def test_one_kernel_with_the_epilogue(composed):
     softmax = first(composed["conv2d_relu"][0])
     assert "bnfull" in softmax.name and "tl.max(tl.where(n_ok, " in softmax.source  # softmax over channels, fused
     both = first(composed["conv3d_transpose"][0]).source
-    deconv = both.split("def _conv_1_kernel")[1]
+    deconv = both.split("def _conv_transpose2d_hardtanh_1_kernel")[1]
     assert "% 2 == 0" in deconv  # the stride-2 gather of a transposed convolution
     # one grid column per group, the module's group count read when forward runs
-    assert "_conv_1_kernel[lambda META: (triton.cdiv(" in both and ", deconv_groups)](" in both
+    assert "_conv_transpose2d_hardtanh_1_kernel[lambda META: (triton.cdiv(" in both and ", deconv_groups)](" in both
     assert "deconv_groups = self.deconv.groups" in both
 
 
@@ -101,12 +101,12 @@ def test_transposed_convolutions_run_by_output_phase(composed):
     layouts = {name: {c.config[name]["layout"] for c in result.candidates[:4]} for name in ("conv_0", "conv_1", "conv_2")}
     assert layouts == {"conv_0": {"phases"}, "conv_1": {"phases"}, "conv_2": {"fma"}}
     source = first(result).source
-    up = source.split("def _conv_0_kernel")[1].split("@triton.jit")[0]
+    up = source.split("def _conv_transpose2d_clamp_0_kernel")[1].split("@triton.jit")[0]
     assert "phase = tl.program_id(1) % 4" in up and "pid_g = tl.program_id(1) // 4" in up
     assert "% 2 == 0" not in up  # no tap is loaded only to be masked away by the stride
     assert "_channels_last_half(up_weight.transpose(0, 1))" in source
     assert "up_groups * 4)](" in source  # the module's groups times four phases
-    up3d = source.split("def _conv_1_kernel")[1].split("@triton.jit")[0]
+    up3d = source.split("def _conv_transpose3d_add_1_kernel")[1].split("@triton.jit")[0]
     assert "phase = tl.program_id(1) % 6" in up3d
-    depthwise = source.split("def _conv_2_kernel")[1].split("class ModelNew")[0]
+    depthwise = source.split("def _conv2d_relu6_2_kernel")[1].split("class ModelNew")[0]
     assert "tl.dot" not in depthwise and depthwise.count("acc += ") == 9  # the 3x3 taps, unrolled

@@ -92,8 +92,8 @@ def _channels_last_launch(t, out, stats, mode, tf32):
     flat = all(sizes[d] == 1 or strides[d] == inner * sizes[d + 1] * (sizes[d + 2] if d == 0 else 1)
                for d in range(2))
     total = sizes[0] * sizes[1] * sizes[2]
-    # fp16 copies: 64 channels a program where there are as many, else 128 positions of 32 (H200,
-    # benchmarks/layout_copy.py: 12-23% faster than 64 x 32)
+    # fp16 copies: 64 channels a program where there are as many, else 128 positions of 32 (measured on an
+    # H200: 12-23% faster than 64 x 32)
     bs, bc = (64, 32) if mode == 0 else (64, 64) if t.shape[1] >= 64 else (128, 32)
     grid = (triton.cdiv(total, bs), triton.cdiv(t.shape[1], bc), t.shape[0])
     _channels_last_kernel[grid](t, out, stats, t.shape[1], total, sizes[1], sizes[2], t.stride(0), t.stride(1),
@@ -169,8 +169,8 @@ def _split_fp16x3(t, k_dim):
     lo = torch.empty_like(hi)
     inv = torch.empty((count, rows), device=t.device, dtype=torch.float32)
     # K contiguous: two rows a program (many programs, and a row read twice is in L2 the second time); else 16
-    # rows of 128 (H200, benchmarks/gemm_precisions.py: 0.030 ms against 0.117 for 1024 x 8192 with K contiguous;
-    # 0.021 against 0.050 for a 1024 x 4096 K x N operand with 64 rows of 32)
+    # rows of 128 (measured on an H200: 0.030 ms against 0.117 for 1024 x 8192 with K contiguous; 0.021 against
+    # 0.050 for a 1024 x 4096 K x N operand with 64 rows of 32)
     br, bk = _SPLIT_TILES["k" if batched.stride(k_axis) == 1 else "other"]
     _split_fp16x3_kernel[(triton.cdiv(rows, br), count)](batched, hi, lo, inv, rows, depth, batched.stride(0),
                                                           batched.stride(r_axis), batched.stride(k_axis), BR=br,

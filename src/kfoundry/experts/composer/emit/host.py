@@ -8,16 +8,27 @@ from __future__ import annotations
 import builtins
 import keyword
 import math
+import re
 
 import torch
 
 from kfoundry.experts.composer.emit.expr import literal
 from kfoundry.experts.composer.ir.builder import aligned, norm_dim, norm_dims
-from kfoundry.experts.composer.ir.graph import CONST, INPUT, PARAM, SYM, Value, category
+from kfoundry.experts.composer.ir.graph import CONST, INPUT, PARAM, SHAPE_QUERIES, SYM, Value, category
 from kfoundry.experts.composer.plan.fusion import HostStep, Plan
 
 RESERVED = frozenset({"self", "torch", "triton", "tl", "nn", "math", "F", "grid", "ModelNew", "Model"}) | \
     frozenset(keyword.kwlist) | frozenset(dir(builtins))
+# the spatial dims of a convolution's tensors, by their number
+SPATIAL_WORDS = {1: ["length"], 2: ["height", "width"], 3: ["depth", "height", "width"]}
+ROLE_WORDS = frozenset({"batch", "channels", "in_channels", "out_channels", "in_channels_per_group",
+                        "out_channels_per_group"} | {f"{p}{w}" for p in ("", "in_", "kernel_")
+                                                     for w in ("length", "depth", "height", "width")})
+# a host number's op -> (the word between its operands' names, the noun naming it where those are too long)
+NUMBER_OPS = {"sym_add": ("plus", "total"), "sym_sub": ("minus", "difference"), "sym_mul": ("times", "product"),
+              "sym_floordiv": ("div", "quotient"), "sym_mod": ("mod", "remainder"), "sym_truediv": ("over", "ratio"),
+              "sym_pow": ("pow", "power"), "sym_neg": ("", "negated")}
+MAX_NUMBER_NAME = 40
 
 
 def attribute_expr(root: str, path: str, model: torch.nn.Module | None, index: tuple[int, str] | None = None) -> str:
@@ -114,8 +125,73 @@ class HostContext:
         if value in self.aliases:
             return self.name(self.aliases[value])
         if value not in self.names:
-            self.names[value] = self.fresh(value.name)
+            self.names[value] = self._described(value) or self.fresh(value.name)
         return self.names[value]
+
+    # -- names of host numbers -----------------------------------------------------------------------
+    def _described(self, value: Value) -> str | None:
+        """A host number the tracer named after its op (`sym_size3`, `sym_mul2`) named after what it is: a
+        tensor's size along a dim (`batch`, `height` of a convolution's output, else `add_dim0`), or the
+        arithmetic of the numbers it is made of (`head_dim_times_3`); None for any other value."""
+        op = value.producer
+        if value.kind != SYM or op is None or not re.fullmatch(rf"{op.name}\d*", value.name):
+            return None
+        if op.name in SHAPE_QUERIES:
+            tensor = op.args[0]
+            if op.name == "sym_numel":
+                return self.fresh(f"{self.name(tensor)}_numel")
+            dim = norm_dim(op.attrs["dim"], tensor.rank)
+            word = self._dim_words(tensor)[dim]
+            if word in self._taken:  # a second tensor of that role or name: its own host name says which one
+                word = f"{self.name(tensor)}_{word if word in ROLE_WORDS else f'dim{dim}'}"
+            return self.fresh(word)
+        if op.name not in NUMBER_OPS:
+            return None
+        words = [self._number_word(a) for a in op.args]
+        if op.name == "sym_neg":
+            text = f"neg_{words[0]}"
+        elif op.name == "sym_pow" and op.args[1] == 0.5:
+            text = f"sqrt_{words[0]}"
+        elif op.name == "sym_truediv" and op.args[0] == 1:
+            text = f"inv_{words[1]}"
+        else:
+            if op.name in ("sym_add", "sym_mul") and not isinstance(op.args[0], Value):
+                words.reverse()  # 4 * width: width_times_4
+            text = f"_{NUMBER_OPS[op.name][0]}_".join(words)
+        fits = text.isidentifier() and len(text) <= MAX_NUMBER_NAME
+        return self.fresh(text if fits else NUMBER_OPS[op.name][1])
+
+    def _number_word(self, arg) -> str:
+        if isinstance(arg, Value):
+            return self.name(arg)
+        if isinstance(arg, float) and arg.is_integer():
+            arg = int(arg)
+        text = str(arg).replace("-", "neg").replace(".", "_")
+        return text if text.replace("_", "").isalnum() else "n"
+
+    def _dim_words(self, tensor: Value) -> list[str]:
+        """A word for each dim of a tensor: its role's where it is a convolution's output (or a pointwise result
+        of the same shape), input or weight, else `<tensor>_dim<i>`."""
+        source = tensor
+        while source.producer is not None and category(source.producer.name) == "pointwise":
+            same = [a for a in source.producer.tensor_args if a.shape == source.shape]
+            if not same:
+                break
+            source = same[0]
+        spatial = SPATIAL_WORDS.get(tensor.rank - 2)
+        if spatial is not None:
+            if source.producer is not None and source.producer.name == "conv":
+                return ["batch", "channels", *spatial]
+            for op in self.plan.graph.ops:
+                if op.name == "conv" and op.args[0] is tensor:
+                    return ["batch", "in_channels", *(f"in_{w}" for w in spatial)]
+                if op.name == "conv" and op.args[1] is tensor:
+                    channels = ["in_channels", "out_channels_per_group"] if op.attrs["transposed"] else \
+                        ["out_channels", "in_channels_per_group"]
+                    return channels + [f"kernel_{w}" for w in spatial]
+        # a parameter by its own name (`in_proj_weight`), not its whole path's
+        base = tensor.path.rsplit(".", 1)[-1] if tensor.kind == PARAM and tensor.path else self.name(tensor)
+        return [f"{base}_dim{d}" for d in range(tensor.rank)]
 
     # -- dtypes and device ---------------------------------------------------------------------------
     def reference_tensor(self, floating: bool = True) -> str:

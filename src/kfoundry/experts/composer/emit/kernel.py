@@ -4,6 +4,7 @@ pointwise ops of a group as Triton statements."""
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -287,7 +288,7 @@ class Emitter:
         arg = op.args[position]
         if isinstance(arg, Value):
             if arg.kind == SYM:
-                return self.kw.arg(arg.name, self.host.name(arg)), False, frozenset()
+                return self.kw.arg(self.host.name(arg), self.host.name(arg)), False, frozenset()
             if arg.kind == CONST:
                 return expr.literal(arg.concrete), True, frozenset()
             if arg in self.env:
@@ -565,10 +566,11 @@ def unravel(kw: KernelWriter, flat: str, entries: list[list[int]], sizes: list[s
     coords = [""] * len(entries)
     rem = flat
     for k in range(len(entries) - 1, 0, -1):
-        size = kw.arg(f"size_{prefix}{k}", product([sizes[d] for d in entries[k]]))
+        host = product([sizes[d] for d in entries[k]])
+        size = kw.arg(size_param(host, f"size_{prefix}{k}"), host)
         coords[k] = kw.local(f"{prefix}{k}")
         kw.line(f"{coords[k]} = {rem} % {size}")
-        nxt = kw.local(f"{prefix}_rest") if k > 1 else None
+        nxt = kw.local(rest_after(prefix, k)) if k > 1 else None
         if nxt:
             kw.line(f"{nxt} = {rem} // {size}")
             rem = nxt
@@ -576,6 +578,20 @@ def unravel(kw: KernelWriter, flat: str, entries: list[list[int]], sizes: list[s
             coords[0] = kw.local(f"{prefix}0")
             kw.line(f"{coords[0]} = {rem} // {size}")
     return coords
+
+
+def rest_after(prefix: str, k: int) -> str:
+    """The name of what is left of a flat index once the coordinates from `prefix`k on are taken out of it."""
+    return f"{prefix.rstrip('_')}_rest_after_dim{k}"
+
+
+def size_param(host: str, fallback: str) -> str:
+    """A kernel parameter's name for a size the host passes: `clamp.shape[3]` -> `clamp_size3`, a host number's
+    own name, else `fallback`."""
+    shape = re.fullmatch(r"(\w+)\.shape\[(\d+)\]", host)
+    if shape:
+        return f"{shape[1]}_size{shape[2]}"
+    return host if host.isidentifier() else fallback
 
 
 @dataclass

@@ -17,6 +17,7 @@ outside their group, or returned, are exported (written to memory).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from kfoundry.experts.composer.plan.sizes import SameSizes
 
 Map = tuple  # tuple[int | None, ...]
 SEALED = ("scan", "recurrent")  # kernels nothing fuses into
+KERNEL_WORDS = 32  # the most characters of the words naming a kernel (kernel_words)
 TILE_REDUCTION_MAX = 512  # widest output-channel extent a GEMM / convolution epilogue reduces in one tile
 
 
@@ -64,7 +66,8 @@ class Group:
     vmap: dict[Value, Map] = field(default_factory=dict)  # values computed here -> their map
     leaf_maps: dict[tuple[int, int], Map] = field(default_factory=dict)  # (op id, arg position) -> map of a leaf
     exports: list[Value] = field(default_factory=list)
-    name: str = ""
+    name: str = ""  # kind and place (conv_0): the key of its tile configuration
+    kernel: str = ""  # its kernel's name in the candidate, which says what it does (_conv2d_group_norm_stats_0_kernel)
     prologue: Group | None = None  # a pointwise group computed on the anchor's input as it is read (pool, scan)
     shaped: Value | None = None  # a value whose shape is the space (at every size)
     # a conv's: plan/conv_statistics.Statistics, the norm's moments its epilogue gathers (Any: that module
@@ -128,11 +131,54 @@ class Plan:
 
 
 def name_groups(steps: list) -> None:
-    """Each group named after its kind and its place among that kind's groups (gemm_0, pointwise_2, ...)."""
+    """Each group named after its kind and its place among that kind's groups (gemm_0, pointwise_2, ...), and its
+    kernel after what it does and that place (_gemm_linear_gelu_0_kernel)."""
     counts: dict[str, int] = {}
+    kernels: set[str] = set()
     for group in (s for s in steps if isinstance(s, Group)):
         counts[group.kind] = counts.get(group.kind, 0) + 1
         group.name = f"{group.kind}_{counts[group.kind] - 1}"
+        kernel = f"_{kernel_words(group)}_{counts[group.kind] - 1}_kernel"
+        group.kernel = kernel if kernel not in kernels else f"_{group.name}_kernel"
+        kernels.add(group.kernel)
+
+
+def kernel_name(group: Group) -> str:
+    return group.kernel or f"_{group.name}_kernel"
+
+
+def kernel_words(group: Group) -> str:
+    """What a group's kernel does, in a few words: its kind (or its anchor's op, where that names the kind:
+    `conv2d`, `max_pool2d`), then the ops the traced program ran that it computes, in order, and what it gathers
+    for the kernels after it; at most KERNEL_WORDS characters."""
+    anchor = origin_word(group.anchor.origin) if group.anchor is not None else ""
+    words = [anchor if group.kind in anchor else group.kind]
+    ops = [op for link in group.windows.chain for op in link.group.ops] \
+        if group.windows is not None and group.kind == "pool" else []  # applied to the stored windows
+    ops += (group.prologue.ops if group.prologue is not None else []) + \
+        ([group.anchor] if group.anchor is not None else []) + group.ops
+    found = [origin_word(op.origin) for op in ops]
+    if group.statistics is not None:
+        found.append(f"{origin_word(group.statistics.mean.origin) or 'norm'}_stats")
+    if group.windows is not None and group.kind == "conv":
+        found.append(f"{origin_word(group.windows.pool.origin) or 'pool'}_windows")
+    for word in found:
+        if not word or word in words or word in words[0]:
+            continue
+        if len("_".join(words + [word])) > KERNEL_WORDS:
+            break
+        words.append(word)
+    return "_".join(words)
+
+
+def origin_word(origin: str) -> str:
+    """The op a traced node ran as one lowercase word: 'nn.GroupNorm' -> 'group_norm', 'F.layer_norm' ->
+    'layer_norm', 'aten._softmax' -> 'softmax'; '' where the origin names no op (an attribute, a copy)."""
+    if "." not in origin:
+        return ""
+    word = re.sub(r"(?<=[a-z0-9])(?=[A-Z][a-z])", "_", origin.rsplit(".", 1)[1]).lower()  # ReLU: relu
+    word = re.sub(r"[^a-z0-9]+", "_", word).strip("_").removeprefix("native_")
+    return "div" if word == "truediv" else word
 
 
 def renumbered(plan: Plan, steps: list) -> Plan:

@@ -33,11 +33,12 @@ from kfoundry.experts.composer.emit.kernel import (
     KernelWriter,
     Space,
     allocate,
+    rest_after,
     space_sizes,
     unravel,
 )
 from kfoundry.experts.composer.ir.graph import number
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
@@ -197,7 +198,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     nd = len(attrs["stride"])
     transposed = attrs["transposed"]
     groups = host.size(attrs["groups"])
-    kw = KernelWriter(f"_{group.name}_kernel")
+    kw = KernelWriter(kernel_name(group))
     lines = allocate(host, group.exports)
     sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
     xn = host.name(x)
@@ -570,15 +571,13 @@ def _static_unravel(kw: KernelWriter, flat: str, sizes: list[int], prefix: str) 
     """Coordinates of `flat` over dims of known sizes (last innermost)."""
     coords = [""] * len(sizes)
     rest = flat
-    for d in range(len(sizes) - 1, -1, -1):
+    for d in range(len(sizes) - 1, 0, -1):
         coords[d] = kw.local(f"{prefix}{d}")
-        if d == 0:
-            kw.line(f"{coords[d]} = {rest}")
-            break
         kw.line(f"{coords[d]} = {rest} % {sizes[d]}")
-        nxt = kw.local(f"{prefix}_rest")
+        nxt = kw.local(f"{prefix}0" if d == 1 else rest_after(prefix, d))
         kw.line(f"{nxt} = {rest} // {sizes[d]}")
         rest = nxt
+    coords[0] = rest
     return coords
 
 

@@ -24,7 +24,7 @@ from kfoundry.experts.composer.emit.kernel import (
     unravel,
 )
 from kfoundry.experts.composer.ir.graph import Value, category
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
 from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
@@ -127,6 +127,8 @@ def dot_step(kw: KernelWriter, config: dict, a: Value, b: Value) -> None:
 
 def dot_precision_host(config: dict, tensor: str) -> str:
     """The precision passed from the host: the configured one for fp32 tensors, Triton's default otherwise."""
+    if config["precision"] == "tf32":
+        return '"tf32"'
     return f'"{config["precision"]}" if {tensor}.dtype == torch.float32 else "tf32"'
 
 
@@ -233,7 +235,7 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     a, b = op.args
     out = op.out
     rank = out.rank
-    kw = KernelWriter(f"_{group.name}_kernel")
+    kw = KernelWriter(kernel_name(group))
     lines = allocate(host, group.exports)
     identity = tuple(range(rank))
     sizes = space_sizes(group, host, [(out, identity)])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kfoundry.experts.composer.emit.host import HostContext
 from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
 
@@ -39,7 +39,7 @@ def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> l
 def moments_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     statistics = group.statistics
     partials: Partials = host.partials[statistics]
-    kw = KernelWriter(f"_{group.name}_kernel")
+    kw = KernelWriter(kernel_name(group))
     lines = allocate(host, group.exports)
     part = kw.arg("moments_ptr", partials.buffer)
     mean_out = statistics.mean.out

@@ -21,7 +21,7 @@ from kfoundry.experts.composer.emit.kernel import (
     space_sizes,
     unravel,
 )
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
 
@@ -39,7 +39,7 @@ def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> l
 
 
 def pointwise_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
-    kw = KernelWriter(f"_{group.name}_kernel")
+    kw = KernelWriter(kernel_name(group))
     lines = allocate(host, group.exports)
     accesses = accesses_of(group)
     entries, merged = merge_dims([list(range(len(group.space)))], accesses, group.space)

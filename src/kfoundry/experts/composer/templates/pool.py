@@ -18,7 +18,7 @@ from kfoundry.experts.composer.emit.kernel import (
     space_sizes,
     unravel,
 )
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
 
@@ -108,7 +108,7 @@ def _per_output(group: Group, host: HostContext, config: dict
     """The start of a kernel with one lane per output element: (writer, host lines, space sizes, element count,
     each lane's coordinates)."""
     out = group.anchor.out
-    kw = KernelWriter(f"_{group.name}_kernel")
+    kw = KernelWriter(kernel_name(group))
     lines = allocate(host, group.exports)
     sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
     block = kw.constexpr("BLOCK", str(config["BLOCK"]))

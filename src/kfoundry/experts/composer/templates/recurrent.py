@@ -12,9 +12,9 @@ from __future__ import annotations
 from kfoundry.experts.composer.emit import expr
 from kfoundry.experts.composer.emit.host import HostContext
 from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
-from kfoundry.experts.composer.templates.gemm import dot_precisions, operand_bytes
+from kfoundry.experts.composer.templates.gemm import dot_precision_host, dot_precisions, operand_bytes
 from kfoundry.types import DeviceFacts
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
@@ -44,7 +44,7 @@ def recurrent_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
     kind, time = op.attrs["kind"], op.attrs["time"]
     gates, lstm = GATES[kind], kind == "LSTM"
     out = op.out
-    kw = KernelWriter(f"_{group.name}_kernel")
+    kw = KernelWriter(kernel_name(group))
     kw._taken.update({"state", "reset", "update", "h", "c", "k0", "k_ok"} | {f"{p}{g}" for p in "xw" for g in range(4)}
                      | {f"acc{g}" for g in range(4)})
     lines = allocate(host, [out])
@@ -72,7 +72,7 @@ def recurrent_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
     bb, bh, bk = (kw.constexpr(name, str(config[name])) for name in ("BM", "BN", "BK"))
     precise = config.get("precision", "ieee") != "default"
     if precise:
-        kw.constexpr("DOT_PRECISION", f'"{config["precision"]}" if {pn}.dtype == torch.float32 else "tf32"')
+        kw.constexpr("DOT_PRECISION", dot_precision_host(config, pn))
     kw.line(f"rb = tl.program_id(0) * {bb} + tl.arange(0, {bb})")
     kw.line(f"rh = tl.program_id(1) * {bh} + tl.arange(0, {bh})")
     kw.line(f"b_ok = rb < {n_batch}")

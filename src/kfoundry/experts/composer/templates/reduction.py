@@ -36,7 +36,7 @@ from kfoundry.experts.composer.emit.kernel import (
     wrap_call,
 )
 from kfoundry.experts.composer.ir.graph import Op, Value, category
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, next_power_of_2, tile_need
 from kfoundry.experts.composer.templates.row_passes import Pass, gather_of, schedule
 from kfoundry.types import DeviceFacts
@@ -117,7 +117,7 @@ class RowKernel:
         self.group = group
         self.host = host
         self.config = config
-        self.kw = KernelWriter(f"_{group.name}_kernel")
+        self.kw = KernelWriter(kernel_name(group))
         self.lines = allocate(host, group.exports)
         accesses = accesses_of(group)
         reduced = [d for d in range(len(group.space)) if d in group.reduced]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kfoundry.experts.composer.emit.host import HostContext, product
 from kfoundry.experts.composer.emit.kernel import Access, Emitter, KernelCode, KernelWriter, Space, allocate
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.fusion import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
 
@@ -30,7 +30,7 @@ def scan_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     x, out = op.args[0], op.out
     dim = op.attrs["dim"]
     product_scan = op.name == "cumprod"
-    kw = KernelWriter(f"_{group.name}_kernel")
+    kw = KernelWriter(kernel_name(group))
     lines = allocate(host, [out])
     on = host.name(out)
     shape = host.shape(out)
