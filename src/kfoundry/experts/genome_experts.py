@@ -59,10 +59,8 @@ class _Explorer:
     def untried(self) -> tuple[Genome, str] | None:
         """Any genome of the space the search has not seen: listed in order where the space is small enough,
         else drawn at random."""
-        if self.space.size() <= ENUMERABLE:
-            candidates = (g for g in self.space.genomes())
-        else:
-            candidates = (self.space.draw(self.rng) for _ in range(RANDOM_DRAWS))
+        candidates = self.space.genomes() if self.space.size() <= ENUMERABLE else \
+            (self.space.draw(self.rng) for _ in range(RANDOM_DRAWS))
         for genome in candidates:
             source = self.fresh(genome)
             if source is not None:

@@ -117,18 +117,17 @@ class Optimization:
         k = self.settings.islands
         children: list[Individual] = []
 
-        def add(source: str, expert: str) -> None:
+        def add(source: str, expert: str, record: dict[str, Any] | None = None) -> None:
             children.append(Individual(id=f"s{len(children)}", source=source, expert=expert,
-                                       island=len(children) % k, generation=0))
+                                       island=len(children) % k, generation=0, record=record or {}))
 
         for path in self.seeds:
             add(read_source(path, UsageError, "seed"), "seed")
         for item in experience.kernels_for_this_problem():
             add(item["code"], "library")
         for candidate in self.composed[:self.settings.compose_variants]:
-            add(candidate.source, "composer")  # the rest wait for the router to pick the composer
-            if candidate.genome is not None:
-                children[-1].record = {"genome": candidate.genome.to_dict()}
+            # the rest wait for the router to pick the composer
+            add(candidate.source, "composer", {"genome": candidate.genome.to_dict()} if candidate.genome else None)
         return children
 
     def _compose(self, device: Any = None) -> tuple[list[Any], Any]:

@@ -27,7 +27,7 @@ from kfoundry.search.individual import Individual
 from kfoundry.search.island import Island
 from kfoundry.search.near_duplicates import NearDuplicateFilter
 from kfoundry.search.queue import EvaluationQueue, Outcome
-from kfoundry.search.stop import SearchState, StopRules
+from kfoundry.search.stop import OUT_OF_PROPOSALS, SearchState, StopRules
 from kfoundry.experts.base import Expert, Proposal, Step
 from kfoundry.types import Diagnosis
 
@@ -307,11 +307,10 @@ class SearchLoop:
 
     def _with_coverage(self, reason: str) -> str:
         """A stop for lack of proposals says how much of the fallback experts' spaces was tried."""
-        if self.search.empty_generations == 0 or self.stop_rules.max_empty_generations is None or \
-                self.search.empty_generations < self.stop_rules.max_empty_generations:
+        if not reason.startswith(OUT_OF_PROPOSALS):
             return reason
-        notes = [e.coverage() for e in getattr(self.router, "experts", []) if e.traits.fallback and hasattr(e, "coverage")]
-        return "; ".join([reason, *notes])
+        experts = getattr(self.router, "experts", [])
+        return "; ".join([reason, *(e.coverage() for e in experts if e.traits.fallback and hasattr(e, "coverage"))])
 
     async def seed(self, children: list[Individual]) -> None:
         """A generation of given candidates (the user's seeds, composed kernels, a stopped run's

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 # interrupts it: each search stops at its next generation, once its evaluations in flight are judged.
 _STOP_REQUESTED = threading.Event()
 INTERRUPTED = "interrupted: a stop was requested"
+OUT_OF_PROPOSALS = "the experts proposed nothing new"  # how a stop for lack of proposals begins
 
 
 def request_stop() -> None:
@@ -69,7 +70,7 @@ class StopRules:
         if self.stagnation_generations is not None and state.stalled_generations >= self.stagnation_generations:
             return f"no improvement for {state.stalled_generations} generation(s)"
         if self.max_empty_generations is not None and state.empty_generations >= self.max_empty_generations:
-            return f"the experts proposed nothing new for {state.empty_generations} generation(s)"
+            return f"{OUT_OF_PROPOSALS} for {state.empty_generations} generation(s)"
         if self.max_generations is not None and state.generation >= self.max_generations:
             return f"generation limit reached ({state.generation})"
         return None
