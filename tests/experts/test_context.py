@@ -92,3 +92,22 @@ def test_the_checked_line_names_the_gpu_where_recorded_and_says_nothing_it_does_
     assert checked_text(unnamed).endswith("; speed measured there")
     # an evaluation that records neither its device nor its precision (an older record)
     assert checked_text(Evaluation(status="ok", message="")) == "verified at the problem file's own sizes"
+
+
+def test_the_roofline_line_takes_the_baselines_measured_by_the_time_a_prompt_is_written():
+    from kfoundry.experts.llm_experts import render
+    from kfoundry.experts.roofline_text import RooflineEstimate
+
+    estimate = RooflineEstimate(flops=2 * 10**9, moved=4 * 10**8, memory_ms=0.083, compute_ms=0.04, roof="3xTF32",
+                                device="NVIDIA H200")
+    measured: dict[str, float] = {}
+    context = PromptContext(problem_source="x = 1", problem_name="p", roofline=estimate, baseline_ms=measured.get)
+    _, before = render("initializer", context)
+    assert "eager and torch.compile not timed at those sizes here" in before
+    measured["eager"] = 1.25  # the baseline process reports eager first, torch.compile after its compile
+    _, eager_only = render("initializer", context)
+    assert "eager 1.25 ms" in eager_only and "torch.compile" not in eager_only.split("Roofline estimate:")[1].split("\n")[0]
+    measured["compile"] = 0.9
+    line = [ln for ln in render("initializer", context)[1].splitlines() if ln.startswith("Roofline estimate:")][0]
+    assert "eager 1.25 ms, torch.compile 0.9 ms" in line
+    assert PromptContext(problem_source="", problem_name="p", roofline=estimate).roofline_now() is estimate

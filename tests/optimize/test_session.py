@@ -49,3 +49,23 @@ def test_a_run_stored_without_llm_settings_takes_todays(tmp_path, monkeypatch):
     resumed = open_session(resume=tmp_path / "run")
     assert resumed.llm.concurrency == 5
     resumed.store.close()
+
+
+def _llm_context(session):
+    from kfoundry.search import Archipelago
+
+    experts = session.experts(problem_source=AFFINE.read_text(), name="affine", device=None, experience=[],
+                              archipelago=Archipelago(k=1), left_over=[], preferred={},
+                              baseline_ms={"eager": 2.0, "compile": 1.5}.get)
+    return next(e.context for e in experts if getattr(e, "context", None) is not None)
+
+
+def test_the_prompts_get_the_baselines_only_where_they_are_timed_at_the_files_own_sizes(tmp_path):
+    at_own_sizes = open_session(AFFINE, out=tmp_path / "own", options=eval_options(), llm=[_spec(tmp_path)])
+    context = _llm_context(at_own_sizes)
+    at_own_sizes.store.close()
+    assert context.baseline_ms("eager") == 2.0
+    smaller = open_session(AFFINE, out=tmp_path / "set", options=eval_options(set_values={"dim": 8}),
+                           llm=[_spec(tmp_path)])
+    assert _llm_context(smaller).baseline_ms is None  # timed at --set sizes: not the roofline line's sizes
+    smaller.store.close()

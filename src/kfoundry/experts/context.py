@@ -3,8 +3,8 @@ device, the rules' settings, retrieved experience and the reasons earlier tries 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from kfoundry.diagnose.render import render_markdown
 from kfoundry.experts.strategies import Strategy
@@ -130,6 +130,15 @@ class PromptContext:
     other_strategies: list[Strategy] = field(default_factory=list)  # what the other islands were asked
     roofline: Any = None  # kfoundry.experts.roofline_text.RooflineEstimate at the file's own sizes, or None
     attempt: str = ""  # which request this is: a fresh sample (which one) or a retry (after what)
+    # a baseline's median in ms if measured by now (never waits), where the run times at the file's own sizes
+    baseline_ms: Callable[[str], float | None] | None = None
+
+    def roofline_now(self) -> Any:
+        """The roofline estimate with the eager and torch.compile times measured by the time a prompt is written
+        (the baselines are timed beside the search, so a later prompt may know what an earlier one did not)."""
+        if self.roofline is None or self.baseline_ms is None:
+            return self.roofline
+        return replace(self.roofline, eager_ms=self.baseline_ms("eager"), compile_ms=self.baseline_ms("compile"))
 
     @property
     def effective_tolerance(self) -> float:

@@ -133,6 +133,7 @@ def render(expert_name: str, context: PromptContext) -> tuple[str, str]:
     shown = context.parents if expert.all_parents else context.parents[:1] if expert.needs_parent else []
     labels = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     parents = [_parent_view(p, labels[i] if i < len(labels) else str(i + 1)) for i, p in enumerate(shown)]
+    roofline = context.roofline_now()
     user = render_template(
         expert.template, expert=expert, problem_name=context.problem_name, problem_source=context.problem_source,
         backend=context.backend, backend_label=BACKENDS[context.backend],
@@ -145,7 +146,7 @@ def render(expert_name: str, context: PromptContext) -> tuple[str, str]:
         problem_class=context.problem_class, shape_lines=shape_lines(context),
         assumption_lines=assumption_lines(context), strategy=context.strategy,
         other_strategies=list(context.other_strategies), attempt=context.attempt,
-        roofline=context.roofline.line() if context.roofline is not None else "",
-        bound=context.roofline.bound if context.roofline is not None else None,
-        roof=context.roofline.roof if context.roofline is not None else None)
+        roofline=roofline.line() if roofline is not None else "",
+        bound=roofline.bound if roofline is not None else None,
+        roof=roofline.roof if roofline is not None else None)
     return render_system(context.backend, context.policy, edits=expert.edits_allowed and expert.needs_parent), user

@@ -321,7 +321,8 @@ class Optimization:
                     left_over=[c.source for c in self.composed[s.compose_variants:]],
                     preferred=self.experience.tuning_preferences(), problem_class=problem_class(signature or {}),
                     facts=self._input_facts(signature), timed=self.evaluator.device != "cpu", space=space,
-                    move_gains=self.experience.move_gains())
+                    move_gains=self.experience.move_gains(),
+                    baseline_ms=prepared.measured_median_ms if self.evaluator.device != "cpu" else None)
                 near = session.near_duplicates(self.view.status)
                 # the evaluator runs one candidate per worker at once; two threads more check the next
                 # candidates' sources and diagnose finished ones meanwhile, so no worker waits for that

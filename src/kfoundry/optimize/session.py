@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
@@ -105,9 +105,12 @@ class Session:
     def experts(self, *, problem_source: str, name: str, device: Any, experience: list[dict[str, Any]],
                 archipelago: Archipelago, left_over: list[str], preferred: dict[str, int],
                 problem_class: str = "other", facts: Any = None, timed: bool = False, space: Any = None,
-                move_gains: dict[str, float] | None = None) -> list[Any]:
+                move_gains: dict[str, float] | None = None,
+                baseline_ms: Callable[[str], float | None] | None = None) -> list[Any]:
         """The tuner always; the composer while it has kernels the first population left (`left_over`); the
-        genome experts where the composer gave its genome `space`; the LLM experts with an LLM."""
+        genome experts where the composer gave its genome `space`; the LLM experts with an LLM. `baseline_ms`
+        (a baseline's median by now, or None) puts eager and torch.compile times in the prompts' roofline line;
+        given only where they are timed at the problem file's own sizes on the device the prompts name."""
         from kfoundry.experts.composer.templates.device_limits import kernel_target  # the tuner's limits
 
         s, o = self.settings, self.options
@@ -121,7 +124,7 @@ class Session:
                                 device=shown_device,
                                 precision=o.precision, tolerance=o.tolerance, policy=o.policy, experience=experience,
                                 problem_class=problem_class, facts=facts, timed=timed, trials=o.trials,
-                                roofline=roofline)
+                                roofline=roofline, baseline_ms=baseline_ms if not o.set_values else None)
         return registry.build(registry.Setup(
             context=context, llm=self.llm, budget=self.budget, device=kernel_target(device, s.target_gpu), seed=s.seed,
             is_known=lambda source: source_hash(source) in archipelago.seen, composed=left_over,
