@@ -106,16 +106,11 @@ def render_showcase(out: Path, backend: str = "triton", target_gpu: str = "H200"
     from kfoundry.types import DeviceFacts
 
     device = prompt_device(DeviceFacts(kind="cpu", name="the showcase's CPU"), target_gpu)
-    written: list[Path] = []
+    texts: dict[Path, str] = {}  # every file is rendered before any is written: a failure leaves the old ones
 
     def write(path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
+        texts[path] = text
 
-    for folder in ["system", *PROBLEMS]:  # an expert or problem no longer shown leaves no stale file behind
-        for stale in (out / folder).glob("*.md"):
-            stale.unlink()
     systems: dict[str, str] = {}
     # retrieval by signature and text alone, as where kfoundry[embeddings] is not installed: the same everywhere
     semantic = os.environ.get("KFOUNDRY_SEMANTIC_RETRIEVAL")
@@ -129,7 +124,13 @@ def render_showcase(out: Path, backend: str = "triton", target_gpu: str = "H200"
             os.environ["KFOUNDRY_SEMANTIC_RETRIEVAL"] = semantic
     for key, system in sorted(systems.items()):
         write(out / "system" / f"{backend}_{key}.md", system)
-    return written
+    for folder in ["system", *PROBLEMS]:  # an expert or problem no longer shown leaves no stale file behind
+        for stale in (out / folder).glob("*.md"):
+            stale.unlink()
+    for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return list(texts)
 
 
 def _render_problems(out: Path, backend: str, device, systems: dict[str, str], write) -> None:

@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "render_prompts.py"
 GOLDEN = REPO / "tests" / "fixtures" / "prompts" / "rendered"
-UPDATE = "python scripts/render_prompts.py (then review the diff of tests/fixtures/prompts/rendered)"
+UPDATE = ".venv/bin/python scripts/render_prompts.py (then review the diff of tests/fixtures/prompts/rendered)"
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +102,20 @@ def test_the_framing_follows_the_bound(showcase):
     assert "# Task: move fewer bytes, and move them well" in users["masked_cumsum/memory.md"]  # memory-bound
     assert "register use and shared memory are not measured in this run" in users["linear_gelu_scale/compute.md"]
     assert "Its kernels:" in users["conv_groupnorm_pool/memory.md"]
+
+
+def test_a_render_that_fails_leaves_the_files_it_would_have_replaced(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("render_prompts_failing", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    earlier = tmp_path / "system" / "triton_whole.md"
+    earlier.parent.mkdir()
+    earlier.write_text("the reviewed prompt")
+
+    def broken(*args):
+        raise ModuleNotFoundError("No module named 'torch'")  # as under a Python without the project's packages
+
+    monkeypatch.setattr(module, "_render_problems", broken)
+    with pytest.raises(ModuleNotFoundError):
+        module.render_showcase(tmp_path)
+    assert earlier.read_text() == "the reviewed prompt"
