@@ -300,7 +300,11 @@ def test_a_too_large_problem_is_reported_and_the_bench_goes_on(tmp_path):
     assert report.complete
     saved = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert [p["status"] for p in saved["problems"]].count("too_large") == 1
-    assert report.metrics()["problems"] == 3 or "too_large" in json.dumps(saved)
+    # a problem that did not fit counts, as a failure, and is told apart (unjudged): the suite's score must
+    # not rise because a problem was refused
+    metrics = report.metrics()
+    assert (metrics["problems"], metrics["unjudged"], metrics["correct"]) == (3, 1, 2)
+    assert metrics["correctness_rate"] == pytest.approx(2 / 3) and saved["metrics"] == json.loads(json.dumps(metrics))
     assert any("2_huge: too_large" in line for line in lines)
 
 
