@@ -1,7 +1,9 @@
 """Small helpers shared by the tests."""
 
 import difflib
+import io
 import os
+import threading
 from pathlib import Path
 
 AFFINE_SEED = 1234  # the --seed of the shared affine evaluator (conftest.affine_evaluator)
@@ -58,3 +60,53 @@ def linked_unreadable_dependency(tmp_path: Path) -> Path:
     (hidden / "typing_extensions.py").write_text(Path(typing_extensions.__file__).read_text())
     (entry / "typing_extensions.py").symlink_to(hidden / "typing_extensions.py")
     return entry
+
+
+WAIT_S = 60.0  # how long a test waits for a background thread before calling it stuck: a hang guard, no speed claim
+
+
+class ManualClock:
+    """A clock for code that takes `clock=`: it moves only when the test moves it (`clock.now += s`). Its
+    reads from other threads than the test's are counted, so that a test waits until a background thread
+    (a heartbeat) has looked at the new time (`wait_for_reads`) instead of sleeping and hoping it did."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+        self.reads = 0  # by other threads
+        self._test_thread = threading.current_thread()
+        self._read = threading.Condition()
+
+    def __call__(self) -> float:
+        if threading.current_thread() is not self._test_thread:
+            with self._read:
+                self.reads += 1
+                self._read.notify_all()
+        return self.now  # read after counting: a read counted after a move sees the moved time
+
+    def wait_for_reads(self, more: int = 1) -> None:
+        """Until other threads have read the clock `more` times from now on."""
+        with self._read:
+            target = self.reads + more
+            assert self._read.wait_for(lambda: self.reads >= target, timeout=WAIT_S), \
+                "no background thread read the clock"
+
+
+class Output(io.StringIO):
+    """A text stream written from another thread, that a test waits on for what it expects to arrive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._written = threading.Condition()
+
+    def write(self, text: str) -> int:
+        with self._written:
+            count = super().write(text)
+            self._written.notify_all()
+        return count
+
+    def wait_for(self, part: str, times: int = 1) -> str:
+        """Until `part` has been written `times` times in all; returns what was written."""
+        with self._written:
+            assert self._written.wait_for(lambda: self.getvalue().count(part) >= times, timeout=WAIT_S), \
+                f"{part!r} never written {times} time(s): {self.getvalue()!r}"
+            return self.getvalue()

@@ -1,5 +1,5 @@
 """kfoundry.cli_help and --help as a user reads it: choices shown and completed, flags without a type,
-no bracket eaten by rich's markup, and a --help that loads neither torch nor Triton and is quick."""
+no bracket eaten by rich's markup, and a --help that loads neither torch nor Triton (what would make it slow)."""
 
 import inspect
 import json
@@ -25,22 +25,20 @@ def _commands():
     return list(walk(typer.main.get_command(cli.app), ["kfoundry"]))
 
 
-def test_help_is_quick_and_loads_neither_torch_nor_triton():
-    script = ("import resource, sys, time\n"
+def test_help_loads_neither_torch_nor_triton():
+    # what makes --help slow is importing torch, Triton or numpy (seconds, where the help itself takes
+    # milliseconds): checked by what the process loaded, not by a clock
+    script = ("import json, sys\n"
               "sys.argv = ['kfoundry', '--help']\n"
               "from kfoundry import cli\n"
               "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-              "used = resource.getrusage(resource.RUSAGE_SELF)\n"
-              "print('RESULT', json.dumps({'loaded': sorted(m for m in ('torch', 'triton', 'numpy') "
-              "if m in sys.modules), 'cpu_s': used.ru_utime + used.ru_stime}))\n")
-    done = subprocess.run([sys.executable, "-c", "import json\n" + script], capture_output=True, text=True,
+              "print('RESULT', json.dumps(sorted(m for m in sys.modules "
+              "if m.partition('.')[0] in ('torch', 'triton', 'numpy'))))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "COLUMNS": "120"})
     assert done.returncode == 0, done.stderr
     assert "eval" in done.stdout and "optimize" in done.stdout  # the help itself was printed
-    result = json.loads(done.stdout.rsplit("RESULT ", 1)[1])
-    assert result["loaded"] == [], result
-    # CPU seconds, not wall time: other processes on the machine slow the clock, not the work
-    assert result["cpu_s"] < 0.5, result
+    assert json.loads(done.stdout.rsplit("RESULT ", 1)[1]) == []
 
 
 def test_every_command_shows_its_help():

@@ -1,23 +1,18 @@
+"""PhaseLog: its lines, and its heartbeat on a clock the test moves (no test here sleeps or times anything:
+the heartbeat thread's own reads of the clock say when it has looked)."""
+
 import io
 import re
 import threading
-import time
 
 from kfoundry.phase_log import PhaseLog, is_terminal
+from tests.helpers import ManualClock, Output
 
 LINE = re.compile(r"^\[ *\d+\.\d s\] \S.*$")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_line_per_phase_change_and_none_for_a_repeated_phase():
-    out, clock = io.StringIO(), Clock()
+    out, clock = io.StringIO(), ManualClock()
     log = PhaseLog(out, clock=clock)
     log.phase("reference: expected outputs")
     clock.now += 12.34
@@ -34,39 +29,51 @@ def test_a_line_per_phase_change_and_none_for_a_repeated_phase():
 
 
 def test_the_heartbeat_names_the_current_phase_during_a_silence():
-    out = io.StringIO()
-    with PhaseLog(out, heartbeat_s=0.2) as log:
+    out, clock = Output(), ManualClock()
+    with PhaseLog(out, heartbeat_s=0.2, clock=clock) as log:
         log.phase("timing")
-        time.sleep(0.55)
-    beats = [line for line in out.getvalue().splitlines() if "still working" in line]
-    assert 1 <= len(beats) <= 3, out.getvalue()
-    assert all(line.endswith("] still working: timing") and LINE.match(line) for line in beats)
+        clock.wait_for_reads(2)  # the heartbeat has looked, twice: no silence of a heartbeat's length yet
+        assert "still working" not in out.getvalue()
+        clock.now += 0.2  # a heartbeat of silence
+        out.wait_for("still working")
+        clock.wait_for_reads(2)  # it looks again, with the clock where it was: no second line
+        assert out.getvalue().count("still working") == 1
+        clock.now += 0.3  # more than another heartbeat of silence since that line
+        out.wait_for("still working", times=2)
+    lines = out.getvalue().splitlines()
+    assert lines == ["[    0.0 s] timing", "[    0.2 s] still working: timing", "[    0.5 s] still working: timing"]
+    assert all(LINE.match(line) for line in lines)
 
 
 def test_no_heartbeat_while_lines_keep_coming():
-    out = io.StringIO()
-    with PhaseLog(out, heartbeat_s=0.2) as log:
-        for i in range(12):
+    out, clock = Output(), ManualClock()
+    with PhaseLog(out, heartbeat_s=0.2, clock=clock) as log:
+        for i in range(12):  # 1.8 s in all, never 0.2 s without a line
             log.phase(f"step {i}")
-            time.sleep(0.05)
+            clock.now += 0.15
+            clock.wait_for_reads(2)  # the heartbeat has looked at the silence since this line
     assert "still working" not in out.getvalue()
     assert len(out.getvalue().splitlines()) == 12
 
 
 def test_the_heartbeat_says_what_describe_says():
-    out = io.StringIO()
-    with PhaseLog(out, heartbeat_s=0.2, describe=lambda: "generation 2;\nevaluations 5 / 10") as log:
+    out, clock = Output(), ManualClock()
+    with PhaseLog(out, heartbeat_s=0.2, clock=clock, describe=lambda: "generation 2;\nevaluations 5 / 10") as log:
         log.phase("searching")
-        time.sleep(0.35)
+        clock.now += 0.2
+        out.wait_for("still working")
     assert "still working: generation 2; evaluations 5 / 10" in out.getvalue()
 
 
 def test_stop_returns_at_once():
     log = PhaseLog(io.StringIO(), heartbeat_s=30.0).start()
-    started = time.monotonic()
+    beating = log._thread
+    assert beating is not None and beating.is_alive()
     log.stop()
-    assert time.monotonic() - started < 0.5
+    # woken from its 30 s wait: stop()'s join (5 s at most) did not return with the thread still waiting
+    assert not beating.is_alive() and log._thread is None
     assert log.start() is log  # it starts again after a stop
+    assert log._thread is not None and log._thread.is_alive() and log._thread is not beating
     log.stop()
 
 

@@ -1,5 +1,5 @@
-"""The bench runner with the optimize method through an injected optimize function (the real
-kfoundry.optimize is tested apart): per-problem results, outputs, resume, faults, --set."""
+"""The bench runner with the optimize method through an injected optimize function: per-problem results,
+outputs, resume, faults, --set; and once with the real kfoundry.optimize, on the CPU (tested apart too)."""
 
 import csv
 import json
@@ -300,7 +300,11 @@ def test_a_too_large_problem_is_reported_and_the_bench_goes_on(tmp_path):
     assert report.complete
     saved = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert [p["status"] for p in saved["problems"]].count("too_large") == 1
-    assert report.metrics()["problems"] == 3 or "too_large" in json.dumps(saved)
+    # a problem that did not fit counts, as a failure, and is told apart (unjudged): the suite's score must
+    # not rise because a problem was refused
+    metrics = report.metrics()
+    assert (metrics["problems"], metrics["unjudged"], metrics["correct"]) == (3, 1, 2)
+    assert metrics["correctness_rate"] == pytest.approx(2 / 3) and saved["metrics"] == json.loads(json.dumps(metrics))
     assert any("2_huge: too_large" in line for line in lines)
 
 
@@ -322,6 +326,32 @@ def test_the_table_uses_the_terminal_and_cuts_nothing_when_piped(tmp_path, suite
     print_report(report, narrow)
     assert narrow.export_text().splitlines()[1] == header
 
+
+def test_optimize_method_with_the_real_search(tmp_path):
+    """No stand-in: kfoundry.optimize itself on one tiny problem, two evaluations on the CPU (Triton's
+    interpreter), no LLM (the composer writes, the tuner evolves). The bench's result carries the run's own
+    figures: its status, its evaluations, its best candidate's verdict."""
+    suite = discover(write_suite(tmp_path / "suite", ["1_a.py"]))
+    config = RunConfig(search=OptimizeSettings(max_evals=2), eval=EvalOptions(device="cpu", trials=1, timeout_s=120),
+                       bench=BenchSettings(method="optimize"))
+    report = run_bench(suite, config, tmp_path / "out", write_html=False, check=False)
+    [result] = report.results
+    run_dir = tmp_path / "out" / "runs" / "1_a"
+    record = json.loads((run_dir / "result.json").read_text())  # what the search wrote of itself
+    with RunStore.open(run_dir, resume=False) as store:
+        finished = store.finished_evaluations()
+        best = store.final_best()
+    assert record["llm_used"] is False and record["timed"] is False and "evaluation budget spent" in record["stop_reason"]
+    assert len(finished) == record["evaluations"] == result.evaluations == 2
+    assert best is not None and best["status"] == "ok" and best["trials_passed"] == best["trials"] == 1
+    assert record["best"]["candidate_id"] == best["candidate_id"] and record["correct"] >= 1
+    assert result.status == "ok" and result.compiled and result.run_dir == "runs/1_a"
+    assert result.message == f"{record['correct']} of 2 evaluations correct; not timed"
+    assert result.speedup_eager is None and result.runtime_ms is None  # the CPU times nothing: none invented
+    assert result.other_sizes == record["best"]["other_sizes"] and result.out_of_resource == 0
+    assert result.labels["device"] == record["device"]["name"] and result.labels["trials"] == 1
+    saved = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert saved["complete"] and saved["problems"] == [json.loads(json.dumps(result.to_dict()))]
 
 def test_the_optimize_method_reports_its_best_candidates_policy_warnings(tmp_path, suite):
     class CallsPyTorch(FakeOptimize):

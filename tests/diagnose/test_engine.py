@@ -76,12 +76,21 @@ def test_transposed_result_is_a_shape_finding(results):
     assert "(250, 4)" in finding.title + " ".join(finding.evidence)
 
 
-def test_unwritten_last_element_points_at_the_masks(results, candidates_dir):
-    evaluation = results["bad_mask"]
-    kinds = _patterns(evaluation)
-    assert "nonfinite" in kinds or "untouched" in kinds or "tail" in kinds
-    text = render_markdown(evaluation.diagnosis)
-    assert "NaN" in text or "never written" in text or "unwritten" in text
+def test_unwritten_last_element_points_at_the_masks(results):
+    evaluation = results["bad_mask"]  # mask offs < n - 1: element 999 of 1000 is never stored
+    assert evaluation.status == "wrong_output"
+    assert {"nonfinite", "tail", "untouched"} <= set(_patterns(evaluation))
+    diagnosis = evaluation.diagnosis
+    assert diagnosis.focus == "repair"
+    patterns = {f.data.get("kind"): f for f in diagnosis.findings if f.category == "error-pattern"}
+    tail, untouched = patterns["tail"], patterns["untouched"]
+    assert (tail.data["start"], tail.data["count"], tail.data["size"]) == (999, 1, 1000)  # the last element alone
+    assert untouched.data["fill"] == "nan" and "never written" in untouched.title  # the evaluator's poison, kept
+    # both point at the masks (the grid, triton.cdiv(n, BLOCK), covers every element here)
+    assert "mask" in tail.direction and "offs < n" in tail.direction
+    assert "mask" in untouched.direction
+    text = render_markdown(diagnosis)
+    assert "never written" in text and "mask every load and store" in text
 
 
 def test_results_that_differ_between_identical_runs_are_a_race(results):

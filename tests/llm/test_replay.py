@@ -65,6 +65,35 @@ def test_same_request_twice_gets_both_records_in_order(tmp_path):
     assert replay.is_priced(Pricing({}))
 
 
+def test_a_replay_with_unpriced_replies_is_unpriced(tmp_path):
+    """A record of an unpriced model (`"cost_usd": null`, or none at all) replies with an unknown cost: the
+    replay is unpriced, and a dollar budget is refused at the start as for any unpriced model."""
+    from kfoundry.generate import make_llm
+    from kfoundry.llm import Budget
+    from kfoundry.llm.settings import LLMSettings
+
+    usage = {"input_tokens": 3, "output_tokens": 4}
+    priced = {"request_hash": Request("s", "a").hash, "text": "a", "model": "m", "usage": usage, "cost_usd": 0.25}
+    unpriced = {"request_hash": Request("s", "b").hash, "text": "b", "model": "m", "usage": usage, "cost_usd": None}
+    files = {}
+    for name, records in {"priced": [priced], "null": [priced, unpriced],
+                          "absent": [{k: v for k, v in unpriced.items() if k != "cost_usd"}]}.items():
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert make_provider(f"replay:{files['priced']}").is_priced(Pricing({}))
+    for name in ("null", "absent"):
+        assert not make_provider(f"replay:{files[name]}").is_priced(Pricing({})), name
+        with pytest.raises(UsageError, match="a dollar budget needs a price for every model"):
+            make_llm([f"replay:{files[name]}"], LLMSettings(budget_dollars=1.0), {})
+    # with a token budget too it runs, and the reply without a cost is counted as unpriced, not as $0 spent
+    replay, budget = make_llm([f"replay:{files['null']}"], LLMSettings(budget_dollars=0.3, budget_tokens=100), {})
+    assert isinstance(budget, Budget)
+    for user in ("a", "b"):
+        budget.charge(replay.complete("s", user))
+    assert (budget.spent_usd, budget.unpriced_calls, budget.spent_tokens) == (0.25, 1, 14)
+    assert not budget.exhausted
+
+
 def test_replay_is_thread_safe(tmp_path):
     path = tmp_path / "rec.jsonl"
     path.write_text("".join(json.dumps({"text": str(i)}) + "\n" for i in range(40)))

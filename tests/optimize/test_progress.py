@@ -1,13 +1,18 @@
+import functools
 import io
+import threading
 import time
+import types
 
 from rich.console import Console
 
+from kfoundry.optimize import progress
 from kfoundry.optimize.progress import ProgressView
+from tests.helpers import WAIT_S, ManualClock, Output
 
 
-def _view(quiet, timed=True, terminal=True, heartbeat_s=30.0):
-    out = io.StringIO()
+def _view(quiet, timed=True, terminal=True, heartbeat_s=30.0, out=None):
+    out = io.StringIO() if out is None else out
     console = Console(file=out, width=120, force_terminal=terminal, color_system=None)
     return ProgressView(quiet=quiet, timed=timed, max_evals=10, max_time_s=60, max_cost=1.0, console=console,
                         heartbeat_s=heartbeat_s), out
@@ -33,24 +38,41 @@ def test_the_panel_shows_the_figures_and_notable_events_get_a_line():
     assert "[" not in text.replace("\x1b[", "")  # no timestamped log lines on a terminal
 
 
-def test_the_panel_is_recomputed_between_events():
+def test_the_panel_is_recomputed_between_events(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     view, out = _view(quiet=False)
+    test_thread, redrawn, shown = threading.current_thread(), threading.Condition(), []
+    panel = view._panel
+
+    def watched_panel():  # what the live display draws, noted where its own refresher (not an event) drew it
+        table = panel()
+        if threading.current_thread() is not test_thread:
+            with redrawn:
+                shown.append(view._figures()["elapsed"])
+                redrawn.notify_all()
+        return table
+
+    monkeypatch.setattr(view, "_panel", watched_panel)
     with view:
-        time.sleep(0.3)
-        view.elapsed_base = 1000.0  # time passing, with no event to announce it
-        time.sleep(0.6)
+        now[0] += 1000.0  # time passing, with no event to announce it
+        with redrawn:  # twice: the first of those drawings has reached the output by the second
+            assert redrawn.wait_for(lambda: shown.count("1000 s") >= 2, timeout=WAIT_S), shown
         during = out.getvalue()
-    assert "1000 s" in during or "1001 s" in during
+    assert "1000 s" in during
 
 
-def test_without_a_terminal_phases_and_candidates_are_log_lines_with_a_heartbeat():
-    view, out = _view(quiet=False, terminal=False, heartbeat_s=0.2)
+def test_without_a_terminal_phases_and_candidates_are_log_lines_with_a_heartbeat(monkeypatch):
+    clock = ManualClock()
+    monkeypatch.setattr(progress, "PhaseLog", functools.partial(progress.PhaseLog, clock=clock))
+    view, out = _view(quiet=False, terminal=False, heartbeat_s=0.2, out=Output())
     with view:
         view.status("reference: expected outputs")
         view.status("reference: expected outputs")
         view.note("a note")
         _two_evaluations(view)
-        time.sleep(0.4)
+        clock.now += 0.2  # a heartbeat of silence
+        out.wait_for("still working")
     lines = out.getvalue().splitlines()
     assert "\x1b" not in out.getvalue()
     said = [line.split("] ", 1)[1] for line in lines]
@@ -92,10 +114,6 @@ def test_an_unpriced_llm_call_reads_unknown_in_the_panel_and_the_log():
 
 
 def test_time_left_is_estimated_from_the_pace_of_the_evaluations(monkeypatch):
-    import types
-
-    from kfoundry.optimize import progress
-
     now = [100.0]
     monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     view = progress.ProgressView(quiet=True, timed=True, max_evals=10, max_time_s=None, max_cost=None)

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -152,7 +151,6 @@ def test_clicking_a_node_in_a_headless_browser(explorer_run):
     from selenium.webdriver.support.ui import WebDriverWait
 
     run_dir, ids, path = explorer_run
-    started = time.monotonic()
     driver = _browser_or_skip()
     try:
         driver.get(path.resolve().as_uri())
@@ -201,4 +199,3 @@ def test_clicking_a_node_in_a_headless_browser(explorer_run):
         assert not errors, errors  # no script error, no CSP refusal
     finally:
         driver.quit()
-    assert time.monotonic() - started < 15

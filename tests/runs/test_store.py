@@ -25,8 +25,13 @@ def test_create_refuses_a_non_empty_run_dir(store, problem_file):
 
 
 def test_create_accepts_an_existing_empty_dir(tmp_path, problem_file):
-    (tmp_path / "empty").mkdir()
-    RunStore.create(tmp_path / "empty", problem_file, {}, seed=1).close()
+    run_dir = tmp_path / "empty"
+    run_dir.mkdir()
+    RunStore.create(run_dir, problem_file, {}, seed=1).close()
+    assert (run_dir / "problem.py").read_text() == PROBLEM
+    with RunStore.open(run_dir) as made:  # a whole run store, made in the folder that was there
+        assert made.run_dir == run_dir and made.seed == 1 and made.problem_source() == PROBLEM
+        assert made.meta()["schema_version"] == SCHEMA_VERSION
 
 
 def test_round_trip_through_open(store):

@@ -54,7 +54,9 @@ class ReplayProvider(Provider):
         self._lock = threading.Lock()
 
     def is_priced(self, pricing: Any) -> bool:
-        return True  # replies carry the recorded cost
+        # replies carry the recorded cost: priced when every record has one (a record of an unpriced model,
+        # `"cost_usd": null`, would reply with an unknown cost, which a dollar budget cannot count)
+        return all(record.get("cost_usd") is not None for record in self._records)
 
     def _take(self, request_hash: str) -> int | None:
         with self._lock:
