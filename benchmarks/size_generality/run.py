@@ -1,12 +1,12 @@
 """Check small on the CPU, judge large on a GPU: do composer candidates hold at sizes they were not composed at?
 
-The README's workflow, as a user runs it. On a CPU machine (`--stage cpu`): compose each problem at small --set
-sizes (SMALL below) and judge every candidate there with the evaluator (Triton's interpreter, the GPU's dot
-precision emulated), then judge it again at a second small size set (kfoundry.evaluate.size_check, as
-`eval --check-sizes` does). The record keeps each candidate's source. On a GPU machine (`--stage gpu --merge
-CPU_RECORD.json`): judge the same sources at the problem files' own sizes. Prints one table (problem, candidate,
-CPU verdict at the composed sizes, at the second set, GPU verdict at the file's sizes, and whether the CPU's
-verdicts foretold the GPU's) and writes JSON.
+The workflow of `--set` (docs/commands.md: check small on the CPU, time large on a GPU), as a user runs it. On a CPU
+machine (`--stage cpu`): compose each problem at small --set sizes (SMALL below) and judge every candidate there
+with the evaluator (Triton's interpreter, the GPU's dot precision emulated), then judge it again at a second small
+size set (kfoundry.evaluate.size_check, as `eval --check-sizes` does). The record keeps each candidate's source. On
+a GPU machine (`--stage gpu --merge CPU_RECORD.json`): judge the same sources at the problem files' own sizes.
+Prints one table (problem, candidate, CPU verdict at the composed sizes, at the second set, GPU verdict at the
+file's sizes, and whether the CPU's verdicts foretold the GPU's) and writes JSON.
 
     python benchmarks/size_generality/run.py --stage cpu [--variants 4] [--out benchmarks/results]
     python benchmarks/size_generality/run.py --stage gpu --merge benchmarks/results/size_generality-cpu-*.json

@@ -65,7 +65,7 @@ def test_long_sources_are_read_whole(embedder):
 
 @needs_model
 def test_the_packaged_weights_are_upstreams():
-    """The [embeddings] extra is a third party's repackaging (README says why it is used): its weights must be
+    """The [embeddings] extra is a third party's repackaging (docs/search.md says why it is used): its weights must be
     sentence-transformers/all-MiniLM-L6-v2's at revision 1110a243, byte for byte."""
     import hashlib
     from importlib import import_module

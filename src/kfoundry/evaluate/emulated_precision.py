@@ -24,7 +24,7 @@ from collections import Counter
 import numpy as np
 
 # "rz": the low 13 mantissa bits dropped (toward zero); "rna": to nearest, ties away from zero. The H200's
-# tensor cores truncate (benchmarks/results/precision_agreement-h200-20261204T195907Z.json)
+# tensor cores truncate (benchmarks/results/archive/precision_agreement-h200-20261204T195907Z.json)
 HARDWARE_TF32 = "rz"
 _LOW_BITS = np.uint32(0x1FFF)
 _HALF_ULP = np.uint32(0x1000)

@@ -376,7 +376,7 @@ class Evaluator:
         candidate's, whose workers each have a private one)."""
         # torch.compile compiles in the baseline process itself: its default pool of compile workers (one
         # per core, 0.38 GB each) took 7 GB of host memory on a 16-core H200 host, for a baseline that no
-        # verdict waits for (measured: benchmarks/results/eval_throughput-h200-20261201e*.json)
+        # verdict waits for (measured: benchmarks/results/archive/eval_throughput-h200-20261201e*.json)
         return {"TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"), "TORCHINDUCTOR_COMPILE_THREADS": "1",
                 **self._problem_env()}
 

@@ -5,7 +5,7 @@ values: that gives the bytes of one set's inputs (I), outputs (O), outputs in fl
 T' as the judge keeps it, float32 corrections of float outputs), parameters (W) and the live peak of
 one forward (A). The prediction is a sum of named terms over the processes an evaluator starts (the
 judge, the baseline process on a GPU, the candidate workers and their spares), each a fixed overhead
-plus a multiple of those bytes; the README states it. It never grows with the number of trials,
+plus a multiple of those bytes; docs/judging.md states it. It never grows with the number of trials,
 except where the expected outputs of all S sets are kept (on the GPU, or on the CPU when they are
 tiny).
 """
@@ -145,7 +145,8 @@ TRUTH_WORDS = {  # where the truth is made, and how a plan names it
 # One set at a time before the host: on the H200 a 6.4 GB softmax's set-up took 78 s in the host tier (every
 # set's outputs and truth copied out) and 7 s in the one-set tier, whose sets are computed again in
 # milliseconds; the host tier serves where the GPU cannot also hold a set being computed
-# (benchmarks/results/memory_tiers-h200-20261204*.json)
+# (benchmarks/results/memory_tiers-h200-20261204b-host-tier.json,
+# benchmarks/results/archive/memory_tiers-h200-20261204a.json)
 GPU_ORDER = (("resident", "device"), ("per_set", "device"), ("host", "device"), ("per_set", "host"),
              ("per_set", "none"))
 

@@ -50,7 +50,8 @@ ASKED = [
     (composer_dot_need({"BM": 1024, "BN": 64, "BK": 16, "num_warps": 8, "num_stages": 2, "precision": "default",
                         "layout": "fma"}, k_step=1), 262144),
 ]
-# compiled and ran on the same H200 (gemm_precisions-h200-20261203*.json)
+# compiled and ran on the same H200 (benchmarks/results/gemm_precisions-h200-20261203c-chunks-split-tiles.json and
+# benchmarks/results/archive/gemm_precisions-h200-20261203{a,b-chunks}.json)
 RAN = [dot(128, 128, 64, 8, 3, "fp16x3"), dot(128, 128, 32, 8, 4, "fp16x3"), dot(64, 128, 64, 4, 4, "fp16x3"),
        dot(128, 64, 64, 4, 4, "fp16x3"), dot(128, 128, 64, 8, 3, "tf32x3"), dot(128, 128, 32, 8, 3, "tf32x3"),
        dot(128, 64, 32, 4, 4, "tf32x3")]

@@ -161,7 +161,7 @@ def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict
     fast = "tf32" if "tf32" in precisions else precisions[0]
     exact = precisions[0]  # tf32x3 for fp32: close to fp32, should TF32's error be too large on a problem
     # fp32 convolutions over copies: fp16 operands (TF32's rounding, half the bytes, twice the rate) first, as
-    # measured on the H200 (benchmarks/results/composer_variants-conv_suite-h200-20261202*.json: 1.3-1.8x faster
+    # measured on the H200 (benchmarks/results/archive/composer_variants-conv_suite-h200-20261202.json: 1.3-1.8x faster
     # conv kernels than TF32 at the same error); BK 32 and 64 each led on some problems
     half = fast == "tf32" and copied
     if group.reduced:  # a reduction over the channels in the epilogue: one tile spans them all

@@ -22,12 +22,14 @@ block the launch fails with "out of resource: shared memory, Required: ..., Hard
   rows x num_warps x 8 bytes, plus RESERVE.
 
 Calibration, against the `Required` bytes of Triton 3.6's OutOfResources on an H200 (limit 232448 B):
-benchmarks/results/gemm_precisions-h200-20261203{a,c}*.json (fp16x3 GEMMs) -- 128x128x64 in 4 stages asked
-262144 B (pipeline 262144), 128x256x64 and 256x128x64 in 3 stages 294912 (pipeline 294912), 64x256x64 in 3 stages
-249856 (pipeline 245760: 4096 B more); ghost_replay-nvidia-h200-20261204T182327Z.json: the composer's
-outer-product (fma) convolution with a 1024x64 fp32 accumulator and no dot asked 262144 (epilogue 262144: the
-"tf32x3" in that candidate's name is its GEMM's, not this kernel's); eval_throughput-h200-20261201c2.json: a
-tuner child of a conv reduced over its 64 channels asked 327680, which BM 256, BN 64, BK 64 in 4 stages gives
+benchmarks/results/archive/gemm_precisions-h200-20261203a.json and
+benchmarks/results/gemm_precisions-h200-20261203c-chunks-split-tiles.json (fp16x3 GEMMs) -- 128x128x64 in 4
+stages asked 262144 B (pipeline 262144), 128x256x64 and 256x128x64 in 3 stages 294912 (pipeline 294912),
+64x256x64 in 3 stages 249856 (pipeline 245760: 4096 B more);
+benchmarks/results/ghost_replay-nvidia-h200-20261204T182327Z.json: the composer's outer-product (fma)
+convolution with a 1024x64 fp32 accumulator and no dot asked 262144 (epilogue 262144: the "tf32x3" in that
+candidate's name is its GEMM's, not this kernel's); benchmarks/results/archive/eval_throughput-h200-20261201c2.json:
+a tuner child of a conv reduced over its 64 channels asked 327680, which BM 256, BN 64, BK 64 in 4 stages gives
 (pipeline 327680; the candidate file is gone: reconstructed from its grid and the tuner's moves). Without the
 reserve the formula equals five of the six figures and is 4096 B (1.6 %) short of one; with it, the estimate is
 4096 to 8192 B above every figure (margin: +1.6 % to +3.2 %, never below). Configurations that compiled on the same
