@@ -111,3 +111,19 @@ def test_the_roofline_line_takes_the_baselines_measured_by_the_time_a_prompt_is_
     line = [ln for ln in render("initializer", context)[1].splitlines() if ln.startswith("Roofline estimate:")][0]
     assert "eager 1.25 ms, torch.compile 0.9 ms" in line
     assert PromptContext(problem_source="", problem_name="p", roofline=estimate).roofline_now() is estimate
+
+
+def test_an_untimed_parent_compiled_for_the_target_is_told_so_and_the_compute_task_reads_its_diagnosis():
+    from kfoundry.experts.llm_experts import render
+
+    evaluation = Evaluation(candidate="c.py", status="ok", message="", device="cpu", correctness=CorrectnessReport(),
+                            timing=TimingReport(), profile={"triton": [
+                                {"name": "k", "num_warps": 4, "n_regs": 40, "derived_for": "sm_90"}]})
+    parent = ParentInfo.from_evaluation("x = 1", evaluation)
+    assert parent.derived_for == "sm_90"
+    _, user = render("compute", PromptContext(problem_source="x = 1", problem_name="p", parents=[parent]))
+    assert "as compiled for the target (sm_90) on this run's CPU, not run" in user
+    plain = ParentInfo.from_evaluation("x = 1", Evaluation(candidate="c.py", status="ok", message="", device="cpu",
+                                                           correctness=CorrectnessReport(), timing=TimingReport()))
+    _, user = render("compute", PromptContext(problem_source="x = 1", problem_name="p", parents=[plain]))
+    assert "register use and shared memory are not measured in this run" in user

@@ -69,3 +69,17 @@ def test_the_prompts_get_the_baselines_only_where_they_are_timed_at_the_files_ow
                            llm=[_spec(tmp_path)])
     assert _llm_context(smaller).baseline_ms is None  # timed at --set sizes: not the roofline line's sizes
     smaller.store.close()
+
+
+def test_a_cpu_run_with_an_llm_compiles_its_kernels_for_the_target_gpu_and_one_without_does_not(tmp_path):
+    with_llm = open_session(AFFINE, out=tmp_path / "llm", options=eval_options(), llm=[_spec(tmp_path)],
+                            target_gpu="A100")
+    evaluator, _ = with_llm.evaluator(lambda *a, **k: None)
+    assert with_llm.options.static_target == "8.0" and evaluator.options.static_target == "8.0"
+    evaluator.close()
+    with_llm.store.close()
+    without = open_session(AFFINE, out=tmp_path / "none", options=eval_options())
+    evaluator, _ = without.evaluator(lambda *a, **k: None)
+    assert without.options.static_target is None
+    evaluator.close()
+    without.store.close()

@@ -325,6 +325,10 @@ def _triton_findings(evaluation: Evaluation, source: str | None, facts: PerfFact
     findings = []
     for meta in evaluation.profile.get("triton") or []:
         name = meta.get("name") or "?"
+        if meta.get("error"):
+            findings.append(DiagnosticFinding("triton-metadata", "info", f"{name}: registers and shared memory not "
+                                              f"derived", [str(meta["error"])], location=_def_location(source, name)))
+            continue
         warps, regs, spills, shared = (meta.get(k) for k in ("num_warps", "n_regs", "n_spills", "shared_bytes"))
         occupancy = estimate_occupancy(warps, regs, shared, shared_per_sm)
         parts = [f"{warps} warps" if warps else None,
@@ -349,8 +353,12 @@ def _triton_findings(evaluation: Evaluation, source: str | None, facts: PerfFact
         if shared and shared_per_block and shared > shared_per_block:
             severity = "error"
             evidence.append(f"needs {shared} bytes of shared memory, the device allows {shared_per_block} per block")
-        evidence.append("from the compiled kernel's metadata (Triton), occupancy estimated for 65536 registers "
-                        "and 64 warps per SM")
+        if meta.get("derived_for"):
+            evidence.append(f"static: compiled as launched for {meta['derived_for']} on this CPU (Triton, ptxas), "
+                            "not run; occupancy estimated for 65536 registers and 64 warps per SM")
+        else:
+            evidence.append("from the compiled kernel's metadata (Triton), occupancy estimated for 65536 registers "
+                            "and 64 warps per SM")
         findings.append(DiagnosticFinding("triton-metadata", severity, title, evidence,
                                           location=_def_location(source, name),
                                           data={**meta, "occupancy": occupancy}))
@@ -448,7 +456,11 @@ def performance_findings(evaluation: Evaluation, source: str | None = None) -> t
         title = "speed not measured on CPU" if cpu else "speed not measured"
         # no advice for the operator here: this text reaches the experts' prompts (a CPU run's note tells the
         # operator how to time it)
-        return [DiagnosticFinding("bound", "info", f"{title}: {reason}")], None
+        findings = [DiagnosticFinding("bound", "info", f"{title}: {reason}")]
+        # what can be known without running on the GPU: each kernel compiled for the target (target_compile.py)
+        facts = PerfFacts(precision=evaluation.correctness.precision, tolerance=evaluation.correctness.tolerance,
+                          runtime_us=0.0)
+        return findings + _triton_findings(evaluation, source, facts), None
     runtime_us = timing.runtime_ms * 1e3
     roof = roofline(evaluation)
     facts = PerfFacts(precision=evaluation.correctness.precision, tolerance=evaluation.correctness.tolerance,

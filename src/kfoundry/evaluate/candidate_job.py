@@ -261,6 +261,12 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
             from kfoundry.evaluate.kernel_metadata import triton_metadata
 
             profile["triton"] = triton_metadata(tracker.compiled)
+        elif tracker.interpreted and job.get("static_target"):
+            from kfoundry.evaluate.target_compile import derive
+
+            channel.phase("target compile")
+            with spent(seconds, "target compile"):
+                profile["triton"] = derive(path, tracker.interpreted, job["static_target"])
         result: dict[str, Any] = {"status": "ran", "guard": guard, "profile": profile}
         if not device.startswith("cuda"):
             result["dots"] = emulated_precision.report()

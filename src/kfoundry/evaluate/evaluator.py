@@ -425,6 +425,7 @@ class Evaluator:
                     "input_layouts": prepared.input_layouts,
                     "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
                     if self.device != "cpu" else None,
+                    "static_target": self.options.static_target if self.device == "cpu" else None,
                 }
                 name = path.stem
                 self.progress(f"candidate {name}: starting")

@@ -50,6 +50,9 @@ class EvalOptions:
     sanitize: bool = False  # GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck
     guard: bool = True  # False only to judge plain correctness (harness tests, the reference against itself)
     sandbox: str = "on"  # on: every restriction the kernel has, a warning for the rest; strict: all or refuse; off
+    # CPU: compile each Triton kernel as launched for this compute capability ("9.0") and report its registers,
+    # spills and shared memory (target_compile.py); None: not derived (a few seconds a kernel: LLM runs ask for it)
+    static_target: str | None = None
 
     def verdict_settings(self) -> dict[str, Any]:
         """The options that change a verdict or a figure (VERDICT_FIELDS), as JSON: what a run keeps and a

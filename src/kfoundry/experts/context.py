@@ -29,6 +29,7 @@ class ParentInfo:
     max_rel_error: float | None = None
     mismatch_fraction: float | None = None
     checked: str = ""  # where its verdict holds: the sizes it was judged at, and how its precision was checked
+    derived_for: str = ""  # untimed: the target its kernels were compiled for on the CPU ("sm_90"; the diagnosis)
 
     @classmethod
     def from_evaluation(cls, source: str, evaluation: Evaluation, path: str | None = None) -> ParentInfo:
@@ -39,7 +40,9 @@ class ParentInfo:
                    speedup_eager=timing.speedup_eager, speedup_compile=timing.speedup_compile,
                    max_abs_error=correctness.max_abs_error, diagnosis_markdown=markdown,
                    max_rel_error=correctness.max_rel_error, mismatch_fraction=correctness.mismatch_fraction,
-                   checked=checked_text(evaluation))
+                   checked=checked_text(evaluation),
+                   derived_for=next((row["derived_for"] for row in evaluation.profile.get("triton") or []
+                                     if row.get("derived_for")), ""))
 
 
 def checked_text(evaluation: Evaluation) -> str:

@@ -78,7 +78,7 @@ def _parent_view(parent: ParentInfo, label: str) -> dict[str, Any]:
     return {"label": label, "verdict": verdict, "checked": parent.checked, "source": parent.source,
             "summary": summary_lines(parent.source), "path": parent.path, "status": parent.status,
             "message": parent.message, "figures": figures, "timed": parent.runtime_ms is not None,
-            "diagnosis": parent.diagnosis_markdown or "no diagnosis was made"}
+            "derived_for": parent.derived_for, "diagnosis": parent.diagnosis_markdown or "no diagnosis was made"}
 
 
 def _experience_view(item: dict[str, Any]) -> dict[str, str]:

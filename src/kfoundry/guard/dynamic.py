@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kfoundry.guard.allowlist import ATEN_ALLOWED, aten_name
 from kfoundry.guard.graph_watch import GraphWatch
+from kfoundry.guard.launch_spec import launch_spec
 from kfoundry.guard.tensors import fill_poison, storage_of, tensors_in
 
 # ATen ops whose result is new storage with undefined contents (zeros, full, ... define theirs)
@@ -46,6 +47,9 @@ class LaunchTracker:
         self.ghost = False
         self.kernel_names: set[str] = set()
         self.compiled: dict[str, Any] = {}  # kernel name -> the last CompiledKernel its launch returned
+        # kernel name -> its last launch through the interpreter (CPU), as kfoundry.guard.launch_spec
+        # describes it (None: an argument it cannot stand in for): what a compile for the target GPU needs
+        self.interpreted: dict[str, dict[str, Any] | None] = {}
         self.protected: set[int] = set()  # ids of the forward's inputs, never poisoned
         self.fresh: set[int] = set()  # storages (data pointers) created by the recorded forward's ops
         self._undo: list[Callable[[], None]] = []
@@ -55,6 +59,10 @@ class LaunchTracker:
     def _wrap_run(self, cls: type) -> None:
         original = cls.run
         tracker = self
+        try:
+            from triton.runtime.interpreter import InterpretedFunction as interpreted
+        except ImportError:
+            interpreted = None
 
         @functools.wraps(original)
         def run(self_fn, *args, **kwargs):
@@ -72,9 +80,11 @@ class LaunchTracker:
                 result = original(self_fn, *args, **kwargs)
             finally:
                 tracker.depth -= 1
+            kernel_name = getattr(getattr(self_fn, "fn", self_fn), "__name__", None) or "kernel"
             if hasattr(result, "metadata"):  # a compiled kernel (GPU): its registers, spills, shared memory
-                kernel_name = getattr(getattr(self_fn, "fn", self_fn), "__name__", None) or "kernel"
                 tracker.compiled[kernel_name] = result
+            elif interpreted is not None and isinstance(self_fn, interpreted):
+                tracker.interpreted[kernel_name] = launch_spec(args, kwargs)
             return result
 
         cls.run = run

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
 from kfoundry.evaluate.device_facts import prompt_device
+from kfoundry.evaluate.options import resolve_device
 from kfoundry.experts import PromptContext, Router, registry
 from kfoundry.llm.settings import LLMSettings
 from kfoundry.optimize.settings import OptimizeSettings
@@ -77,6 +78,9 @@ class Session:
         private = [str(self.store.run_dir)] + ([s.library] if s.library and s.library != "off" else [])
         self.config.eval = replace(self.options, private_paths=tuple(dict.fromkeys(
             [*self.options.private_paths, *private])))
+        if self.llm is not None and resolve_device(self.options.device, self.options.precision) == "cpu":
+            # the prompts' diagnoses then give each kernel's registers and shared memory on the target GPU
+            self.config.eval = replace(self.options, static_target=prompt_device(None, s.target_gpu).compute_capability)
         if s.cluster:
             from kfoundry.distributed import RayEvaluator, connect, require_ray
 
