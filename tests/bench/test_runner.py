@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from kfoundry.bench.runner import run_bench
-from kfoundry.bench.settings import BenchSettings, validate
+from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import discover
 from kfoundry.bench.table import print_report
 from kfoundry.errors import UsageError
@@ -237,8 +237,6 @@ def test_with_devices_problems_run_at_once_each_on_its_own_device(tmp_path, suit
     assert sorted(r.name for r in report.results) == ["1_a", "2_b", "3_c"] and not report.pending
     assert {call["options"].device for call in fake.calls} == {"cpu"}
     assert json.loads((tmp_path / "out" / "bench.json").read_text())["problems"]
-    with pytest.raises(UsageError, match="exclude each other"):
-        validate(settings(options=EvalOptions(device="cpu"), devices="cpu:2"))
 
 
 def test_an_interrupt_with_devices_stops_the_running_searches_and_keeps_the_rest_for_resume(tmp_path, suite):

@@ -27,7 +27,7 @@ from kfoundry.bench.floor import Floor, floor_of
 from kfoundry.bench.metrics import OUR_EXPERTS, is_out_of_resource
 from kfoundry.bench.results import (FIGURES, CandidateResult, ProblemResult, SampleResult, labels_from_evaluation,
                                    labels_from_run_result)
-from kfoundry.bench.settings import describe
+from kfoundry.bench.config import describe
 from kfoundry.bench.suite import SolutionFile, SuiteProblem, find_samples, solution_candidates
 from kfoundry.errors import CandidateFileError, EnvironmentFault, ProblemError, UsageError
 from kfoundry.evaluate.options import EvalOptions
