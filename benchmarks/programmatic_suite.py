@@ -611,8 +611,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     """The optimize bench, then the reference pass where needed; returns (bench.json, interrupted)."""
     import dataclasses
 
+    from kfoundry.bench.config import validate
     from kfoundry.bench.runner import run_bench
-    from kfoundry.bench.settings import BenchSettings, validate
+    from kfoundry.bench.settings import BenchSettings
     from kfoundry.bench.suite import discover
     from kfoundry.evaluate.options import EvalOptions, resolve_device
     from kfoundry.optimize.settings import OptimizeSettings

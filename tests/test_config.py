@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.config import OPTIONS, default, load_run_config, load_settings, mask
+from kfoundry.config import OPTIONS, build_run_config, default, load_run_config, load_settings, mask
 from kfoundry.errors import UsageError
 
 KEY = "sk-test-0123456789abcdef-secret"
@@ -92,6 +92,18 @@ def test_every_option_names_a_field_of_its_section():
 
     for name, option in OPTIONS.items():
         assert option.field in {f.name for f in fields(SECTIONS[option.section])}, name
+
+
+def test_the_defaults_in_force_are_the_sections_own(tmp_path):
+    from kfoundry.bench.settings import BenchSettings
+    from kfoundry.evaluate import EvalOptions
+    from kfoundry.llm.settings import LLMSettings
+    from kfoundry.logs import LogSettings
+    from kfoundry.optimize.settings import OptimizeSettings
+
+    built = build_run_config(load_settings({}, env={}, cwd=tmp_path))
+    assert built.search == OptimizeSettings() and built.llm == LLMSettings() and built.bench == BenchSettings()
+    assert built.eval == EvalOptions() and built.log == LogSettings()
 
 
 def test_a_command_s_parameters_and_the_sources_give_one_run_config(tmp_path):

@@ -5,11 +5,9 @@ import json
 import pytest
 
 from kfoundry.bench.settings import BenchSettings
-from kfoundry.config import load_settings
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions
 from kfoundry.llm.settings import LLMSettings
-from kfoundry.logs import LogSettings
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.run_config import RunConfig
 
@@ -37,9 +35,3 @@ def test_a_store_of_an_earlier_version_reads_back_and_bad_sections_are_refused()
     assert RunConfig.from_dict({**old, "llm": stored}).llm == LLMSettings(llm_timeout=30.0, llm_retries=1)
     with pytest.raises(UsageError, match="islands"):
         RunConfig(search=OptimizeSettings(islands=0)).validate()
-
-
-def test_the_defaults_in_force_are_the_sections_own(tmp_path):
-    built = RunConfig.from_settings(load_settings({}, env={}, cwd=tmp_path))
-    assert built.search == OptimizeSettings() and built.llm == LLMSettings() and built.bench == BenchSettings()
-    assert built.eval == EvalOptions() and built.log == LogSettings()

@@ -589,7 +589,7 @@ def _seed_or_kernels(given: list[str], kernels: list[Path]) -> tuple[Optional[in
 
 
 def _warn_rng_seed(settings) -> None:
-    """rng_seed still sets the search's random seed alone (RunConfig.from_settings), for a release."""
+    """rng_seed still sets the search's random seed alone (kfoundry.config.build_run_config), for a release."""
     if settings.sources["rng_seed"] != "default":
         err.print("[yellow]warning:[/] --rng-seed (rng_seed, KFOUNDRY_RNG_SEED) is deprecated: --seed N fixes "
                   "the search's random seed and the trial seeds", highlight=False)

@@ -4,7 +4,7 @@ then the defaults. Each setting remembers where it came from, for `kfoundry conf
 
 Every setting is a field of one section of a run's config (kfoundry.run_config.RunConfig: search,
 eval, llm, bench, log), and its default is that field's: `Option` says which field it sets, and
-`RunConfig.from_settings` builds the whole config from the settings in force, so the command line,
+`build_run_config` builds the whole config from the settings in force, so the command line,
 the environment and the file reach every command the same way. What a command's own line does not
 show (the environment's and the file's settings) it prints as one line (`Settings.line`).
 
@@ -24,10 +24,13 @@ import shlex
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kfoundry.errors import UsageError
 from kfoundry.sandbox.secrets import register as register_secret
+
+if TYPE_CHECKING:
+    from kfoundry.run_config import RunConfig
 
 CONFIG_NAME = "kfoundry.toml"
 ENV_PREFIX = "KFOUNDRY_"
@@ -356,16 +359,30 @@ def load_settings(cli: Mapping[str, Any] | None = None, config: Path | None = No
     return Settings(values, sources, keys, key_sources, path)
 
 
+def build_run_config(settings: Settings) -> RunConfig:
+    """Every section of the run config from the settings in force (`load_settings`): each option sets
+    the field it names, and a section's other fields keep their defaults."""
+    from kfoundry.run_config import SECTIONS, RunConfig  # torch comes with the sections: at call time
+
+    parts: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    for name, option in OPTIONS.items():
+        parts[option.section][option.field] = settings[name]
+    made = {name: SECTIONS[name](**values) for name, values in parts.items()}
+    # `seed` is the random seed everywhere: a search's as well as the trial seeds, unless the
+    # deprecated `rng_seed` sets the search's apart
+    if settings["seed"] is not None and settings.sources["rng_seed"] == "default":
+        made["search"].seed = settings["seed"]
+    return RunConfig(**made)
+
+
 def load_run_config(values: Mapping[str, Any], config: Path | None = None, env: Mapping[str, str] | None = None,
-                    cwd: Path | None = None) -> tuple[Any, Settings]:
+                    cwd: Path | None = None) -> tuple[RunConfig, Settings]:
     """The run config (kfoundry.run_config.RunConfig) and the settings it was built from, for a command
     whose parameters are `values`: those named like a setting are the command line's (a flag left off,
     False, is not given; a path is its text), and `set_`, if any, holds the --set items."""
-    from kfoundry.run_config import RunConfig
-
     given = {name: str(value) if isinstance(value, Path) else value for name, value in values.items()
              if name in OPTIONS and value is not None and value is not False}
     if values.get("set_"):
         given["set"] = values["set_"]
     settings = load_settings(given, config, env, cwd)
-    return RunConfig.from_settings(settings), settings
+    return build_run_config(settings), settings

@@ -5,7 +5,7 @@ file and the heartbeat; not stored with a run) and `seeds` (the user's kernels f
 population).
 
 The command line, the environment and kfoundry.toml build it through kfoundry.config
-(`RunConfig.from_settings`); the Python API builds it directly. An optimize run stores `to_dict()` and
+(`config.build_run_config`); the Python API builds it directly. An optimize run stores `to_dict()` and
 --resume rebuilds the run from `from_dict`: the search, the evaluation options that change a verdict,
 the --set values, the LLM settings. A store written before the LLM settings were kept reads back with
 `llm` None, and such a run takes today's, as it did."""
@@ -33,22 +33,6 @@ class RunConfig:
     bench: BenchSettings = field(default_factory=BenchSettings)
     log: LogSettings = field(default_factory=LogSettings)
     seeds: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> RunConfig:
-        """Every section from the settings in force (kfoundry.config.load_settings): each option sets
-        the field it names, and a section's other fields keep their defaults."""
-        from kfoundry.config import OPTIONS
-
-        parts: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
-        for name, option in OPTIONS.items():
-            parts[option.section][option.field] = settings[name]
-        made = {name: SECTIONS[name](**values) for name, values in parts.items()}
-        # `seed` is the random seed everywhere: a search's as well as the trial seeds, unless the
-        # deprecated `rng_seed` sets the search's apart
-        if settings["seed"] is not None and settings.sources["rng_seed"] == "default":
-            made["search"].seed = settings["seed"]
-        return cls(**made)
 
     def validate(self) -> None:
         self.search.validate()

@@ -28,6 +28,7 @@ from kfoundry.evaluate.options import EvalOptions
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.run_config import RunConfig
 from kfoundry.runs import RunStore
+from kfoundry.runs.outputs import write_outputs
 from tests.bench.helpers import write_suite
 from tests.runs.test_report_fixture import COMPILE_MS, COST, EAGER_MS, H200, K, M, N, evaluation
 
@@ -146,7 +147,7 @@ class RecordedSearch:
             for index, made in enumerate(self.runs[name]()):
                 cid = store.add_candidate(f"class ModelNew: pass  # {index}\n", [], "tuner", 0, index, "tuner")
                 store.finish_evaluation(store.start_evaluation(cid), made)
-            paths = store.write_outputs({"kind": "cuda", "name": "NVIDIA H200"})
+            paths = write_outputs(store, {"kind": "cuda", "name": "NVIDIA H200"})
         return json.loads(paths["result"].read_text())
 
 

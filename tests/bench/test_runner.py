@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from kfoundry.bench.runner import run_bench
-from kfoundry.bench.settings import BenchSettings, validate
+from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import discover
 from kfoundry.bench.table import print_report
 from kfoundry.errors import UsageError
@@ -17,6 +17,7 @@ from kfoundry.evaluate.options import EvalOptions
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.run_config import RunConfig
 from kfoundry.runs import RunStore
+from kfoundry.runs.outputs import write_outputs
 from tests.bench.helpers import TINY, write_suite
 
 # FIXTURE: invented runtimes for a fake search (tests of bookkeeping, not of measuring)
@@ -50,7 +51,7 @@ class FakeOptimize:
             with RunStore.open(resume) as store:
                 cid = store.add_candidate("class ModelNew: pass  # 2\n", [], "tuner", 0, 1, "tuner")
                 store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[resume.name]))
-                paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+                paths = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})
             return json.loads(paths["result"].read_text())
         name = Path(problem_path).stem
         self.calls.append({"name": name, "out": out, "options": options, "llm": llm, "max_evals": max_evals,
@@ -74,7 +75,7 @@ class FakeOptimize:
                 store.save_state("size_check", {"candidate_id": cid, "verified_at": {"n": 4}, "other": {"n": 3},
                                                 "holds": name != "3_c", "status": "ok" if name != "3_c" else
                                                 "runtime_error", "message": ""})
-            paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+            paths = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})
         return json.loads(paths["result"].read_text())
 
 
@@ -237,8 +238,6 @@ def test_with_devices_problems_run_at_once_each_on_its_own_device(tmp_path, suit
     assert sorted(r.name for r in report.results) == ["1_a", "2_b", "3_c"] and not report.pending
     assert {call["options"].device for call in fake.calls} == {"cpu"}
     assert json.loads((tmp_path / "out" / "bench.json").read_text())["problems"]
-    with pytest.raises(UsageError, match="exclude each other"):
-        validate(settings(options=EvalOptions(device="cpu"), devices="cpu:2"))
 
 
 def test_an_interrupt_with_devices_stops_the_running_searches_and_keeps_the_rest_for_resume(tmp_path, suite):
@@ -364,7 +363,7 @@ def test_the_optimize_method_reports_its_best_candidates_policy_warnings(tmp_pat
                 evaluation["timing"]["candidate"] = {"median_ms": 1.0, "q1_ms": 0.9, "q3_ms": 1.1, "min_ms": 0.8,
                                                      "max_ms": 1.5, "trials": 100}
                 store.finish_evaluation(store.start_evaluation(cid), evaluation)
-                paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+                paths = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})
             return json.loads(paths["result"].read_text())
 
     report = run_bench(suite, settings(), tmp_path / "out", optimize_fn=CallsPyTorch(), write_html=False)
@@ -480,7 +479,7 @@ def test_out_of_resource_errors_of_our_experts_are_counted(tmp_path, suite):
                 for i in range(count):
                     cid = store.add_candidate(f"class ModelNew: pass  # {expert} {i}\n", [], expert, 0, 1, origin)
                     store.finish_evaluation(store.start_evaluation(cid), oor)
-            paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+            paths = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})
         return json.loads(paths["result"].read_text())
     report = run_bench(suite, settings(), tmp_path / "out", optimize_fn=fake)
     assert [r.out_of_resource for r in report.results] == [3, 0, 0]
@@ -509,7 +508,7 @@ class CreditOptimize(FakeOptimize):
             else:
                 cid = store.add_candidate("class ModelNew: pass\n", [], "initializer", 0, 0, "llm")
                 store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[name]))
-            record = json.loads(store.write_outputs({"kind": "cuda", "name": "Fake GPU"})["result"].read_text())
+            record = json.loads(write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})["result"].read_text())
         if name == "3_c":
             for key in ("generation0", "improvements", "gain_over_generation0"):
                 del record[key]

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from kfoundry.runs.outputs import write_outputs
 from tests.runs.conftest import evaluation
 
 BEST = '''import torch
@@ -22,7 +23,7 @@ def test_write_outputs(store):
     store.finish_evaluation(store.start_evaluation(best), evaluation("ok", 3.0, 2.0, runtime_ms=0.6))
     store.add_llm_call(best, "llm", {"cost_usd": 0.1, "input_tokens": 10, "output_tokens": 3}, "p", None)
 
-    paths = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})
+    paths = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})
     header = "# Kernel Foundry: verified at the problem file's own sizes\n"
     assert paths["best"].read_text() == header + BEST  # exactly as evaluated, comments included
     assert "ModelNew" in {n.name for n in ast.parse(paths["best"].read_text()).body
@@ -49,7 +50,7 @@ def test_write_outputs_without_a_verified_candidate(store):
     (store.run_dir / "best.py").write_text("stale")
     cid = store.add_candidate("x = 1\n", [], "seed", 0, 0, "seed")
     store.finish_evaluation(store.start_evaluation(cid), evaluation("crash"))
-    paths = store.write_outputs({})
+    paths = write_outputs(store, {})
     assert "best" not in paths and not (store.run_dir / "best.py").exists()
     result = json.loads(paths["result"].read_text())
     assert result["best"] is None and result["lineage"] == [] and result["correctness_rate"] == 0.0
@@ -69,7 +70,7 @@ def test_the_outputs_report_the_searchs_own_best_where_it_chose_one(store):
     store.finish_evaluation(store.start_evaluation(broken), evaluation("runtime_error", None, None))
     assert store.final_best()["candidate_id"] == first  # no choice stored: by speedup, then the first started
     store.choose_best(second)
-    paths = store.write_outputs({"kind": "cpu"})
+    paths = write_outputs(store, {"kind": "cpu"})
     assert json.loads(paths["result"].read_text())["best"]["candidate_id"] == second
     assert "x.clone()" in paths["best"].read_text()
     store.choose_best(broken)
@@ -81,7 +82,7 @@ def test_a_best_replayed_from_a_cuda_graph_says_what_to_compare_it_with(store):
     graphed["guard"] = {"graph_replays": 7}
     best = store.add_candidate(BEST, [], "composer", 0, 0, "template")
     store.finish_evaluation(store.start_evaluation(best), graphed)
-    header = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})["best"].read_text().splitlines()[1]
+    header = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})["best"].read_text().splitlines()[1]
     assert "replayed from a CUDA graph" in header and "reduce-overhead" in header
     assert "not timed" in header and "--baselines eager,compile,compile-reduce-overhead" in header
 
@@ -93,7 +94,7 @@ def test_a_graph_best_with_reduce_overhead_timed_gives_the_figure(store):
     graphed["timing"]["baselines"] = {"compile-reduce-overhead": {"median_ms": 0.9}}
     best = store.add_candidate(BEST, [], "composer", 0, 0, "template")
     store.finish_evaluation(store.start_evaluation(best), graphed)
-    header = store.write_outputs({"kind": "cuda", "name": "Fake GPU"})["best"].read_text().splitlines()[1]
+    header = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})["best"].read_text().splitlines()[1]
     assert "reduce-overhead (CUDA graphs too): 0.9 ms (ours 1.5x vs it)" in header
 
 
@@ -101,7 +102,7 @@ def test_result_json_says_where_the_speed_came_from(store):
     from tests.runs.test_credit import TILES, TUNE, build_credit_run
 
     ids = build_credit_run(store)
-    result = json.loads(store.write_outputs({"kind": "cuda"})["result"].read_text())
+    result = json.loads(write_outputs(store, {"kind": "cuda"})["result"].read_text())
     assert result["best"]["candidate_id"] == ids["tiled"] and result["best"]["speedup_eager"] == 1.8
     assert result["generation0"] == {"candidate_id": ids["seed"], "expert": "initializer", "speedup_eager": 1.2}
     assert [(s["candidate_id"], s["expert"], s["move"]) for s in result["improvements"]] == [
@@ -116,6 +117,6 @@ def test_result_json_says_where_the_speed_came_from(store):
 def test_an_untimed_result_json_credits_nothing(store):
     first = store.add_candidate("a = 1\n", [], "seed", 0, 0, "seed")
     store.finish_evaluation(store.start_evaluation(first), evaluation("ok"))
-    result = json.loads(store.write_outputs({"kind": "cpu"})["result"].read_text())
+    result = json.loads(write_outputs(store, {"kind": "cpu"})["result"].read_text())
     assert result["generation0"] == {"candidate_id": first, "expert": "seed", "speedup_eager": None}
     assert result["improvements"] == [] and result["gain_over_generation0"] is None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kfoundry.diagnose import diagnose
 from kfoundry.runs import RunStore
+from kfoundry.runs.outputs import write_outputs
 from kfoundry.types import CorrectnessReport, DeviceFacts, Evaluation, ProblemCost, TimingReport, TimingStats
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,5 +103,5 @@ def build_run(run_dir: Path) -> dict[str, int]:
             store.finish_evaluation(store.start_evaluation(cid), record)
         store.add_llm_call(None, "compute", None, "p-failed", failure="timeout after 600 s (fixture)")
         store.event("stop", reason="max evaluations reached (12) (fixture)")
-        store.write_outputs({"kind": "cuda", "name": "NVIDIA H200"})
+        write_outputs(store, {"kind": "cuda", "name": "NVIDIA H200"})
     return ids

@@ -7,7 +7,7 @@ not import the runner (and torch with it)."""
 from importlib import import_module
 from typing import Any
 
-_WHERE = {"summarize": "metrics", "BenchReport": "runner", "run_bench": "runner", "METHODS": "settings",
+_WHERE = {"summarize": "metrics", "BenchReport": "report", "run_bench": "runner", "METHODS": "settings",
           "BenchSettings": "settings", "Suite": "suite", "SuiteProblem": "suite", "discover": "suite"}
 
 __all__ = sorted(_WHERE)

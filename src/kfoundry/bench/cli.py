@@ -115,7 +115,7 @@ def bench_command(
     from kfoundry import logs
     from kfoundry.bench.progress import BenchProgress, evaluations_per_problem
     from kfoundry.bench.runner import run_bench
-    from kfoundry.bench.settings import validate
+    from kfoundry.bench.config import validate
     from kfoundry.bench.suite import discover
     from kfoundry.bench.table import print_report
     from kfoundry.config import load_run_config

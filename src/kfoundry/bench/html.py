@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 
 import jinja2
 
+from kfoundry.bench.config import describe
 from kfoundry.bench.figures import (FLOOR_MEANING, RECIPE, floor_text, gain_text, metric_rows, ms_text,
                                      samples_ok, share_text, speedup_text)
 from kfoundry.bench.floor import FRACTION_FIELDS
 from kfoundry.bench.outputs import BENCH_HTML, write_atomic
 from kfoundry.bench.results import timed
-from kfoundry.bench.settings import describe
 from kfoundry.runs.report_html import environment, render_page
 from kfoundry.runs.report_plots import bench_speedups
 
 if TYPE_CHECKING:
-    from kfoundry.bench.runner import BenchReport
+    from kfoundry.bench.report import BenchReport
 
 
 @lru_cache(maxsize=1)

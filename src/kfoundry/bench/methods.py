@@ -27,7 +27,7 @@ from kfoundry.bench.floor import Floor, floor_of
 from kfoundry.bench.metrics import OUR_EXPERTS, is_out_of_resource
 from kfoundry.bench.results import (FIGURES, CandidateResult, ProblemResult, SampleResult, labels_from_evaluation,
                                    labels_from_run_result)
-from kfoundry.bench.settings import describe
+from kfoundry.bench.config import describe
 from kfoundry.bench.suite import SolutionFile, SuiteProblem, find_samples, solution_candidates
 from kfoundry.errors import CandidateFileError, EnvironmentFault, ProblemError, UsageError
 from kfoundry.evaluate.options import EvalOptions
@@ -195,13 +195,14 @@ def _store_run(problem: SuiteProblem, config: RunConfig, run_dir: Path, source: 
                record: dict[str, Any], seed: int) -> None:
     """A run store with the one candidate and its evaluation, its outputs and its report."""
     from kfoundry.runs import RunStore
+    from kfoundry.runs.outputs import write_outputs
 
     expert = "reference" if config.bench.method == "reference" else "solution"
     with RunStore.create(run_dir, problem.path, {"bench": describe(config)}, seed=seed) as store:
         candidate_id = store.add_candidate(source, [], expert, 0, 0, "seed")
         store.finish_evaluation(store.start_evaluation(candidate_id), record)
         store.event("bench_evaluation", method=config.bench.method, candidate_id=candidate_id)
-        store.write_outputs(record.get("device_facts") or {"kind": record.get("device")})
+        write_outputs(store, record.get("device_facts") or {"kind": record.get("device")})
     write_report_quietly(run_dir)
 
 

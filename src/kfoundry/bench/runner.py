@@ -12,16 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kfoundry.bench import kernelbench, outputs
-from kfoundry.bench import settings as bench_settings
+from kfoundry.bench import config as bench_config
+from kfoundry.bench import outputs
 from kfoundry.bench.methods import (OptimizeFn, clear_run_dir, default_optimize, environment_error, fingerprint_file,
                                    resumable, run_problem)
-from kfoundry.bench.metrics import summarize
-from kfoundry.bench.results import ENVIRONMENT_ERROR, ERROR, ProblemResult, merge_labels
+from kfoundry.bench.report import BenchReport
+from kfoundry.bench.results import ENVIRONMENT_ERROR, ERROR
 from kfoundry.bench.suite import Suite, module_constants
 from kfoundry.errors import EnvironmentFault, UsageError
 from kfoundry.search.stop import clear_stop_request, request_stop, stop_requested
@@ -31,60 +31,6 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]  # a line per problem; lines starting with two spaces are steps within one
 RUNS_DIR = "runs"
-
-
-@dataclass
-class BenchReport:
-    suite: Suite
-    config: RunConfig  # its bench section says how
-    out: Path
-    results: list[ProblemResult] = field(default_factory=list)  # of the selection, in suite order
-    pending: list[str] = field(default_factory=list)  # of the selection, not finished (interrupted)
-    kept: list[ProblemResult] = field(default_factory=list)  # earlier results outside the selection
-    reused: list[str] = field(default_factory=list)  # finished by an earlier call (--resume)
-    interrupted: bool = False
-    environment_error: str | None = None  # the fault that stopped the bench
-    started_at: float = field(default_factory=time.time)
-
-    @property
-    def complete(self) -> bool:
-        return not self.pending and not self.interrupted and self.environment_error is None
-
-    def judged(self) -> list[ProblemResult]:
-        """The results that say something of the method: not a problem the machine failed on."""
-        return [r for r in self.results if r.status != ENVIRONMENT_ERROR]
-
-    def labels(self) -> dict[str, str]:
-        return merge_labels(self.results, bench_settings.labels(self.config))
-
-    def metrics(self) -> dict[str, Any]:
-        return summarize([r.to_dict() for r in self.judged()])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": outputs.FORMAT,
-            "suite": str(self.suite.root),
-            "directory": str(self.suite.directory),
-            "level": self.suite.level,
-            "settings": bench_settings.describe(self.config),
-            "labels": self.labels(),
-            "metrics": self.metrics(),
-            "complete": self.complete,
-            "interrupted": self.interrupted,
-            "environment_error": self.environment_error,
-            "started_at": self.started_at,
-            "updated_at": time.time(),
-            "problems": [r.to_dict() for r in self.results],
-            "pending": list(self.pending),
-            "reused": list(self.reused),
-            "skipped": [{"path": path, "reason": reason} for path, reason in self.suite.skipped],
-            "kept": [r.to_dict() for r in self.kept],
-        }
-
-    def save(self) -> None:
-        outputs.write_json(self.out, self.to_dict())
-        outputs.write_csv(self.out, self.results)
-        kernelbench.write(self.out, self.judged() + self.kept, self.suite.level)
 
 
 def problem_set_values(config: RunConfig, path: Path) -> dict[str, Any]:
@@ -132,7 +78,7 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
 
     `check`: the machine first (check_machine). An EnvironmentFault on a problem is saved as its
     environment_error, then raised: the bench stops there."""
-    bench_settings.validate(config)
+    bench_config.validate(config)
     _check_set_values(suite, config)
     method = config.bench.method
     if method == "optimize" and optimize_fn is None:
@@ -158,7 +104,7 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
         if stop_requested():
             return  # interrupted before it started: it waits for --resume
         set_values = problem_set_values(config, problem.path)
-        fingerprint = bench_settings.fingerprint(config, problem.path.read_text(encoding="utf-8"), set_values)
+        fingerprint = bench_config.fingerprint(config, problem.path.read_text(encoding="utf-8"), set_values)
         earlier = previous.get(problem.name)
         # kept unless the machine or the harness failed it (not a verdict on the problem): those run again
         if earlier is not None and earlier.fingerprint == fingerprint and earlier.status not in (ENVIRONMENT_ERROR,

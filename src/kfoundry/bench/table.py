@@ -16,7 +16,7 @@ from kfoundry.bench.figures import (RECIPE, credit_text, floor_text, metric_rows
 
 if TYPE_CHECKING:
     from kfoundry.bench.results import ProblemResult
-    from kfoundry.bench.runner import BenchReport
+    from kfoundry.bench.report import BenchReport
 
 GAP = "  "
 MESSAGE_MIN_WIDTH = 20

@@ -29,6 +29,7 @@ from kfoundry.optimize.session import Session, open_session, problem_name
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.problem import read_source
 from kfoundry.problem_signature import problem_class
+from kfoundry.runs.outputs import write_outputs
 from kfoundry.search import LocalQueue
 from kfoundry.search.individual import Individual
 from kfoundry.search.queue import Outcome
@@ -434,7 +435,7 @@ class Optimization:
         chosen = self.loop.best()
         self.store.choose_best(int(chosen.id) if chosen is not None and chosen.ok else None)
         self._check_best_sizes()
-        paths = self.store.write_outputs(device_info)
+        paths = write_outputs(self.store, device_info)
         best = self.store.final_best()
         self.experience.finish(best, self.name)
         if self.llm is not None:

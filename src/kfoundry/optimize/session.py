@@ -40,12 +40,11 @@ def make_llm(specs: list[str], stored: LLMSettings | None = None) -> tuple[Any, 
     """The providers of `specs` and the budget, built with `stored` (a run's own LLM settings) or else
     with those in force (the environment and kfoundry.toml); and the settings they were built with. The
     keys always come from the environment or [keys]."""
-    from kfoundry.config import load_settings
+    from kfoundry.config import build_run_config, load_settings
     from kfoundry.generate import make_llm as build
-    from kfoundry.run_config import RunConfig
 
     found = load_settings({})
-    llm = stored if stored is not None else RunConfig.from_settings(found).llm
+    llm = stored if stored is not None else build_run_config(found).llm
     client, budget = build(specs, llm, found.api_keys)
     return client, budget, llm
 

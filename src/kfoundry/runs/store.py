@@ -362,8 +362,3 @@ class RunStore:
     def totals(self) -> dict[str, Any]:
         with self._lock:
             return queries.totals(self._conn)
-
-    def write_outputs(self, device_info: dict[str, Any]) -> dict[str, Path]:
-        from kfoundry.runs.outputs import write_outputs
-
-        return write_outputs(self, device_info)

@@ -17,7 +17,8 @@ from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
 from kfoundry.experts.composer.genome import REDUCTION_APART, Genome, GenomeSpace
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
-from kfoundry.experts.composer.plan.fusion import Group, Plan, describe_groups, plan
+from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.plan.steps import Group, Plan, describe_groups
 from kfoundry.experts.composer.plan.amplification import normalised
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.recurrence import with_recurrences

@@ -3,7 +3,8 @@ the parts write them straight into the concatenation; concatenations of inputs s
 
 from pathlib import Path
 
-from kfoundry.experts.composer.plan.fusion import HostStep, plan
+from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.plan.steps import HostStep
 from tests.experts.composer.helpers import compose_ok, first, first_exact, read_model, submit, verdict
 from tests.experts.composer.read.test_fx_layout import Fn
 

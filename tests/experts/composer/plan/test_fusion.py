@@ -3,12 +3,8 @@
 import torch
 
 from kfoundry.experts.composer.ir.builder import GraphBuilder
-from kfoundry.experts.composer.plan.fusion import (
-    HostStep,
-    common_subexpressions,
-    plan,
-    sink_views,
-)
+from kfoundry.experts.composer.plan.fusion import common_subexpressions, plan, sink_views
+from kfoundry.experts.composer.plan.steps import HostStep
 
 
 def _builder():

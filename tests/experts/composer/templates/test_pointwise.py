@@ -2,7 +2,7 @@
 
 import pytest
 
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.steps import Group
 from kfoundry.experts.composer.templates.pointwise import configs
 from tests.experts.composer.helpers import (
     EXAMPLE_SIZES,

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from kfoundry.experts.composer.plan.fusion import Group
+from kfoundry.experts.composer.plan.steps import Group
 from kfoundry.experts.composer.templates.pool import configs
 from tests.experts.composer.helpers import (
     check_variants,

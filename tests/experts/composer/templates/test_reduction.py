@@ -10,7 +10,8 @@ import torch
 from kfoundry.experts.composer.compose import capture, group_configs
 from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.ir.graph import TENSOR, Op, Value
-from kfoundry.experts.composer.plan.fusion import Group, plan
+from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.plan.steps import Group
 from kfoundry.experts.composer.read.model_init import init_parts
 from kfoundry.experts.composer.read.trace import load_sample
 from kfoundry.experts.composer.templates.reduction import configs, splittable

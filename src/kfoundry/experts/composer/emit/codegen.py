@@ -18,7 +18,7 @@ from kfoundry.experts.composer.emit.graphed import CUDA_GRAPHED_HELPER, graphed_
 from kfoundry.experts.composer.emit.hoist import hoist
 from kfoundry.experts.composer.emit.kernel import KernelCode, allocate, wrap_call
 from kfoundry.experts.composer.ir.graph import SYM, Value, category
-from kfoundry.experts.composer.plan.fusion import Group, HostStep, Plan
+from kfoundry.experts.composer.plan.steps import Group, HostStep, Plan
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, Rolled
 from kfoundry.experts.composer.read.model_init import InitParts
 from kfoundry.experts.composer.templates import conv, gemm, moments, pointwise, pool, recurrent, reduction, scan

@@ -15,7 +15,7 @@ import torch
 from kfoundry.experts.composer.emit.expr import literal
 from kfoundry.experts.composer.ir.builder import aligned, norm_dim, norm_dims
 from kfoundry.experts.composer.ir.graph import CONST, INPUT, PARAM, SHAPE_QUERIES, SYM, Value, category
-from kfoundry.experts.composer.plan.fusion import HostStep, Plan
+from kfoundry.experts.composer.plan.steps import HostStep, Plan
 
 RESERVED = frozenset({"self", "torch", "triton", "tl", "nn", "math", "F", "grid", "ModelNew", "Model"}) | \
     frozenset(keyword.kwlist) | frozenset(dir(builtins))

@@ -13,7 +13,7 @@ import torch
 from kfoundry.experts.composer.emit import expr
 from kfoundry.experts.composer.emit.host import HostContext, product
 from kfoundry.experts.composer.ir.graph import CONST, LAYOUTS, SYM, VIEWS as VIEW_NAMES, Op, Value, moved_dims
-from kfoundry.experts.composer.plan.fusion import Group, Map
+from kfoundry.experts.composer.plan.steps import Group, Map
 
 KERNEL_RESERVED = frozenset({
     "pid", "offs", "mask", "rows", "cols", "row_ok", "col_ok", "rm", "rn", "rk", "m_ok", "n_ok", "acc", "tl",

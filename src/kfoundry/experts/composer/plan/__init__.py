@@ -1,1 +1,1 @@
-"""Planning: the IR graph cut into kernels (groups) and host steps (`fusion`)."""
+"""Planning: the IR graph cut into kernels (groups) and host steps (`fusion`), which make a plan (`steps`)."""

@@ -20,15 +20,8 @@ import math
 from dataclasses import dataclass
 
 from kfoundry.experts.composer.ir.graph import Op, Value, category
-from kfoundry.experts.composer.plan.fusion import (
-    Group,
-    Plan,
-    computing,
-    leaf_map_for,
-    own_map,
-    renumbered,
-    view_root,
-)
+from kfoundry.experts.composer.plan.fusion import computing, leaf_map_for, own_map, view_root
+from kfoundry.experts.composer.plan.steps import Group, Plan, renumbered
 from kfoundry.experts.composer.templates.row_passes import deviation_partner
 
 

@@ -40,7 +40,8 @@ from kfoundry.experts.composer.ir.graph import (
     Value,
     category,
 )
-from kfoundry.experts.composer.plan.fusion import Plan, describe_groups, name_groups, plan
+from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.plan.steps import Plan, describe_groups, name_groups
 
 MIN_COUNT = 2
 # a body worth a loop computes more than pointwise ops: a pointwise chain fuses into one kernel unrolled

@@ -8,16 +8,15 @@ makes the gate's columns the weight's rows)."""
 
 from __future__ import annotations
 
+from kfoundry.experts.composer.emit.host import HostContext
 from kfoundry.experts.composer.ir.builder import aligned
 from kfoundry.experts.composer.ir.graph import LAYOUTS, POINTWISE, Graph, Op, Value
+from kfoundry.experts.composer.plan.steps import Plan
 
 
 class SameSizes:
     def __init__(self, graph: Graph) -> None:
-        from kfoundry.experts.composer.emit.host import HostContext  # the host's expressions: planned before emitted
-        from kfoundry.experts.composer.plan.fusion import Plan
-
-        self.host = HostContext(Plan(graph, []))
+        self.host = HostContext(Plan(graph, []))  # the host's expressions of a graph not yet planned
         self.parent: dict[str, str] = {}
         for op in graph.ops:
             self._relate(op)

@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 
 from kfoundry.experts.composer.ir.graph import Op, Value, category
-from kfoundry.experts.composer.plan.fusion import RESHAPES, Group, Plan, own_map, renumbered, view_root
+from kfoundry.experts.composer.plan.fusion import RESHAPES, own_map, view_root
+from kfoundry.experts.composer.plan.steps import Group, Plan, renumbered
 
 MAX_WINDOW_ROWS = 16  # a window's rows in a tile (its volume, rounded up to a power of two): at most the least BM
 

@@ -6,41 +6,36 @@ fast path instead, which computes the same function. Dropout with p > 0 in train
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from kfoundry.experts.composer.ir.graph import Value
 from kfoundry.experts.composer.read import decompose
-from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind
-
-if TYPE_CHECKING:
-    from kfoundry.experts.composer.read.lower_fx import FxReader
+from kfoundry.experts.composer.read.handling import HandlerTable, Reader, Unsupported, bind
 
 HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
 handles = HANDLERS.handles
 
 
-def _no_dropout(r: FxReader, what: str, p: float, training: bool) -> None:
+def _no_dropout(r: Reader, what: str, p: float, training: bool) -> None:
     if training and p > 0:
         raise Unsupported("dropout (training mode)", f"{what}: random masks cannot be reproduced; evaluate with "
                           "eval_mode or build it with dropout=0.0")
 
 
-def _submodule(r: FxReader, path: str, name: str, x: Value) -> Value:
+def _submodule(r: Reader, path: str, name: str, x: Value) -> Value:
     """A child module of `path` read by its own handler."""
-    from kfoundry.experts.composer.read.lower_fx import HANDLERS as ALL
-
     child = f"{path}.{name}" if path else name
     module = r.module(child)
-    handler = ALL.get(f"nn.{type(module).__name__}")
+    handler = r.handler(f"nn.{type(module).__name__}")
     if handler is None:
         raise Unsupported(f"nn.{type(module).__name__}", f"inside {r.origin}")
     return handler(r, module, child, x)
 
 
 # -- multi-head attention ---------------------------------------------------------------------------------
-def _packed_part(r: FxReader, packed: Value | None, k: int, width: Value) -> Value | None:
+def _packed_part(r: Reader, packed: Value | None, k: int, width: Value) -> Value | None:
     """The k-th third (q, k or v) of a packed in-projection weight or bias."""
     if packed is None:
         return None
@@ -48,7 +43,7 @@ def _packed_part(r: FxReader, packed: Value | None, k: int, width: Value) -> Val
     return r.op("slice", [packed], dim=0, start=start, stop=r.sym_binary("mul", width, k + 1), step=1)
 
 
-def _projections(r: FxReader, m, path: str, query: Value, key: Value, value: Value) -> list[Value]:
+def _projections(r: Reader, m, path: str, query: Value, key: Value, value: Value) -> list[Value]:
     """q, k and v (batch first): one GEMM with a packed weight where the three inputs are one tensor."""
     bias = r.state(path, "in_proj_bias")
     if m._qkv_same_embed_dim:
@@ -65,18 +60,18 @@ def _projections(r: FxReader, m, path: str, query: Value, key: Value, value: Val
     return [decompose.linear(r.b, x, w, b, r.origin) for x, w, b in zip((query, key, value), weights, biases)]
 
 
-def _packed_part_last(r: FxReader, x: Value, k: int, width: Value) -> Value:
+def _packed_part_last(r: Reader, x: Value, k: int, width: Value) -> Value:
     start = r.sym_binary("mul", width, k) if k else 0
     return r.op("slice", [x], dim=x.rank - 1, start=start, stop=r.sym_binary("mul", width, k + 1), step=1)
 
 
-def _heads(r: FxReader, x: Value, heads: int) -> Value:
+def _heads(r: Reader, x: Value, heads: int) -> Value:
     """(B, L, E) -> (B, heads, L, E / heads)."""
     batch, length, _ = r.sizes_of(x)
     return r.op("transpose", [r.op("reshape", [x], sizes=(batch, length, heads, -1))], dim0=1, dim1=2)
 
 
-def _masked(r: FxReader, scores: Value, mask: Value | None, heads: int, padding: bool = False) -> Value:
+def _masked(r: Reader, scores: Value, mask: Value | None, heads: int, padding: bool = False) -> Value:
     """Scores with an attention mask (L, S) or (B * heads, L, S), or a key padding mask (B, S), applied: a boolean
     one hides where it is True, a float one is added."""
     if mask is None:
@@ -93,7 +88,7 @@ def _masked(r: FxReader, scores: Value, mask: Value | None, heads: int, padding:
     return r.op("add", [scores, mask])
 
 
-def attention(r: FxReader, m, path: str, query: Value, key: Value, value: Value, attn_mask: Value | None = None,
+def attention(r: Reader, m, path: str, query: Value, key: Value, value: Value, attn_mask: Value | None = None,
               key_padding_mask: Value | None = None, need_weights: bool = True, average: bool = True
               ) -> tuple[Value, Value | None]:
     """nn.MultiheadAttention's (output, weights averaged over heads or per head, or None)."""
@@ -121,7 +116,7 @@ def attention(r: FxReader, m, path: str, query: Value, key: Value, value: Value,
     return out, r.op("mean", [weights], dims=(1,), keepdim=False) if average else weights
 
 
-def _batch_first(r: FxReader, query: Value, key: Value, value: Value) -> tuple[Value, Value, Value]:
+def _batch_first(r: Reader, query: Value, key: Value, value: Value) -> tuple[Value, Value, Value]:
     """(L, B, E) inputs as batch-first views; one input given three times stays one value (one packed GEMM)."""
     q = r.op("transpose", [query], dim0=0, dim1=1)
     k = q if key is query else r.op("transpose", [key], dim0=0, dim1=1)
@@ -130,7 +125,7 @@ def _batch_first(r: FxReader, query: Value, key: Value, value: Value) -> tuple[V
 
 
 @handles("nn.MultiheadAttention")
-def _m_multihead_attention(r: FxReader, m, path, *args, **kwargs):
+def _m_multihead_attention(r: Reader, m, path, *args, **kwargs):
     a = bind(args, kwargs, "query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None, "
                            "average_attn_weights=True, is_causal=False")
     query, key, value = (r.tensor(a[n], n) for n in ("query", "key", "value"))
@@ -141,7 +136,7 @@ def _m_multihead_attention(r: FxReader, m, path, *args, **kwargs):
 
 
 # -- transformer encoder ------------------------------------------------------------------------------------
-def _activation(r: FxReader, m, path: str, x: Value) -> Value:
+def _activation(r: Reader, m, path: str, x: Value) -> Value:
     act = m.activation
     if isinstance(act, torch.nn.Module):
         return _submodule(r, path, "activation", x)
@@ -152,7 +147,7 @@ def _activation(r: FxReader, m, path: str, x: Value) -> Value:
     raise Unsupported(r.origin or "nn.TransformerEncoderLayer", f"the activation {getattr(act, '__name__', act)!r}")
 
 
-def encoder_layer(r: FxReader, m, path: str, x: Value, mask: Value | None = None,
+def encoder_layer(r: Reader, m, path: str, x: Value, mask: Value | None = None,
                   padding: Value | None = None) -> Value:
     what = r.origin or "nn.TransformerEncoderLayer"
     for name in ("dropout", "dropout1", "dropout2"):
@@ -173,13 +168,13 @@ def encoder_layer(r: FxReader, m, path: str, x: Value, mask: Value | None = None
 
 
 @handles("nn.TransformerEncoderLayer")
-def _m_encoder_layer(r: FxReader, m, path, *args, **kwargs):
+def _m_encoder_layer(r: Reader, m, path, *args, **kwargs):
     a = bind(args, kwargs, "src, src_mask=None, src_key_padding_mask=None, is_causal=False")
     return encoder_layer(r, m, path, _batched(r, a["src"]), a["src_mask"], a["src_key_padding_mask"])
 
 
 @handles("nn.TransformerEncoder")
-def _m_encoder(r: FxReader, m, path, *args, **kwargs):
+def _m_encoder(r: Reader, m, path, *args, **kwargs):
     a = bind(args, kwargs, "src, mask=None, src_key_padding_mask=None, is_causal=None")
     if a["src_key_padding_mask"] is not None and not m.training:
         # eval mode may run the layers on nested tensors, which leave zeros at the padded positions
@@ -190,7 +185,7 @@ def _m_encoder(r: FxReader, m, path, *args, **kwargs):
     return _submodule(r, path, "norm", x) if m.norm is not None else x
 
 
-def _batched(r: FxReader, x: Any) -> Value:
+def _batched(r: Reader, x: Any) -> Value:
     x = r.tensor(x)
     if x.rank != 3:
         raise Unsupported(r.origin or "nn.TransformerEncoderLayer", "an unbatched input")

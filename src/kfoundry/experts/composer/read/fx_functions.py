@@ -4,7 +4,7 @@ convolution and pooling, normalization (torch.*, F.*, Tensor.* and operator.*, b
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -13,6 +13,7 @@ from kfoundry.experts.composer.ir.graph import SYM, Value, number
 from kfoundry.experts.composer.read import decompose, norm
 from kfoundry.experts.composer.read.handling import (
     HandlerTable,
+    Reader,
     Unsupported,
     bind,
     ints_of,
@@ -21,16 +22,13 @@ from kfoundry.experts.composer.read.handling import (
     tuple_n,
 )
 
-if TYPE_CHECKING:
-    from kfoundry.experts.composer.read.lower_fx import FxReader
-
 HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
 handles = HANDLERS.handles
 
 
 # -- pointwise ----------------------------------------------------------------------------------------
 @handles("add", "sub", "subtract")
-def _add_sub(r: FxReader, *args, **kwargs):
+def _add_sub(r: Reader, *args, **kwargs):
     alpha = kwargs.pop("alpha", 1)
     kwargs.pop("out", None)
     a = bind(args, kwargs, "input, other")
@@ -45,7 +43,7 @@ def _add_sub(r: FxReader, *args, **kwargs):
 
 
 @handles("rsub")
-def _rsub(r: FxReader, *args, **kwargs):
+def _rsub(r: Reader, *args, **kwargs):
     alpha = kwargs.pop("alpha", 1)
     a = bind(args, kwargs, "input, other")
     x = a["input"] if alpha == 1 else r.op("mul", [a["input"], alpha])
@@ -53,7 +51,7 @@ def _rsub(r: FxReader, *args, **kwargs):
 
 
 @handles("neg")
-def _neg(r: FxReader, *args, **kwargs):
+def _neg(r: Reader, *args, **kwargs):
     x = bind(args, kwargs, "input")["input"]
     if isinstance(x, Value) and x.kind == SYM:
         return r.b.sym("sym_neg", [x], -x.concrete, r.origin)
@@ -61,19 +59,19 @@ def _neg(r: FxReader, *args, **kwargs):
 
 
 @handles("gelu")
-def _gelu(r: FxReader, *args, **kwargs):
+def _gelu(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, approximate='none'")
     return r.op("gelu", [r.tensor(a["input"])], approximate=a["approximate"])
 
 
 @handles("leaky_relu")
-def _leaky_relu(r: FxReader, *args, **kwargs):
+def _leaky_relu(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, negative_slope=0.01, inplace=False")
     return r.op("leaky_relu", [r.tensor(a["input"])], slope=float(a["negative_slope"]))
 
 
 @handles("elu", "celu")
-def _elu(r: FxReader, *args, **kwargs):
+def _elu(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, alpha=1.0, inplace=False, scale=1.0, input_scale=1.0")
     alpha = float(a["alpha"])
     input_scale = 1.0 / alpha if r.key == "celu" else float(a["input_scale"])
@@ -81,25 +79,25 @@ def _elu(r: FxReader, *args, **kwargs):
 
 
 @handles("softplus")
-def _softplus(r: FxReader, *args, **kwargs):
+def _softplus(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, beta=1.0, threshold=20.0")
     return r.op("softplus", [r.tensor(a["input"])], beta=float(a["beta"]), threshold=float(a["threshold"]))
 
 
 @handles("hardtanh")
-def _hardtanh(r: FxReader, *args, **kwargs):
+def _hardtanh(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, min_val=-1.0, max_val=1.0, inplace=False")
     return r.op("clamp", [r.tensor(a["input"])], min=float(a["min_val"]), max=float(a["max_val"]))
 
 
 @handles("threshold")
-def _threshold(r: FxReader, *args, **kwargs):
+def _threshold(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, threshold, value, inplace=False")
     return r.op("threshold", [r.tensor(a["input"])], threshold=float(a["threshold"]), value=float(a["value"]))
 
 
 @handles("clamp", "clip", "clamp_min", "clamp_max")
-def _clamp(r: FxReader, *args, **kwargs):
+def _clamp(r: Reader, *args, **kwargs):
     key = r.key
     if key == "clamp_min":
         a = bind(args, kwargs, "input, min")
@@ -121,7 +119,7 @@ def _clamp(r: FxReader, *args, **kwargs):
 
 
 @handles("cumsum", "cumprod")
-def _scan(r: FxReader, *args, **kwargs):
+def _scan(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim, dtype=None")
     x = r.tensor(a["input"])
     if x.rank == 0:
@@ -132,7 +130,7 @@ def _scan(r: FxReader, *args, **kwargs):
 
 
 @handles("triu", "tril")
-def _triangle(r: FxReader, *args, **kwargs):
+def _triangle(r: Reader, *args, **kwargs):
     """triu / tril over the last two dims: x where (column - row) >= diagonal (triu) or <= diagonal (tril),
     else 0; the row and column of each element are index ops (iota), so the mask costs no memory."""
     a = bind(args, kwargs, "input, diagonal=0")
@@ -145,13 +143,13 @@ def _triangle(r: FxReader, *args, **kwargs):
 
 
 @handles("where")
-def _where(r: FxReader, *args, **kwargs):
+def _where(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "condition, input, other")
     return r.op("where", [r.tensor(a["condition"]), a["input"], a["other"]])
 
 
 @handles("masked_fill")
-def _masked_fill(r: FxReader, *args, **kwargs):
+def _masked_fill(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, mask, value")
     x, mask, value = r.tensor(a["input"]), r.tensor(a["mask"], "mask"), a["value"]
     if isinstance(value, Value) and value.is_tensor and value.rank:
@@ -165,21 +163,21 @@ def _masked_fill(r: FxReader, *args, **kwargs):
 
 
 @handles("addcmul", "addcdiv")
-def _addcmul(r: FxReader, *args, **kwargs):
+def _addcmul(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, tensor1, tensor2, value=1")
     div = r.key == "addcdiv"
     return decompose.addcmul(r.b, a["input"], a["tensor1"], a["tensor2"], a["value"], r.origin, div=div)
 
 
 @handles("lerp")
-def _lerp(r: FxReader, *args, **kwargs):
+def _lerp(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, end, weight")
     diff = r.op("sub", [a["end"], a["input"]])
     return r.op("add", [a["input"], r.op("mul", [diff, a["weight"]])])
 
 
 @handles("tensor", "as_tensor", "scalar_tensor")
-def _tensor_constant(r: FxReader, data, *rest, **kwargs):
+def _tensor_constant(r: Reader, data, *rest, **kwargs):
     """torch.tensor(0.0, device=x.device) in forward: a number, which every op takes as it takes a scalar."""
     if isinstance(data, float) or isinstance(data, int) and torch.is_floating_point(torch.tensor(data, **{
             k: v for k, v in kwargs.items() if k == "dtype"})):
@@ -188,19 +186,19 @@ def _tensor_constant(r: FxReader, data, *rest, **kwargs):
 
 
 @handles("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
-def _dropout(r: FxReader, *args, **kwargs):
+def _dropout(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, p=0.5, training=True, inplace=False")
     return dropout_value(r, a["input"], float(a["p"]), bool(a["training"]))
 
 
-def dropout_value(r: FxReader, x: Any, p: float, training: bool) -> Value:
+def dropout_value(r: Reader, x: Any, p: float, training: bool) -> Value:
     if training and p > 0:
         raise Unsupported("dropout (training mode)", "random masks cannot be reproduced; evaluate with eval_mode")
     return r.tensor(x)
 
 
 @handles("to", "type")
-def _to(r: FxReader, *args, **kwargs):
+def _to(r: Reader, *args, **kwargs):
     x = r.tensor(args[0])
     dtype = kwargs.get("dtype")
     for arg in args[1:]:
@@ -216,7 +214,7 @@ def _to(r: FxReader, *args, **kwargs):
 
 
 @handles("type_as")
-def _type_as(r: FxReader, x, other):
+def _type_as(r: Reader, x, other):
     return _to(r, x, other)
 
 
@@ -224,7 +222,7 @@ CAST_METHODS = {"float": torch.float32, "half": torch.float16, "double": torch.f
                 "int": torch.int32, "long": torch.int64, "bool": torch.bool, "short": torch.int16,
                 "char": torch.int8, "byte": torch.uint8}
 for _name, _dtype in CAST_METHODS.items():
-    def _cast(r: FxReader, x, *rest, _dtype=_dtype, **kwargs):
+    def _cast(r: Reader, x, *rest, _dtype=_dtype, **kwargs):
         if not isinstance(x, Value):
             raise Unsupported("cast", "of a constant")
         if x.dtype == _dtype and not x.fixed_dtype:
@@ -234,13 +232,13 @@ for _name, _dtype in CAST_METHODS.items():
 
 
 @handles("cpu", "cuda")
-def _device_move(r: FxReader, x, *rest, **kwargs):
+def _device_move(r: Reader, x, *rest, **kwargs):
     return r.tensor(x)
 
 
 # -- reductions ---------------------------------------------------------------------------------------
 @handles("sum", "mean", "amax", "amin", "nansum")
-def _reduce(r: FxReader, *args, **kwargs):
+def _reduce(r: Reader, *args, **kwargs):
     key = r.key
     a = bind(args, kwargs, "input, dim=None, keepdim=False, dtype=None")
     x = r.tensor(a["input"])
@@ -252,7 +250,7 @@ def _reduce(r: FxReader, *args, **kwargs):
 
 
 @handles("max", "min")
-def _max_min(r: FxReader, *args, **kwargs):
+def _max_min(r: Reader, *args, **kwargs):
     key = r.key
     x = r.tensor(args[0])
     rest = list(args[1:])
@@ -271,7 +269,7 @@ def _max_min(r: FxReader, *args, **kwargs):
 
 
 @handles("argmax", "argmin")
-def _arg_reduce(r: FxReader, *args, **kwargs):
+def _arg_reduce(r: Reader, *args, **kwargs):
     key = r.key
     a = bind(args, kwargs, "input, dim=None, keepdim=False")
     x = r.tensor(a["input"])
@@ -282,13 +280,13 @@ def _arg_reduce(r: FxReader, *args, **kwargs):
 
 
 @handles("logsumexp")
-def _logsumexp(r: FxReader, *args, **kwargs):
+def _logsumexp(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim, keepdim=False")
     return decompose.logsumexp(r.b, r.tensor(a["input"]), a["dim"], bool(a["keepdim"]), r.origin)
 
 
 @handles("var", "std")
-def _var(r: FxReader, *args, **kwargs):
+def _var(r: Reader, *args, **kwargs):
     key = r.key
     correction = kwargs.pop("correction", None)
     unbiased = kwargs.pop("unbiased", None)
@@ -303,7 +301,7 @@ def _var(r: FxReader, *args, **kwargs):
 
 
 @handles("norm")
-def _norm(r: FxReader, *args, **kwargs):
+def _norm(r: Reader, *args, **kwargs):
     """torch.norm, Tensor.norm and torch.linalg.norm (`ord`) as vector norms; matrix norms are not read."""
     if "ord" in kwargs:
         kwargs["p"] = kwargs.pop("ord")
@@ -318,12 +316,12 @@ def _norm(r: FxReader, *args, **kwargs):
 
 
 @handles("vector_norm", "linalg_vector_norm")
-def _vector_norm(r: FxReader, *args, **kwargs):
+def _vector_norm(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, ord=2, dim=None, keepdim=False, dtype=None, out=None")
     return _vector_norm_of(r, r.tensor(a["input"]), a["ord"], a["dim"], bool(a["keepdim"]), a["dtype"])
 
 
-def _vector_norm_of(r: FxReader, x: Value, p, dims, keepdim: bool, dtype) -> Value:
+def _vector_norm_of(r: Reader, x: Value, p, dims, keepdim: bool, dtype) -> Value:
     p = float(scalar_of(p))
     if p < 0 and p != -math.inf:
         raise Unsupported(r.origin or "torch.linalg.vector_norm", f"ord={p}")
@@ -335,7 +333,7 @@ def _vector_norm_of(r: FxReader, x: Value, p, dims, keepdim: bool, dtype) -> Val
 
 
 @handles("normalize")
-def _normalize(r: FxReader, *args, **kwargs):
+def _normalize(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, p=2.0, dim=1, eps=1e-12, out=None")
     if float(a["p"]) != 2.0:
         raise Unsupported("F.normalize", f"p={a['p']}")
@@ -343,7 +341,7 @@ def _normalize(r: FxReader, *args, **kwargs):
 
 
 @handles("softmax", "log_softmax", "softmin")
-def _softmax(r: FxReader, *args, **kwargs):
+def _softmax(r: Reader, *args, **kwargs):
     key = r.key
     a = bind(args, kwargs, "input, dim=None, _stacklevel=3, dtype=None")
     x = r.tensor(a["input"])
@@ -357,7 +355,7 @@ def _softmax(r: FxReader, *args, **kwargs):
 
 
 @handles("mse_loss", "l1_loss")
-def _loss(r: FxReader, *args, **kwargs):
+def _loss(r: Reader, *args, **kwargs):
     key = r.key
     a = bind(args, kwargs, "input, target, size_average=None, reduce=None, reduction='mean', weight=None")
     d = r.op("sub", [a["input"], a["target"]])
@@ -366,7 +364,7 @@ def _loss(r: FxReader, *args, **kwargs):
 
 
 @handles("cross_entropy", "nll_loss")
-def _cross_entropy(r: FxReader, *args, **kwargs):
+def _cross_entropy(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, "
                            "reduction='mean', label_smoothing=0.0")
     if a["weight"] is not None or float(a["label_smoothing"]) != 0.0 or a["size_average"] is not None \
@@ -375,7 +373,7 @@ def _cross_entropy(r: FxReader, *args, **kwargs):
     return loss_by_class(r, r.key, a["input"], a["target"], int(a["ignore_index"]), a["reduction"])
 
 
-def loss_by_class(r: FxReader, key: str, x, target, ignore_index: int, reduction: str) -> Value:
+def loss_by_class(r: Reader, key: str, x, target, ignore_index: int, reduction: str) -> Value:
     x, target = r.tensor(x), r.tensor(target, "target")
     if key == "cross_entropy":
         return decompose.cross_entropy(r.b, x, target, ignore_index, reduction, r.origin)
@@ -383,7 +381,7 @@ def loss_by_class(r: FxReader, key: str, x, target, ignore_index: int, reduction
 
 
 @handles("smooth_l1_loss", "huber_loss")
-def _smooth_l1(r: FxReader, *args, **kwargs):
+def _smooth_l1(r: Reader, *args, **kwargs):
     kwargs.pop("size_average", None)
     kwargs.pop("reduce", None)
     a = bind(args, kwargs, "input, target, reduction='mean', beta=1.0, delta=1.0, weight=None")
@@ -403,7 +401,7 @@ def _smooth_l1(r: FxReader, *args, **kwargs):
 
 
 @handles("kl_div")
-def _kl_div(r: FxReader, *args, **kwargs):
+def _kl_div(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, target, size_average=None, reduce=None, reduction='mean', log_target=False")
     x, t = r.tensor(a["input"]), r.tensor(a["target"], "target")
     if a["log_target"]:
@@ -418,14 +416,14 @@ def _kl_div(r: FxReader, *args, **kwargs):
 
 
 @handles("scaled_dot_product_attention")
-def _sdpa(r: FxReader, *args, **kwargs):
+def _sdpa(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, "
                            "enable_gqa=False")
     return attention(r, a["query"], a["key"], a["value"], a["attn_mask"], float(a["dropout_p"]),
                      bool(a["is_causal"]), a["scale"], bool(a["enable_gqa"]))
 
 
-def attention(r: FxReader, q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool = False, scale=None,
+def attention(r: Reader, q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool = False, scale=None,
               enable_gqa: bool = False) -> Value:
     """softmax(q @ k^T * scale + mask) @ v; a causal mask keeps each query's keys up to its own position (the
     top-left-aligned lower triangle, as PyTorch's)."""
@@ -450,20 +448,20 @@ def attention(r: FxReader, q, k, v, mask=None, dropout_p: float = 0.0, is_causal
 
 # -- matrix products ------------------------------------------------------------------------------------
 @handles("matmul", "mm", "bmm")
-def _matmul(r: FxReader, *args, **kwargs):
+def _matmul(r: Reader, *args, **kwargs):
     kwargs.pop("out", None)
     a = bind(args, kwargs, "input, other")
     return decompose.matmul(r.b, r.tensor(a["input"]), r.tensor(a["other"], "other"), r.origin)
 
 
 @handles("linear")
-def _linear(r: FxReader, *args, **kwargs):
+def _linear(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, weight, bias=None")
     return decompose.linear(r.b, r.tensor(a["input"]), r.tensor(a["weight"], "weight"), a["bias"], r.origin)
 
 
 @handles("addmm", "baddbmm")
-def _addmm(r: FxReader, *args, **kwargs):
+def _addmm(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, mat1, mat2, beta=1, alpha=1")
     prod = decompose.matmul(r.b, r.tensor(a["mat1"]), r.tensor(a["mat2"]), r.origin)
     if a["alpha"] != 1:
@@ -477,7 +475,7 @@ def _addmm(r: FxReader, *args, **kwargs):
 
 
 # -- convolution and pooling ----------------------------------------------------------------------------
-def conv(r: FxReader, x: Value, w: Value, bias: Value | None, stride, padding, dilation, groups: int | Value,
+def conv(r: Reader, x: Value, w: Value, bias: Value | None, stride, padding, dilation, groups: int | Value,
          transposed: bool = False, output_padding: Any = 0) -> Value:
     """A convolution op. The kernels unroll the weight's kernel sizes (checked when the candidate runs); a group
     count the module holds is read when forward runs, unless it is 1 (a plain convolution's kernels, checked)."""
@@ -508,20 +506,20 @@ def conv(r: FxReader, x: Value, w: Value, bias: Value | None, stride, padding, d
 
 
 @handles("conv1d", "conv2d", "conv3d")
-def _conv(r: FxReader, *args, **kwargs):
+def _conv(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1")
     return conv(r, r.tensor(a["input"]), r.tensor(a["weight"]), a["bias"], a["stride"], a["padding"],
                 a["dilation"], a["groups"])
 
 
 @handles("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
-def _conv_t(r: FxReader, *args, **kwargs):
+def _conv_t(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1")
     return conv(r, r.tensor(a["input"]), r.tensor(a["weight"]), a["bias"], a["stride"], a["padding"],
                 a["dilation"], a["groups"], True, a["output_padding"])
 
 
-def pool(r: FxReader, kind: str, x: Value, nd: int, kernel, stride, padding, dilation=1, ceil_mode=False,
+def pool(r: Reader, kind: str, x: Value, nd: int, kernel, stride, padding, dilation=1, ceil_mode=False,
          count_include_pad=True, divisor_override=None) -> Value:
     if x.rank not in (nd + 1, nd + 2):
         raise Unsupported(r.origin, f"a {nd}-d pool of a rank-{x.rank} tensor")
@@ -537,7 +535,7 @@ def pool(r: FxReader, kind: str, x: Value, nd: int, kernel, stride, padding, dil
 
 
 @handles("max_pool1d", "max_pool2d", "max_pool3d")
-def _max_pool(r: FxReader, *args, **kwargs):
+def _max_pool(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, "
                            "return_indices=False")
     if a["return_indices"]:
@@ -548,7 +546,7 @@ def _max_pool(r: FxReader, *args, **kwargs):
 
 
 @handles("avg_pool1d", "avg_pool2d", "avg_pool3d")
-def _avg_pool(r: FxReader, *args, **kwargs):
+def _avg_pool(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, "
                            "divisor_override=None")
     nd = int(r.key[-2])
@@ -556,7 +554,7 @@ def _avg_pool(r: FxReader, *args, **kwargs):
                 a["ceil_mode"], a["count_include_pad"], a["divisor_override"])
 
 
-def adaptive_pool(r: FxReader, kind: str, x: Value, nd: int, output_size) -> Value:
+def adaptive_pool(r: Reader, kind: str, x: Value, nd: int, output_size) -> Value:
     """An adaptive pool; an output size of None keeps the input's size along that dim (read when forward runs)."""
     size = ints_of(output_size)
     if len(size) == 1:
@@ -570,7 +568,7 @@ def adaptive_pool(r: FxReader, kind: str, x: Value, nd: int, output_size) -> Val
 
 @handles("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
          "adaptive_max_pool2d", "adaptive_max_pool3d")
-def _adaptive(r: FxReader, *args, **kwargs):
+def _adaptive(r: Reader, *args, **kwargs):
     key = r.key
     a = bind(args, kwargs, "input, output_size, return_indices=False")
     if a["return_indices"]:
@@ -580,14 +578,14 @@ def _adaptive(r: FxReader, *args, **kwargs):
 
 # -- normalization --------------------------------------------------------------------------------------
 @handles("layer_norm")
-def _layer_norm(r: FxReader, *args, **kwargs):
+def _layer_norm(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, normalized_shape, weight=None, bias=None, eps=1e-05")
     return norm.layer_norm(r.b, r.tensor(a["input"]), len(ints_of(a["normalized_shape"])), a["weight"], a["bias"],
                            operand(a["eps"]), r.origin)
 
 
 @handles("rms_norm")
-def _rms_norm(r: FxReader, *args, **kwargs):
+def _rms_norm(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, normalized_shape, weight=None, eps=None")
     x = r.tensor(a["input"])
     eps = torch.finfo(x.dtype).eps if a["eps"] is None else operand(a["eps"])
@@ -595,7 +593,7 @@ def _rms_norm(r: FxReader, *args, **kwargs):
 
 
 @handles("batch_norm")
-def _batch_norm(r: FxReader, *args, **kwargs):
+def _batch_norm(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, running_mean, running_var, weight=None, bias=None, training=False, "
                            "momentum=0.1, eps=1e-05")
     return norm.batch_norm(r.b, r.tensor(a["input"]), a["running_mean"], a["running_var"], a["weight"], a["bias"],
@@ -603,7 +601,7 @@ def _batch_norm(r: FxReader, *args, **kwargs):
 
 
 @handles("instance_norm")
-def _instance_norm(r: FxReader, *args, **kwargs):
+def _instance_norm(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, running_mean=None, running_var=None, weight=None, bias=None, "
                            "use_input_stats=True, momentum=0.1, eps=1e-05")
     return norm.instance_norm(r.b, r.tensor(a["input"]), a["running_mean"], a["running_var"], a["weight"],
@@ -611,7 +609,7 @@ def _instance_norm(r: FxReader, *args, **kwargs):
 
 
 @handles("group_norm")
-def _group_norm(r: FxReader, *args, **kwargs):
+def _group_norm(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, num_groups, weight=None, bias=None, eps=1e-05")
     x = r.tensor(a["input"])
     return norm.group_norm(r.b, x, operand(a["num_groups"], int), a["weight"], a["bias"], operand(a["eps"]),

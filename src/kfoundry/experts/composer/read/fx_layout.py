@@ -4,17 +4,14 @@ by a kernel at moved coordinates; the second `full`, computed where it is used."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from kfoundry.experts.composer.ir.builder import norm_dim
 from kfoundry.experts.composer.ir.graph import Value
 from kfoundry.experts.composer.read.fx_views import call_sizes
-from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, scalar_of
-
-if TYPE_CHECKING:
-    from kfoundry.experts.composer.read.lower_fx import FxReader
+from kfoundry.experts.composer.read.handling import HandlerTable, Reader, Unsupported, bind, ints_of, scalar_of
 
 HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
 handles = HANDLERS.handles
@@ -24,19 +21,19 @@ PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 # -- moves ----------------------------------------------------------------------------------------------
 @handles("flip")
-def _flip(r: FxReader, x, *dims, **kwargs):
+def _flip(r: Reader, x, *dims, **kwargs):
     x = r.tensor(x)
     dims = call_sizes(dims or (kwargs.get("dims", ()),))
     return flip(r, x, dims)
 
 
 @handles("fliplr", "flipud")
-def _flip_lr_ud(r: FxReader, x):
+def _flip_lr_ud(r: Reader, x):
     x = r.tensor(x)
     return flip(r, x, (1,) if r.key == "fliplr" else (0,))
 
 
-def flip(r: FxReader, x: Value, dims: tuple) -> Value:
+def flip(r: Reader, x: Value, dims: tuple) -> Value:
     dims = tuple(sorted({norm_dim(int(scalar_of(d)), x.rank) for d in dims}))
     if not dims:
         return x
@@ -44,7 +41,7 @@ def flip(r: FxReader, x: Value, dims: tuple) -> Value:
 
 
 @handles("roll")
-def _roll(r: FxReader, *args, **kwargs):
+def _roll(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, shifts, dims=None")
     x = r.tensor(a["input"])
     if a["dims"] is None:
@@ -63,12 +60,12 @@ def _roll(r: FxReader, *args, **kwargs):
 
 
 @handles("pad")
-def _pad(r: FxReader, *args, **kwargs):
+def _pad(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, pad, mode='constant', value=None")
     return pad(r, r.tensor(a["input"]), ints_of(a["pad"]), a["mode"], a["value"])
 
 
-def pad(r: FxReader, x: Value, widths: tuple, mode: str, value: Any = None) -> Value:
+def pad(r: Reader, x: Value, widths: tuple, mode: str, value: Any = None) -> Value:
     """F.pad's (left, right, top, bottom, ...) widths, from the last dim back, as a pad op."""
     what = r.origin or "F.pad"
     widths = tuple(int(scalar_of(w)) for w in widths)
@@ -93,12 +90,12 @@ def pad(r: FxReader, x: Value, widths: tuple, mode: str, value: Any = None) -> V
 
 
 @handles("cat", "concat", "concatenate")
-def _cat(r: FxReader, tensors, dim=0, axis=None, **kwargs):
+def _cat(r: Reader, tensors, dim=0, axis=None, **kwargs):
     kwargs.pop("out", None)
     return cat(r, list(tensors), int(scalar_of(dim if axis is None else axis)))
 
 
-def cat(r: FxReader, tensors: list, dim: int) -> Value:
+def cat(r: Reader, tensors: list, dim: int) -> Value:
     values = [r.tensor(t, "a tensor to concatenate") for t in tensors]
     # torch skips 1-D empty tensors in a concatenation of tensors of more dims (a legacy rule)
     values = [v for v in values if not (v.rank == 1 and v.shape == (0,) and any(u.rank > 1 for u in values))]
@@ -110,7 +107,7 @@ def cat(r: FxReader, tensors: list, dim: int) -> Value:
 
 
 @handles("stack")
-def _stack(r: FxReader, tensors, dim=0, **kwargs):
+def _stack(r: Reader, tensors, dim=0, **kwargs):
     kwargs.pop("out", None)
     values = [r.tensor(t, "a tensor to stack") for t in tensors]
     if not values:
@@ -123,7 +120,7 @@ def _stack(r: FxReader, tensors, dim=0, **kwargs):
          "nn.ConstantPad3d", "nn.ReflectionPad1d", "nn.ReflectionPad2d", "nn.ReflectionPad3d",
          "nn.ReplicationPad1d", "nn.ReplicationPad2d", "nn.ReplicationPad3d", "nn.CircularPad1d",
          "nn.CircularPad2d", "nn.CircularPad3d")
-def _m_pad(r: FxReader, m, path, x):
+def _m_pad(r: Reader, m, path, x):
     mode = pad_mode(type(m).__name__)
     return pad(r, r.tensor(x), tuple(m.padding), mode, getattr(m, "value", None) if mode == "constant" else None)
 
@@ -141,13 +138,13 @@ def pad_mode(name: str) -> str:
 # -- random numbers ----------------------------------------------------------------------------------------
 @handles("rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "normal", "bernoulli",
          "multinomial", "uniform_", "normal_")
-def _random(r: FxReader, *args, **kwargs):
+def _random(r: Reader, *args, **kwargs):
     raise Unsupported(r.origin or f"torch.{r.key}", "random numbers drawn in forward: no kernel reproduces "
                       "PyTorch's generator, so no candidate's output could be checked against the reference")
 
 
 # -- tensors of one number --------------------------------------------------------------------------------
-def full(r: FxReader, sizes: tuple, value: Any, dtype: torch.dtype | None, like: Value | None = None) -> Value:
+def full(r: Reader, sizes: tuple, value: Any, dtype: torch.dtype | None, like: Value | None = None) -> Value:
     """A tensor of `sizes` filled with `value`. The `_like` and `new_` forms take `like`'s dtype, and follow the
     evaluated precision with it; the others make PyTorch's default dtype whatever the inputs are (torch.zeros in
     a model run in fp16 is still fp32), or the dtype given."""
@@ -182,20 +179,20 @@ def _factory_kwargs(kwargs: dict) -> torch.dtype | None:
 
 
 @handles("zeros", "ones")
-def _zeros_ones(r: FxReader, *args, **kwargs):
+def _zeros_ones(r: Reader, *args, **kwargs):
     sizes = _sizes(args, kwargs)
     dtype = _factory_kwargs(kwargs)
     return full(r, sizes, 0.0 if r.key == "zeros" else 1.0, dtype)
 
 
 @handles("full")
-def _full(r: FxReader, size, fill_value, **kwargs):
+def _full(r: Reader, size, fill_value, **kwargs):
     dtype = _factory_kwargs(kwargs)
     return full(r, tuple(size), fill_value, dtype)
 
 
 @handles("zeros_like", "ones_like", "full_like")
-def _like(r: FxReader, x, *args, **kwargs):
+def _like(r: Reader, x, *args, **kwargs):
     x = r.tensor(x)
     if r.key == "full_like":
         value = kwargs.pop("fill_value") if "fill_value" in kwargs else args[0]
@@ -206,7 +203,7 @@ def _like(r: FxReader, x, *args, **kwargs):
 
 
 @handles("new_zeros", "new_ones", "new_full")
-def _new(r: FxReader, x, *args, **kwargs):
+def _new(r: Reader, x, *args, **kwargs):
     x = r.tensor(x)
     if r.key == "new_full":
         a = bind(args, {k: kwargs.pop(k) for k in ("size", "fill_value") if k in kwargs}, "size, fill_value")

@@ -4,16 +4,13 @@ queries (size, numel, getattr shape) that become host-side integers."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from kfoundry.experts.composer.ir.builder import norm_dim
 from kfoundry.experts.composer.ir.graph import Value
-from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported, bind, ints_of, scalar_of, traced
-
-if TYPE_CHECKING:
-    from kfoundry.experts.composer.read.lower_fx import FxReader
+from kfoundry.experts.composer.read.handling import HandlerTable, Reader, Unsupported, bind, ints_of, scalar_of, traced
 
 HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
 handles = HANDLERS.handles
@@ -28,7 +25,7 @@ def call_sizes(args: tuple) -> tuple:
 
 
 @handles("view", "reshape")
-def _view(r: FxReader, x, *args, **kwargs):
+def _view(r: Reader, x, *args, **kwargs):
     sizes = call_sizes(args or tuple(kwargs.get("shape", kwargs.get("size", ()))))
     if len(sizes) == 1 and isinstance(sizes[0], torch.dtype):
         raise Unsupported("Tensor.view(dtype)")
@@ -36,22 +33,22 @@ def _view(r: FxReader, x, *args, **kwargs):
 
 
 @handles("view_as", "reshape_as")
-def _view_as(r: FxReader, x, other):
+def _view_as(r: Reader, x, other):
     return r.op("reshape", [r.tensor(x)], sizes=r.sizes_of(r.tensor(other)))
 
 
 @handles("expand")
-def _expand(r: FxReader, x, *args, **kwargs):
+def _expand(r: Reader, x, *args, **kwargs):
     return r.op("expand", [r.tensor(x)], sizes=call_sizes(args or tuple(kwargs.get("size", ()))))
 
 
 @handles("expand_as")
-def _expand_as(r: FxReader, x, other):
+def _expand_as(r: Reader, x, other):
     return r.op("expand", [r.tensor(x)], sizes=r.sizes_of(r.tensor(other)))
 
 
 @handles("flatten")
-def _flatten(r: FxReader, *args, **kwargs):
+def _flatten(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, start_dim=0, end_dim=-1")
     x = r.tensor(a["input"])
     if x.rank == 0:
@@ -60,7 +57,7 @@ def _flatten(r: FxReader, *args, **kwargs):
 
 
 @handles("unflatten")
-def _unflatten(r: FxReader, *args, **kwargs):
+def _unflatten(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim, sizes")
     x = r.tensor(a["input"])
     dim = norm_dim(a["dim"], x.rank)
@@ -69,37 +66,37 @@ def _unflatten(r: FxReader, *args, **kwargs):
 
 
 @handles("unsqueeze")
-def _unsqueeze(r: FxReader, *args, **kwargs):
+def _unsqueeze(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim")
     return r.op("unsqueeze", [r.tensor(a["input"])], dim=int(a["dim"]))
 
 
 @handles("squeeze")
-def _squeeze(r: FxReader, *args, **kwargs):
+def _squeeze(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim=None")
     x = r.tensor(a["input"])
     return r.op("squeeze", [x], dims=None if a["dim"] is None else ints_of(a["dim"]))
 
 
 @handles("permute")
-def _permute(r: FxReader, x, *dims, **kwargs):
+def _permute(r: Reader, x, *dims, **kwargs):
     return r.op("permute", [r.tensor(x)], dims=call_sizes(dims or tuple(kwargs.get("dims", ()))))
 
 
 @handles("transpose", "swapaxes", "swapdims")
-def _transpose(r: FxReader, *args, **kwargs):
+def _transpose(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim0, dim1")
     return r.op("transpose", [r.tensor(a["input"])], dim0=int(a["dim0"]), dim1=int(a["dim1"]))
 
 
 @handles("t")
-def _t(r: FxReader, x):
+def _t(r: Reader, x):
     x = r.tensor(x)
     return x if x.rank < 2 else r.op("transpose", [x], dim0=0, dim1=1)
 
 
 @handles("movedim", "moveaxis")
-def _movedim(r: FxReader, *args, **kwargs):
+def _movedim(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, source, destination")
     x = r.tensor(a["input"])
     src = [norm_dim(d, x.rank) for d in ints_of(a["source"])]
@@ -111,7 +108,7 @@ def _movedim(r: FxReader, *args, **kwargs):
 
 
 @handles("unfold")
-def _unfold(r: FxReader, *args, **kwargs):
+def _unfold(r: Reader, *args, **kwargs):
     """Tensor.unfold(dim, size, step): windows that neither overlap nor leave gaps (step == size) are the dim cut
     into (windows, size) with the window's own elements moved last (a tail shorter than a window is dropped, as
     unfold does), views kernels merge well; other steps are torch's own unfold view (overlapping strides), which
@@ -132,14 +129,14 @@ def _unfold(r: FxReader, *args, **kwargs):
 
 
 @handles("narrow")
-def _narrow(r: FxReader, *args, **kwargs):
+def _narrow(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim, start, length")
     return r.op("slice", [r.tensor(a["input"])], dim=int(a["dim"]), start=a["start"],
                 stop=r.sym_binary("add", a["start"], a["length"]), step=1)
 
 
 @handles("select")
-def _select(r: FxReader, *args, **kwargs):
+def _select(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, dim, index")
     x = r.tensor(a["input"])
     dim = norm_dim(int(a["dim"]), x.rank)
@@ -148,7 +145,7 @@ def _select(r: FxReader, *args, **kwargs):
 
 
 @handles("unbind")
-def _unbind(r: FxReader, *args, **kwargs):
+def _unbind(r: Reader, *args, **kwargs):
     """A tuple of views, one per index along dim (its length is the traced shape's)."""
     a = bind(args, kwargs, "input, dim=0")
     x = r.tensor(a["input"])
@@ -157,24 +154,24 @@ def _unbind(r: FxReader, *args, **kwargs):
 
 
 @handles("size")
-def _size(r: FxReader, x, dim=None):
+def _size(r: Reader, x, dim=None):
     x = r.tensor(x)
     return r.sizes_of(x) if dim is None else r.size_of(x, int(dim))
 
 
 @handles("dim", "ndimension")
-def _dim(r: FxReader, x):
+def _dim(r: Reader, x):
     return r.tensor(x).rank
 
 
 @handles("numel")
-def _numel(r: FxReader, x):
+def _numel(r: Reader, x):
     x = r.tensor(x)
     return r.b.sym("sym_numel", [x], math.prod(x.shape), r.origin)
 
 
 @handles("getattr")
-def _getattr(r: FxReader, obj, name):
+def _getattr(r: Reader, obj, name):
     if isinstance(obj, Value) and obj.is_tensor:
         if name == "shape":
             return r.sizes_of(obj)
@@ -194,13 +191,13 @@ def _getattr(r: FxReader, obj, name):
 
 
 @handles("getitem")
-def _getitem(r: FxReader, obj, index):
+def _getitem(r: Reader, obj, index):
     if not (isinstance(obj, Value) and obj.is_tensor):
         return obj[scalar_of(index)]
     return tensor_index(r, obj, index)
 
 
-def tensor_index(r: FxReader, x: Value, index: Any) -> Value:
+def tensor_index(r: Reader, x: Value, index: Any) -> Value:
     """Basic indexing (ints, slices, None, ...) as views; tensor indices are not supported."""
     items = list(index) if isinstance(index, tuple) else [index]
     if any(isinstance(i, Value) and i.is_tensor for i in items) or any(isinstance(i, list) for i in items):
@@ -228,7 +225,7 @@ def tensor_index(r: FxReader, x: Value, index: Any) -> Value:
 
 
 # -- splits ----------------------------------------------------------------------------------------------
-def _pieces(r: FxReader, x: Value, dim: int, bounds: list) -> tuple:
+def _pieces(r: Reader, x: Value, dim: int, bounds: list) -> tuple:
     """Slices of x along dim between consecutive bounds (host numbers or ints; None: the dim's end)."""
     out = []
     for start, stop in zip(bounds, bounds[1:]):
@@ -239,7 +236,7 @@ def _pieces(r: FxReader, x: Value, dim: int, bounds: list) -> tuple:
     return tuple(out)
 
 
-def split_by_size(r: FxReader, x: Value, dim: int, size) -> tuple:
+def split_by_size(r: Reader, x: Value, dim: int, size) -> tuple:
     """Pieces `size` wide (the last one what is left); their count is the traced shape's."""
     step = int(scalar_of(size)) if not isinstance(size, Value) else size.concrete
     if step <= 0:
@@ -249,7 +246,7 @@ def split_by_size(r: FxReader, x: Value, dim: int, size) -> tuple:
     return _pieces(r, x, dim, bounds)
 
 
-def split_by_sizes(r: FxReader, x: Value, dim: int, sizes) -> tuple:
+def split_by_sizes(r: Reader, x: Value, dim: int, sizes) -> tuple:
     bounds, at = [0], 0
     for s in sizes:
         at = r.sym_binary("add", at, s)
@@ -261,7 +258,7 @@ def split_by_sizes(r: FxReader, x: Value, dim: int, sizes) -> tuple:
 
 
 @handles("split", "split_with_sizes", "unsafe_split", "unsafe_split_with_sizes", "split_copy")
-def _split(r: FxReader, x, *args, **kwargs):
+def _split(r: Reader, x, *args, **kwargs):
     size = kwargs.pop("split_size_or_sections", kwargs.pop("split_size", kwargs.pop("split_sizes", None)))
     a = bind(args if size is None else (size, *args), kwargs, "size, dim=0")
     x = r.tensor(x)
@@ -272,7 +269,7 @@ def _split(r: FxReader, x, *args, **kwargs):
 
 
 @handles("chunk", "unsafe_chunk")
-def _chunk(r: FxReader, *args, **kwargs):
+def _chunk(r: Reader, *args, **kwargs):
     a = bind(args, kwargs, "input, chunks, dim=0")
     x = r.tensor(a["input"])
     dim = norm_dim(int(scalar_of(a["dim"])), x.rank)
@@ -285,7 +282,7 @@ def _chunk(r: FxReader, *args, **kwargs):
 
 
 @handles("tensor_split")
-def _tensor_split(r: FxReader, *args, **kwargs):
+def _tensor_split(r: Reader, *args, **kwargs):
     """Into N pieces (the first n % N one longer), or at the given indices, as slices."""
     sections = kwargs.pop("sections", kwargs.pop("indices", kwargs.pop("tensor_indices_or_sections", None)))
     a = bind(args if sections is None else (args[0], sections, *args[1:]), kwargs, "input, sections, dim=0")

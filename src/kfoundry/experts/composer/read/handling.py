@@ -1,15 +1,53 @@
-"""What the readers and their handler modules share: the table a handler module fills, the error a handler
-raises for what the composer lacks, and the helpers that bind and convert a call's arguments."""
+"""What the readers and their handler modules share: what a handler may ask of the reader that calls it
+(`Reader`), the table a handler module fills, the error a handler raises for what the composer lacks, and the
+helpers that bind and convert a call's arguments."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
+from kfoundry.experts.composer.ir.builder import GraphBuilder
 from kfoundry.experts.composer.ir.graph import CONST, SYM, Value
+
+
+class Reader(Protocol):
+    """The reader as its handlers see it (lower_fx.FxReader, and lower_aten.AtenReader built on it): the graph
+    builder, the node being read (its handler key, its readable origin), the model's modules and state, the
+    handler of another key, and the building blocks every handler shares."""
+
+    b: GraphBuilder
+    key: str  # the handler key of the node being read ("add", "max", "nn.Linear", ...)
+
+    @property
+    def origin(self) -> str: ...
+
+    def module(self, path: str) -> torch.nn.Module: ...
+
+    def handler(self, key: str) -> Callable | None: ...
+
+    def attr(self, prefix: str, name: str) -> Value: ...
+
+    def config(self, prefix: str, name: str) -> Any: ...
+
+    def state(self, prefix: str, name: str) -> Value | None: ...
+
+    def op(self, name: str, args: list, **attrs: Any) -> Value: ...
+
+    def tensor(self, value: Any, what: str = "input") -> Value: ...
+
+    def unary(self, name: str, args: tuple, kwargs: dict) -> Any: ...
+
+    def binary(self, name: str, args: tuple, kwargs: dict, alpha: Any = 1) -> Any: ...
+
+    def sym_binary(self, name: str, x: Any, y: Any) -> Any: ...
+
+    def size_of(self, x: Value, dim: int) -> Value: ...
+
+    def sizes_of(self, x: Value) -> tuple: ...
 
 
 class Unsupported(Exception):

@@ -291,6 +291,10 @@ class FxReader:
             raise Unsupported(describe(node))
         return self.call(key, args, kwargs, describe(node))
 
+    def handler(self, key: str) -> Callable | None:
+        """The handler of a key, of any handler module (a module's handler reads its children by theirs)."""
+        return HANDLERS.get(key)
+
     def call(self, key: str, args: tuple, kwargs: dict, name: str) -> Any:
         if key in UNARY_FUNCTIONS:
             return self.unary(UNARY_FUNCTIONS[key], args, kwargs)

@@ -9,14 +9,10 @@ pointwise ops. A missing initial state is zero: the first step skips its hidden-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kfoundry.experts.composer.ir.graph import Value
 from kfoundry.experts.composer.read import decompose, fx_layout
-from kfoundry.experts.composer.read.handling import HandlerTable, Unsupported
-
-if TYPE_CHECKING:
-    from kfoundry.experts.composer.read.lower_fx import FxReader
+from kfoundry.experts.composer.read.handling import HandlerTable, Reader, Unsupported
 
 HANDLERS = HandlerTable()  # this module's handlers: lower_fx merges them into the reader's
 handles = HANDLERS.handles
@@ -39,27 +35,27 @@ class Cell:
         return self.kind != "GRU"
 
 
-def _part(r: FxReader, x: Value, dim: int, k: int, hidden: Value) -> Value:
+def _part(r: Reader, x: Value, dim: int, k: int, hidden: Value) -> Value:
     """The k-th of x's gates along dim (`hidden`, the weights' own size, wide each)."""
     start = r.sym_binary("mul", hidden, k) if k else 0
     return r.op("slice", [x], dim=dim, start=start, stop=r.sym_binary("mul", hidden, k + 1), step=1)
 
 
-def _gate(r: FxReader, gates: Value, k: int, hidden: Value) -> Value:
+def _gate(r: Reader, gates: Value, k: int, hidden: Value) -> Value:
     return _part(r, gates, gates.rank - 1, k, hidden)
 
 
-def _bias_part(r: FxReader, bias: Value | None, k: int, hidden: Value) -> Value | None:
+def _bias_part(r: Reader, bias: Value | None, k: int, hidden: Value) -> Value | None:
     return None if bias is None else _part(r, bias, 0, k, hidden)
 
 
-def _add(r: FxReader, a: Value | None, b: Value | None) -> Value | None:
+def _add(r: Reader, a: Value | None, b: Value | None) -> Value | None:
     if a is None or b is None:
         return a if b is None else b
     return r.op("add", [a, b])
 
 
-def step(r: FxReader, cell: Cell, projected: Value, h: Value | None, c: Value | None
+def step(r: Reader, cell: Cell, projected: Value, h: Value | None, c: Value | None
          ) -> tuple[Value, Value | None]:
     """One time step: `projected` is the input's projection for this step (with the biases the cell folds);
     h and c are the state (None: zero). Returns the new (h, c)."""
@@ -95,7 +91,7 @@ def step(r: FxReader, cell: Cell, projected: Value, h: Value | None, c: Value | 
     return new_h, new_c
 
 
-def _project(r: FxReader, cell: Cell, x: Value) -> Value:
+def _project(r: Reader, cell: Cell, x: Value) -> Value:
     """x @ w_ih.T + b_ih (+ b_hh where the cell folds it): one GEMM with the biases in its epilogue."""
     projected = decompose.linear(r.b, x, cell.w_ih, cell.b_ih, r.origin)
     return _add(r, projected, cell.b_hh) if cell.folds_hidden_bias else projected
@@ -108,7 +104,7 @@ def _kind(m) -> str:
     return name
 
 
-def _state_tensors(r: FxReader, state, kind: str) -> tuple[Value | None, Value | None]:
+def _state_tensors(r: Reader, state, kind: str) -> tuple[Value | None, Value | None]:
     if state is None:
         return None, None
     if kind == "LSTM":
@@ -118,7 +114,7 @@ def _state_tensors(r: FxReader, state, kind: str) -> tuple[Value | None, Value |
 
 
 @handles("nn.LSTM", "nn.GRU", "nn.RNN")
-def _m_recurrent(r: FxReader, m, path, x, state=None):
+def _m_recurrent(r: Reader, m, path, x, state=None):
     what = r.origin or f"nn.{type(m).__name__}"
     if getattr(m, "proj_size", 0):
         raise Unsupported(what, "proj_size")
@@ -146,7 +142,7 @@ def _m_recurrent(r: FxReader, m, path, x, state=None):
     return seq, (h_n, fx_layout.cat(r, [r.op("unsqueeze", [c], dim=0) for c in last_c], 0))
 
 
-def _direction(r: FxReader, m, path: str, kind: str, seq: Value, h0: Value | None, c0: Value | None, layer: int,
+def _direction(r: Reader, m, path: str, kind: str, seq: Value, h0: Value | None, c0: Value | None, layer: int,
                direction: int) -> tuple[Value, Value, Value | None]:
     """One direction of one layer: its output sequence and its last (h, c); the reverse direction runs from the
     last step to the first, so its last state is the one at step 0."""
@@ -169,7 +165,7 @@ def _direction(r: FxReader, m, path: str, kind: str, seq: Value, h0: Value | Non
 
 
 @handles("nn.LSTMCell", "nn.GRUCell", "nn.RNNCell")
-def _m_cell(r: FxReader, m, path, x, state=None):
+def _m_cell(r: Reader, m, path, x, state=None):
     x = r.tensor(x)
     if x.rank != 2:
         raise Unsupported(r.origin or f"nn.{type(m).__name__}", "an unbatched input")

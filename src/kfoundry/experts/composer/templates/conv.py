@@ -38,7 +38,7 @@ from kfoundry.experts.composer.emit.kernel import (
     unravel,
 )
 from kfoundry.experts.composer.ir.graph import number
-from kfoundry.experts.composer.plan.fusion import Group, kernel_name
+from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs

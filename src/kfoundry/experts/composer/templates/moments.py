@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kfoundry.experts.composer.emit.host import HostContext
 from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
-from kfoundry.experts.composer.plan.fusion import Group, kernel_name
+from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
 

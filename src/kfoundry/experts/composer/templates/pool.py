@@ -18,7 +18,7 @@ from kfoundry.experts.composer.emit.kernel import (
     space_sizes,
     unravel,
 )
-from kfoundry.experts.composer.plan.fusion import Group, kernel_name
+from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
 

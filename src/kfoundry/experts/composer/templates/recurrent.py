@@ -12,7 +12,7 @@ from __future__ import annotations
 from kfoundry.experts.composer.emit import expr
 from kfoundry.experts.composer.emit.host import HostContext
 from kfoundry.experts.composer.emit.kernel import KernelCode, KernelWriter, allocate
-from kfoundry.experts.composer.plan.fusion import Group, kernel_name
+from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
 from kfoundry.experts.composer.templates.gemm import dot_precision_host, dot_precisions, operand_bytes
 from kfoundry.types import DeviceFacts

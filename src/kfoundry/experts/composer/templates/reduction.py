@@ -36,7 +36,7 @@ from kfoundry.experts.composer.emit.kernel import (
     wrap_call,
 )
 from kfoundry.experts.composer.ir.graph import Op, Value, category
-from kfoundry.experts.composer.plan.fusion import Group, kernel_name
+from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, next_power_of_2, tile_need
 from kfoundry.experts.composer.templates.row_passes import Pass, gather_of, schedule
 from kfoundry.types import DeviceFacts

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kfoundry.experts.composer.emit.host import HostContext, product
 from kfoundry.experts.composer.emit.kernel import Access, Emitter, KernelCode, KernelWriter, Space, allocate
-from kfoundry.experts.composer.plan.fusion import Group, kernel_name
+from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
 
