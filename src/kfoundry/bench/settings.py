@@ -30,7 +30,7 @@ class BenchSettings:
         """The devices problems run on at once ([] or one: one problem at a time)."""
         if not self.devices:
             return []
-        from kfoundry.evaluate.pool import parse_devices
+        from kfoundry.evaluate.parent.pool import parse_devices
 
         return parse_devices(self.devices)
 
@@ -58,7 +58,7 @@ def validate(config: RunConfig) -> None:
     if bench.devices and options.device:
         raise UsageError("--devices and --device exclude each other: --devices names where problems run")
     config.validate()
-    from kfoundry.evaluate.options import resolve_device
+    from kfoundry.evaluate.parent.options import resolve_device
 
     resolve_device(options.device, options.precision)  # no CUDA, bf16 on CPU: said before any run
 
