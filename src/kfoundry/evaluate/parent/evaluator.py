@@ -659,11 +659,11 @@ class Evaluator:
         evaluation.guard.setdefault("kernel_names", (result.get("guard") or {}).get("kernel_names", []))
         self._check_trials(evaluation, checks)
         if evaluation.status == "ok" and self.options.guard:
-            dynamic_guard(self, evaluation, result.get("guard") or {}, checks)
+            dynamic_guard(evaluation, result.get("guard") or {}, checks, self.options.policy, self.prepared.weak)
         if evaluation.status == "ok" and "timing" in result:
             self._check_timing(evaluation, result["timing"], checks)
             if evaluation.status == "ok" and self.options.guard:
-                timing_guard(self, evaluation)
+                timing_guard(evaluation, self.options.policy)
         self._note_warnings(evaluation, checks)
         if evaluation.status == "ok":
             evaluation.message = self._ok_message(evaluation)

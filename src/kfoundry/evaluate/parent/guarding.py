@@ -3,15 +3,12 @@ its correctness trials (what ran, and the guard's extra runs), and after timing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kfoundry.guard.findings import Finding
 from kfoundry.guard.policy import cheating_message, dynamic_findings, physical_floor_ms, split
 from kfoundry.guard.static import check_source
 from kfoundry.types import Evaluation
-
-if TYPE_CHECKING:
-    from kfoundry.evaluate.parent.evaluator import Evaluator
 
 
 def _record(evaluation: Evaluation, failures: list[Finding], warnings: list[Finding]) -> None:
@@ -40,10 +37,9 @@ def static_guard(evaluation: Evaluation, source: str, policy: str) -> bool:
     return fail_with(evaluation, failures, warnings)
 
 
-def dynamic_guard(evaluator: "Evaluator", evaluation: Evaluation, report: dict[str, Any], checks) -> bool:
-    """What ran, and the guard's extra runs: kernels off, new data, moved data, outliers."""
-    policy = evaluator.options.policy
-    weak = evaluator.prepared.weak
+def dynamic_guard(evaluation: Evaluation, report: dict[str, Any], checks, policy: str, weak: dict[str, Any]) -> bool:
+    """What ran, and the guard's extra runs: kernels off, new data, moved data, outliers. `weak`: what the
+    judge found weak in the problem (the prepared problem's record)."""
     evaluation.guard.update({key: report.get(key) for key in (
         "launches_per_trial", "extension_calls", "compute_ops", "kernel_names", "kernels", "streams",
         "library_kernels", "profile_error", "graph_replays") if key in report})
@@ -81,7 +77,7 @@ def ghost_finding(checks) -> Finding | None:
     return Finding("ghost-replay", f"{off} the candidate still returned the right output")
 
 
-def timing_guard(evaluator: "Evaluator", evaluation: Evaluation) -> bool:
+def timing_guard(evaluation: Evaluation, policy: str) -> bool:
     """GPU: work the events did not see, and times below what the hardware allows."""
     timing, findings = evaluation.timing, []
     stats = timing.candidate
@@ -103,5 +99,5 @@ def timing_guard(evaluator: "Evaluator", evaluation: Evaluation) -> bool:
             findings.append(Finding(
                 "physical-limit", f"{stats.median_ms:.4g} ms is below {floor:.4g} ms, the time to read the inputs and "
                 f"write the outputs once at {max(facts.peak_bandwidth_gbs or 0, sheet[0] if sheet else 0):.0f} GB/s"))
-    failures, warnings = split(findings, evaluator.options.policy)
+    failures, warnings = split(findings, policy)
     return fail_with(evaluation, failures, warnings)
