@@ -4,6 +4,6 @@ the baseline process, the memory plan, the guard's hooks, the re-runs under ncu 
 environment faults and the options.
 
 Run by the parent only; it never imports a candidate. It may import every other subpackage of
-kfoundry.evaluate (their message types, and the reference side's helpers to size a problem); none of them
-imports it.
+kfoundry.evaluate (their message types, the baselines' cache, the reference side's helpers to size a
+problem); none of them imports it.
 """
