@@ -53,7 +53,7 @@ def worker(problem: Path, candidates: list[Path], do_compile: bool, tolerance: f
     import torch
     from triton.testing import do_bench
 
-    from kfoundry.evaluate.compare import error_ratio
+    from kfoundry.evaluate.reference.compare import error_ratio
     from kfoundry.problem import (
         build_model,
         init_inputs_of,

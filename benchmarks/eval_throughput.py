@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from kfoundry.evaluate import EvalOptions, Evaluator  # noqa: E402
-from kfoundry.evaluate.gpu_lock import ENV_TIMELINE, concurrency, exclusive_overlaps, read_timeline, render_timeline  # noqa: E402
-from kfoundry.evaluate.host_memory import MemorySampler  # noqa: E402
+from kfoundry.evaluate.parent.host_memory import MemorySampler  # noqa: E402
+from kfoundry.evaluate.timing.gpu_lock import ENV_TIMELINE, concurrency, exclusive_overlaps, read_timeline, render_timeline  # noqa: E402
 
 PROBLEMS = ROOT / "benchmarks" / "throughput"
 PHASES = ("worker_wait_s", "compile_s", "correctness_s", "guard_s", "timing_s", "judge_s", "judge_lock_wait_s",

@@ -1,10 +1,10 @@
 """The judge's comparison of one large output on the GPU: PyTorch's float64 passes against the fused
-one-pass kernel (kfoundry.evaluate.compare_fused), on the same tensors, in one run.
+one-pass kernel (kfoundry.evaluate.reference.compare_fused), on the same tensors, in one run.
 
 For outputs of 0.26, 1.07 and 2.15 GB (fp32): the median of 5 comparisons each way (after one warm-up
 that also compiles the kernel), the peak of extra GPU memory each way, and whether both gave the same
 figures. The candidate's output is the reference plus noise at 1e-5, with one element off by 1.
-Both ways again with the truth held as the judge keeps it (a float32 correction, evaluate.truth):
+Both ways again with the truth held as the judge keeps it (a float32 correction, evaluate.reference.truth):
 the same verdict and figures, the error ratios moved by at most 2^-24 e(reference).
 
     python benchmarks/judge_compare.py [--json benchmarks/results/judge_compare-....json]
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from kfoundry.evaluate import compare, compare_fused, truth as truths  # noqa: E402
+from kfoundry.evaluate.reference import compare, compare_fused, truth as truths  # noqa: E402
 
 
 def timed(fn) -> tuple[float, int, object]:
@@ -58,7 +58,7 @@ def main() -> int:
         def run(c=candidate, r=reference, t=truth):
             return compare.compare_tensor(c, r, t, atol, atol)
 
-        # the truth as the judge keeps it: a float32 correction beside the reference (evaluate.truth)
+        # the truth as the judge keeps it: a float32 correction beside the reference (evaluate.reference.truth)
         [held] = truths.compact([reference], [truth])
         assert isinstance(held, truths.Correction)
 

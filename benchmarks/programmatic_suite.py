@@ -526,7 +526,7 @@ def _result_figures(result: dict[str, Any] | None) -> dict[str, Any]:
 def run_figures(gathered: dict[str, Any]) -> dict[str, Any]:
     """From one problem's run (kfoundry.runs.report_data.gather): LLM calls, why it stopped, the search's course,
     its best against the roofs, the problem's floor, and the max-autotune baseline."""
-    from kfoundry.evaluate.device_facts import datasheet_for
+    from kfoundry.evaluate.shared.device_facts import datasheet_for
 
     figures = {**_result_figures(gathered.get("result")), **search_course(gathered["evaluations"])}
     point = gathered.get("roofline") or {}
@@ -615,7 +615,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     from kfoundry.bench.runner import run_bench
     from kfoundry.bench.settings import BenchSettings
     from kfoundry.bench.suite import discover
-    from kfoundry.evaluate.options import EvalOptions, resolve_device
+    from kfoundry.evaluate.parent.options import EvalOptions, resolve_device
     from kfoundry.optimize.settings import OptimizeSettings
     from kfoundry.problem import parse_set_values
     from kfoundry.run_config import RunConfig

@@ -65,8 +65,8 @@ def store_figures(run_dir: Path) -> dict[str, Any]:
 
 
 def run_one(problem: Path, devices: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from kfoundry.evaluate.options import EvalOptions
-    from kfoundry.evaluate.pool import parse_devices
+    from kfoundry.evaluate.parent.options import EvalOptions
+    from kfoundry.evaluate.parent.pool import parse_devices
     from kfoundry.optimize import OptimizeSettings, optimize
     from kfoundry.problem import parse_set_values
 

@@ -102,7 +102,7 @@ def _parents(name: str) -> dict[str, list]:
 def render_showcase(out: Path, backend: str = "triton", target_gpu: str = "H200") -> list[Path]:
     """Write the showcase into `out` (system prompts in out/system/, user prompts in out/PROBLEM/); returns the
     files written."""
-    from kfoundry.evaluate.device_facts import prompt_device
+    from kfoundry.evaluate.shared.device_facts import prompt_device
     from kfoundry.types import DeviceFacts
 
     device = prompt_device(DeviceFacts(kind="cpu", name="the showcase's CPU"), target_gpu)

@@ -83,7 +83,7 @@ def test_a_choice_outside_the_list_is_refused_before_anything_runs(problems_dir,
 
 def test_the_choices_are_the_names_the_code_accepts():
     from kfoundry.bench.settings import METHODS as BENCH_METHODS
-    from kfoundry.evaluate.options import BASELINE_NAMES, SANDBOX_MODES
+    from kfoundry.evaluate.parent.options import BASELINE_NAMES, SANDBOX_MODES
     from kfoundry.experts.llm_experts import EXPERTS
     from kfoundry.guard.findings import POLICIES
     from kfoundry.library.store import ITEM_TYPES

@@ -365,7 +365,7 @@ def test_the_main_process_reads_a_problem_that_asks_for_cuda_on_the_host(tmp_pat
     what they ask of CUDA stays on the meta device or the CPU, and no CUDA context can be made meanwhile."""
     import torch
 
-    from kfoundry.evaluate.memory_plan import problem_sizes
+    from kfoundry.evaluate.parent.memory_plan import problem_sizes
     from kfoundry.problem import on_host
     from kfoundry.problem_signature import signature
 

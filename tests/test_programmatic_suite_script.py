@@ -268,7 +268,7 @@ def test_the_bench_continues_a_search_cut_short(ps, tmp_path):
     """A problem's run interrupted by the end of a device call is continued with --resume: the bench then calls
     the optimize it was handed with the run's folder alone (it failed at once, 'missing ... problem', on the
     H200 before)."""
-    from kfoundry.evaluate.options import EvalOptions
+    from kfoundry.evaluate.parent.options import EvalOptions
     from kfoundry.optimize import optimize
 
     run_dir = tmp_path / "run"

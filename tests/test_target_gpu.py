@@ -8,7 +8,7 @@ import pytest
 
 from kfoundry.config import load_run_config, load_settings
 from kfoundry.errors import UsageError
-from kfoundry.evaluate.device_facts import cpu_facts
+from kfoundry.evaluate.shared.device_facts import cpu_facts
 from kfoundry.optimize.session import Session
 from kfoundry.run_config import RunConfig
 from kfoundry.search import Archipelago

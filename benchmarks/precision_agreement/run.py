@@ -1,7 +1,7 @@
 """Do CPU verdicts agree with GPU verdicts on precision? Each problem of this folder (a Linear, a 3x3
 convolution with a ReLU, a convolution followed by GroupNorm) gets a hand-written candidate at every
 `tl.dot` precision of candidates.py (IEEE, TF32, TF32x3, fp16, fp16x3 split), judged by the evaluator on the
-CPU (Triton's interpreter, with the GPU's arithmetic emulated: kfoundry.evaluate.emulated_precision) and on
+CPU (Triton's interpreter, with the GPU's arithmetic emulated: kfoundry.evaluate.worker.emulated_precision) and on
 the GPU, at the same sizes, fp32 at --tolerance. Prints a table (problem, precision, each device's verdict
 with e(candidate) and e(reference) against the float64 truth, whether they agree) and writes JSON.
 
@@ -55,7 +55,7 @@ def rounding_probe() -> dict[str, Any]:
     import triton
     import triton.language as tl
 
-    from kfoundry.evaluate.emulated_precision import emulated_dot, tf32
+    from kfoundry.evaluate.worker.emulated_precision import emulated_dot, tf32
 
     @triton.jit
     def dot16(a_ptr, b_ptr, c_ptr, DOT: tl.constexpr):
@@ -105,7 +105,7 @@ def judge(problem: str, device: str, dots: list[str], args: argparse.Namespace,
     from candidates import source
 
     from kfoundry.evaluate import EvalOptions, Evaluator
-    from kfoundry.evaluate.precision_check import describe
+    from kfoundry.evaluate.parent.precision_check import describe
 
     options = EvalOptions(device=device, trials=args.trials, tolerance=args.tolerance, seed=args.seed,
                           baselines=(), timeout_s=600.0)

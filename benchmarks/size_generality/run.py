@@ -3,7 +3,7 @@
 The workflow of `--set` (docs/commands.md: check small on the CPU, time large on a GPU), as a user runs it. On a CPU
 machine (`--stage cpu`): compose each problem at small --set sizes (SMALL below) and judge every candidate there
 with the evaluator (Triton's interpreter, the GPU's dot precision emulated), then judge it again at a second small
-size set (kfoundry.evaluate.size_check, as `eval --check-sizes` does). The record keeps each candidate's source. On
+size set (kfoundry.evaluate.parent.size_check, as `eval --check-sizes` does). The record keeps each candidate's source. On
 a GPU machine (`--stage gpu --merge CPU_RECORD.json`): judge the same sources at the problem files' own sizes.
 Prints one table (problem, candidate, CPU verdict at the composed sizes, at the second set, GPU verdict at the
 file's sizes, and whether the CPU's verdicts foretold the GPU's) and writes JSON.
@@ -60,7 +60,7 @@ def _verdict(evaluation) -> dict[str, Any]:
 
 def cpu_stage(args: argparse.Namespace, problems: list[str], folder: Path) -> list[dict[str, Any]]:
     from kfoundry.evaluate import EvalOptions, Evaluator
-    from kfoundry.evaluate.size_check import check_sizes
+    from kfoundry.evaluate.parent.size_check import check_sizes
     from kfoundry.experts.composer import compose
     from kfoundry.types import to_jsonable
 

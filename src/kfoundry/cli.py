@@ -106,7 +106,7 @@ def render_evaluation(evaluation, console: Console) -> None:
                   f"{_fmt(c.error_ratio_candidate, digits=3)} / {_fmt(c.error_ratio_reference, digits=3)} "
                   f"(vs {c.ground_truth} truth, in tolerance units)")
     if evaluation.precision:
-        from kfoundry.evaluate.precision_check import describe
+        from kfoundry.evaluate.parent.precision_check import describe
 
         table.add_row("precision checked", describe(evaluation.precision))
     if evaluation.other_sizes is not None:
@@ -313,8 +313,8 @@ def _parse_set(items: Optional[list[str]]) -> dict:
 
 
 def _run_size_check(problem: Path, candidate: Path, options, second: dict, as_json: bool):
-    """kfoundry.evaluate.size_check with progress on stderr; bad input exits 2 with a message."""
-    from kfoundry.evaluate.size_check import check_sizes
+    """kfoundry.evaluate.parent.size_check with progress on stderr; bad input exits 2 with a message."""
+    from kfoundry.evaluate.parent.size_check import check_sizes
 
     try:
         with _progress_display("checking other sizes", as_json) as progress:

@@ -35,7 +35,7 @@ def complete_baselines(incomplete: str) -> list[str]:
 
 def complete_gpu(incomplete: str) -> list[str]:
     """--target-gpu's names as people write them (H100 PCIe, RTX 4090), which the table looks up."""
-    from kfoundry.evaluate.gpu_table import known_names
+    from kfoundry.evaluate.shared.gpu_table import known_names
 
     short = [name.removeprefix("NVIDIA ").removeprefix("GeForce ") for name in known_names()]
     return [name for name in short if name.lower().startswith(incomplete.lower())]

@@ -108,7 +108,7 @@ def _level(value: Any) -> str:
 
 
 def _gpu(value: Any) -> str:
-    from kfoundry.evaluate.gpu_table import known_names, lookup
+    from kfoundry.evaluate.shared.gpu_table import known_names, lookup
 
     name = str(value).strip()
     if lookup(name) is None:

@@ -102,7 +102,7 @@ def generate(problem: str | Path, llm, *, expert: str | None = None, parents: li
     """One expert step for `problem` with `llm` (a kfoundry.llm Provider). Parents are evaluated
     first (their diagnoses steer the expert and fill its prompt). On a CPU the prompt shows
     `target_gpu`'s datasheet figures (a typical GPU's when None); on a GPU, the GPU's own."""
-    from kfoundry.evaluate.device_facts import prompt_device, target_facts
+    from kfoundry.evaluate.shared.device_facts import prompt_device, target_facts
     from kfoundry.experts import EXPERTS, ParentInfo, PromptContext, Router, render
     from kfoundry.experts.roofline_text import estimate
     from kfoundry.experts.llm_step import ask

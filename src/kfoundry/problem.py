@@ -188,7 +188,7 @@ _problem_folders: set[str] = set()  # folders load_problem_module put on sys.pat
 
 def problem_folders() -> frozenset[str]:
     """The problems' folders that this process put on its sys.path (each goes to its own problem's
-    workers only: kfoundry.evaluate.process)."""
+    workers only: kfoundry.evaluate.parent.process)."""
     return frozenset(_problem_folders)
 
 

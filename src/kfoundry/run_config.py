@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.bench.settings import BenchSettings
-from kfoundry.evaluate.options import EvalOptions
+from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.llm.settings import LLMSettings
 from kfoundry.logs import LogSettings
 from kfoundry.optimize.settings import OptimizeSettings

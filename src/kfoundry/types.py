@@ -249,7 +249,7 @@ class Evaluation:
     profile: dict[str, Any] = field(default_factory=dict)  # GPU: kernels (name, stream, time), triton metadata
     tools: dict[str, Any] = field(default_factory=dict)  # raw output of ncu / compute-sanitizer re-runs
     sandbox: dict[str, Any] = field(default_factory=dict)  # what held in the worker (kfoundry.sandbox.policy)
-    # how its precision was checked: on the GPU, or emulated on the CPU (kfoundry.evaluate.emulated_precision)
+    # how its precision was checked: on the GPU, or emulated on the CPU (kfoundry.evaluate.worker.emulated_precision)
     precision: dict[str, Any] = field(default_factory=dict)
     other_sizes: SizeCheck | None = None  # --check-sizes: the candidate judged again at a second size set
     diagnosis: Diagnosis | None = None

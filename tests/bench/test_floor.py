@@ -24,7 +24,7 @@ from kfoundry.bench.runner import run_bench
 from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import discover
 from kfoundry.bench.table import print_report
-from kfoundry.evaluate.options import EvalOptions
+from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.run_config import RunConfig
 from kfoundry.runs import RunStore

@@ -13,7 +13,7 @@ from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import discover
 from kfoundry.bench.table import print_report
 from kfoundry.errors import UsageError
-from kfoundry.evaluate.options import EvalOptions
+from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.run_config import RunConfig
 from kfoundry.runs import RunStore

@@ -11,7 +11,7 @@ import pytest
 import kfoundry
 
 from kfoundry.diagnose.errors import error_findings, triton_cause
-from kfoundry.evaluate.failures import describe_exception
+from kfoundry.evaluate.worker.failures import describe_exception
 from kfoundry.types import STATUSES, Evaluation
 from tests.helpers import marker_line
 

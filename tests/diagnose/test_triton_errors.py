@@ -27,7 +27,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kfoundry.diagnose.triton_errors import exception_chain, triton_error_details
-from kfoundry.evaluate.failures import describe_exception
+from kfoundry.evaluate.worker.failures import describe_exception
 
 out = []
 for case in json.loads(sys.argv[1]):

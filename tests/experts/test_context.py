@@ -58,7 +58,7 @@ CPU_DOTS = ("on the CPU tl.dot's input_precision is emulated as a GPU's tensor c
 
 
 def test_the_checked_line_says_what_the_cpu_emulated_of_the_parents_dots():
-    from kfoundry.evaluate.precision_check import precision_record
+    from kfoundry.evaluate.parent.precision_check import precision_record
 
     def checked(status="ok", **record):
         evaluation = Evaluation(status=status, message="", device="cpu", precision=precision_record("cpu", **record))

@@ -1,7 +1,7 @@
 """kfoundry.experts.device_text: every figure of the device, and where it comes from; on a CPU run a
 target GPU's datasheet figures, never advice to the operator."""
 
-from kfoundry.evaluate.device_facts import prompt_device
+from kfoundry.evaluate.shared.device_facts import prompt_device
 from kfoundry.experts.device_text import device_lines
 from kfoundry.types import DeviceFacts
 

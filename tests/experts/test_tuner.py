@@ -336,7 +336,7 @@ def _over(checks: dict[str, tuple[int, int]]) -> list[str]:
 @pytest.mark.parametrize("target", ["H200", "A100", "RTX 4090"])
 @pytest.mark.parametrize("parent", [LINEAR, CONV], ids=["linear", "conv"])
 def test_a_variant_over_the_devices_limits_is_never_proposed(parent, target):
-    from kfoundry.evaluate.device_facts import target_facts
+    from kfoundry.evaluate.shared.device_facts import target_facts
 
     facts = target_facts(target)
     before = _checks(parent, facts)
@@ -351,7 +351,7 @@ def test_a_variant_over_the_devices_limits_is_never_proposed(parent, target):
 
 
 def test_the_128x128x32_linear_in_3_stages_fits_an_h200_but_not_an_rtx_4090():
-    from kfoundry.evaluate.device_facts import target_facts
+    from kfoundry.evaluate.shared.device_facts import target_facts
 
     smem = next(v for k, v in _checks(LINEAR, target_facts("H200")).items() if k.endswith("shared memory"))
     assert smem == (3 * (128 * 32 + 32 * 128) * 4 + 8192, 232448)  # 96 KiB of tiles and the reserve
@@ -371,7 +371,7 @@ CONV_OVER_CHANNELS = LINEAR.replace("BM, BN, BK = 128, 128, 32",
 def test_a_tile_sized_on_the_host_is_still_checked():
     """The conv reduced over its channels whose tuner child (BM 256, BK 64, 4 stages) asked the H200 for 327680
     bytes: its BN is sized on the host (taken as 128), and that child is never proposed."""
-    from kfoundry.evaluate.device_facts import target_facts
+    from kfoundry.evaluate.shared.device_facts import target_facts
 
     h200 = target_facts("H200")
     parent = CONV_OVER_CHANNELS.replace("num_warps=8, num_stages=3", "num_warps=8, num_stages=2")

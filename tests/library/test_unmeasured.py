@@ -10,7 +10,7 @@ from kfoundry.library.cli import library_app
 from kfoundry.library.distil import measured, rule_insights
 from tests.library.conftest import GEMM_SIG
 
-CPU = "AMD EPYC 7B13 (2 cores)"  # as evaluate.device_facts.cpu_facts names a CPU
+CPU = "AMD EPYC 7B13 (2 cores)"  # as evaluate.shared.device_facts.cpu_facts names a CPU
 
 
 def _step(lib, outcome="ok", before=None, after=None, device=CPU, expert="tuner", category="memory-bound",

@@ -79,7 +79,7 @@ def test_verdicts_given_before_a_baseline_get_it_while_the_evaluator_is_open(tmp
     """On a GPU a fast search ends before torch.compile's baseline does: its verdicts are completed while the
     evaluator (and so the baseline process) is still open, not after it closed and killed that process. On CPU
     there is no baseline: each verdict is marked as waiting for one, and completing it records when it ran."""
-    from kfoundry.evaluate.evaluator import Evaluator
+    from kfoundry.evaluate.parent.evaluator import Evaluator
 
     evaluate_one, seen = Evaluator.evaluate, []
 
@@ -156,7 +156,7 @@ def test_a_recorded_run_replays_to_the_same_candidates(tmp_path):
 
 
 def test_an_evaluator_that_fails_on_a_candidate_gives_a_stored_crash_and_the_run_goes_on(tmp_path, monkeypatch):
-    from kfoundry.evaluate.evaluator import Evaluator
+    from kfoundry.evaluate.parent.evaluator import Evaluator
 
     real, calls = Evaluator.evaluate, []
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.evaluate.signed_cache import KEY_FILE
+from kfoundry.evaluate.shared.signed_cache import KEY_FILE
 from kfoundry.llm.redact import MASK
 from kfoundry.sandbox import landlock
 from tests.helpers import alive

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.evaluate.host_memory import process_tree
+from kfoundry.evaluate.parent.host_memory import process_tree
 from kfoundry.sandbox import lifeline
 from tests.helpers import alive
 
@@ -63,7 +63,7 @@ def _stat(pid: int) -> tuple[int, int]:
     return int(fields[1]), int(fields[2])
 
 
-WORKER_COMMANDS = (b"kfoundry.sandbox.start", b"kfoundry.evaluate.forkserver")  # started, or forked from a server
+WORKER_COMMANDS = (b"kfoundry.sandbox.start", b"kfoundry.evaluate.worker.fork_server")  # started, or forked from a server
 
 
 def _ours(pid: int) -> bool:

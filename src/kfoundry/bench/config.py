@@ -23,7 +23,7 @@ def validate(config: RunConfig) -> None:
     if bench.devices and options.device:
         raise UsageError("--devices and --device exclude each other: --devices names where problems run")
     config.validate()
-    from kfoundry.evaluate.options import resolve_device
+    from kfoundry.evaluate.parent.options import resolve_device
 
     resolve_device(options.device, options.precision)  # no CUDA, bf16 on CPU: said before any run
 

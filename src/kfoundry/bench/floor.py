@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kfoundry.evaluate.device_facts import datasheet_for
+from kfoundry.evaluate.shared.device_facts import datasheet_for
 from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import ProblemCost
 

@@ -30,7 +30,7 @@ from kfoundry.bench.results import (FIGURES, CandidateResult, ProblemResult, Sam
 from kfoundry.bench.config import describe
 from kfoundry.bench.suite import SolutionFile, SuiteProblem, find_samples, solution_candidates
 from kfoundry.errors import CandidateFileError, EnvironmentFault, ProblemError, UsageError
-from kfoundry.evaluate.options import EvalOptions
+from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.problem import read_problem
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def run_problem(problem: SuiteProblem, config: RunConfig, run_dir: Path, rel_run
         else:
             _evaluate(problem, config, run_dir, set_values, result, progress)
     except ProblemError as exc:
-        from kfoundry.evaluate.memory_plan import is_too_large
+        from kfoundry.evaluate.parent.memory_plan import is_too_large
 
         result.status = R.TOO_LARGE if is_too_large(exc) else R.PROBLEM_ERROR
         result.message, result.compiled = str(exc), False
@@ -138,7 +138,7 @@ def _evaluate(problem: SuiteProblem, config: RunConfig, run_dir: Path, set_value
         result.take_figures(samples[0])
     reported = records.get(result.best_sample if solutions else 0)
     if solutions and result.correct and config.search.check_sizes:
-        from kfoundry.evaluate.size_check import check_sizes
+        from kfoundry.evaluate.parent.size_check import check_sizes
         from kfoundry.types import to_jsonable
 
         best = next(f for f in files if f.sample_id == result.best_sample)

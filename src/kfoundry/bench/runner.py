@@ -168,7 +168,7 @@ def run_bench(suite: Suite, config: RunConfig, out: str | Path, *, resume: bool 
             for index, problem in enumerate(suite.problems, start=1):
                 one(index, problem, None)
         else:  # different problems on different devices at once
-            from kfoundry.evaluate.pool import DeviceSlots
+            from kfoundry.evaluate.parent.pool import DeviceSlots
 
             slots = DeviceSlots(devices)
 

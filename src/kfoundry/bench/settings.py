@@ -24,7 +24,7 @@ class BenchSettings:
         """The devices problems run on at once ([] or one: one problem at a time)."""
         if not self.devices:
             return []
-        from kfoundry.evaluate.pool import parse_devices
+        from kfoundry.evaluate.parent.pool import parse_devices
 
         return parse_devices(self.devices)
 

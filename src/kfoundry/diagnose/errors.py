@@ -3,7 +3,7 @@ runtime_error, timeout and crash. One finding of severity "error" names the caus
 what to do; "warning" and "info" findings point at the likely culprits (the lint's loads and stores
 without masks, the launch that sets a block size, the loops that may never end).
 
-The evidence is what the worker recorded in `evaluation.error` (kfoundry.evaluate.failures): the
+The evidence is what the worker recorded in `evaluation.error` (kfoundry.evaluate.worker.failures): the
 exception, the candidate's frame, and for kernels `error["triton"]` (triton_errors) and
 `error["nvcc"]` (cuda_errors); for a crash, the signal and the tail of the worker's stderr.
 """

@@ -15,8 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kfoundry.evaluate.evaluator import Evaluator
-from kfoundry.evaluate.options import EvalOptions
+from kfoundry.evaluate.parent.evaluator import Evaluator
+from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.sandbox.process_flags import make_non_dumpable
 from kfoundry.types import to_jsonable
 

@@ -20,8 +20,8 @@ from typing import Any, Self
 from kfoundry.distributed.actor import EvaluationWorker
 from kfoundry.distributed.cluster import ClusterError, connect, require_ray
 from kfoundry.errors import CandidateFileError, KFoundryError, UsageError
-from kfoundry.evaluate.evaluator import Progress
-from kfoundry.evaluate.options import EvalOptions, resolve_device
+from kfoundry.evaluate.parent.evaluator import Progress
+from kfoundry.evaluate.parent.options import EvalOptions, resolve_device
 from kfoundry.problem import ProblemSource, read_problem, read_source
 from kfoundry.types import DeviceFacts, Evaluation, ProblemCost
 

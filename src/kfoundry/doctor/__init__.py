@@ -52,7 +52,7 @@ def run_doctor(device: str | None = None, progress: Progress | None = None) -> l
     where there is one, else the CPU)."""
     from kfoundry.doctor.tiny_eval import check_eval
     from kfoundry.doctor.worker_check import check_worker
-    from kfoundry.evaluate.options import resolve_device
+    from kfoundry.evaluate.parent.options import resolve_device
 
     say = progress or (lambda message: None)
     say("versions, GPUs, JAX, the import path")

@@ -19,8 +19,8 @@ from kfoundry.doctor.check import Check, passed, problem
 from kfoundry.paths import inside
 
 # what a worker loads before any job's code: the sandbox's entry point, the worker, the jobs' modules
-WORKER_MODULES = ("kfoundry.sandbox.start", "kfoundry.evaluate.worker", "kfoundry.evaluate.candidate_job",
-                  "kfoundry.evaluate.judge_job", "kfoundry.evaluate.baseline_job")
+WORKER_MODULES = ("kfoundry.sandbox.start", "kfoundry.evaluate.worker.entry", "kfoundry.evaluate.worker.candidate_job",
+                  "kfoundry.evaluate.reference.judge_job", "kfoundry.evaluate.reference.baseline_job")
 NAME = "import path"
 
 

@@ -10,7 +10,7 @@ import os
 import platform
 
 from kfoundry.doctor.check import Check, passed, problem
-from kfoundry.evaluate.environment_faults import GIB, OTHERS_MIN_BYTES, gpus_of, others_holding, our_pids
+from kfoundry.evaluate.parent.environment_faults import GIB, OTHERS_MIN_BYTES, gpus_of, others_holding, our_pids
 from kfoundry.gpu_usage import GpuUsage, gpu_usage
 
 TORCH_INSTALL = "https://pytorch.org/get-started/locally/"

@@ -1,4 +1,4 @@
-"""One real sandboxed worker, started as an evaluation starts a candidate's (kfoundry.evaluate.process.Worker),
+"""One real sandboxed worker, started as an evaluation starts a candidate's (kfoundry.evaluate.parent.process.Worker),
 asked to read every entry of the parent's import path and import what a job needs (kfoundry.doctor.probe_job):
 the sandbox it put in force, what it could not read or import, and whether CUDA starts in it."""
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from kfoundry.doctor.check import Check, passed, problem
 from kfoundry.doctor.import_path import import_path
-from kfoundry.evaluate import environment_faults as faults
+from kfoundry.evaluate.parent import environment_faults as faults
 
-PROBE_MODULES = ("kfoundry.evaluate.candidate_job", "kfoundry.evaluate.judge_job", "torch", "triton")
+PROBE_MODULES = ("kfoundry.evaluate.worker.candidate_job", "kfoundry.evaluate.reference.judge_job", "torch", "triton")
 WORKER = "a sandboxed worker"
 SANDBOX_FIX = ("a Linux kernel with Landlock (5.13+, ABI 4+ for TCP) and seccomp gives every part; on a machine "
                "you trust, --sandbox off runs candidates with your full access and says so")
@@ -23,7 +23,7 @@ SANDBOX_FIX = ("a Linux kernel with Landlock (5.13+, ABI 4+ for TCP) and seccomp
 def _own_process() -> Iterator[None]:
     """The worker starts as a process of its own, as every worker does on a GPU: a fork server's child has
     its imports done before its sandbox, so it would prove nothing about them."""
-    from kfoundry.evaluate.forkserver import ENABLE_ENV
+    from kfoundry.evaluate.parent.forkserver import ENABLE_ENV
 
     before = os.environ.get(ENABLE_ENV)
     os.environ[ENABLE_ENV] = "0"
@@ -64,7 +64,7 @@ def _module_problems(modules: dict[str, Any]) -> list[Check]:
 
 def check_worker(device: str = "cpu", timeout_s: float = 180.0) -> list[Check]:
     """The sandbox line, the worker line and, on a GPU, the CUDA line."""
-    from kfoundry.evaluate.process import Worker
+    from kfoundry.evaluate.parent.process import Worker
 
     entries = import_path()
     with _own_process():

@@ -3,8 +3,19 @@
 `kfoundry.evaluate(problem, candidate, **settings)` evaluates one candidate; this module is
 callable for that. `Evaluator` evaluates many candidates against one prepared problem.
 
+Its subpackages follow the processes that run them; imports point down this list, never up:
+
+- `parent/`: the parent process (the Evaluator, its workers and their pool, the memory plan, the guard's
+  hooks, environment faults, the options);
+- `worker/`: inside every worker process: its entry (which runs the job it is sent), the candidate's job
+  and its replay, and the fork server that CPU workers are forked from;
+- `reference/`: the reference side, the judge process and the baseline process (expected outputs,
+  comparisons, the float64 truth, baseline timings); they never import a candidate;
+- `timing/`: GPU timing and the GPU lock, in every process that uses the GPU;
+- `shared/`: what the processes share: the protocol's names, tensor transport, device facts.
+
 The names below are imported on first use: the evaluation processes (the judge, the baseline process,
-candidate workers: kfoundry.evaluate.worker) import this package too, and they need none of the
+candidate workers: kfoundry.evaluate.worker.entry) import this package too, and they need none of the
 evaluator's own modules (the parent's orchestration, its diagnosis and static guard).
 """
 
@@ -13,7 +24,7 @@ import types
 from importlib import import_module
 from typing import Any
 
-_WHERE = {"EvalOptions": "options", "Evaluator": "evaluator", "evaluate": "evaluator"}
+_WHERE = {"EvalOptions": "parent.options", "Evaluator": "parent.evaluator", "evaluate": "parent.evaluator"}
 
 __all__ = sorted(_WHERE)
 
@@ -26,7 +37,7 @@ def __getattr__(name: str) -> Any:
 
 class _CallableModule(types.ModuleType):
     def __call__(self, *args, **kwargs):
-        from kfoundry.evaluate.evaluator import evaluate
+        from kfoundry.evaluate.parent.evaluator import evaluate
 
         return evaluate(*args, **kwargs)
 

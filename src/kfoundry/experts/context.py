@@ -49,7 +49,7 @@ def checked_text(evaluation: Evaluation) -> str:
     """What a parent's verdict covers, said plainly: where it was given (a GPU, by name, or the CPU) and at
     which sizes (the file's own only when they were), at other sizes where the generalisation check ran, how
     its `tl.dot` precision was checked (run by the GPU, or emulated on the CPU: see
-    kfoundry.evaluate.emulated_precision) and whether its speed was measured. Only what the evaluation
+    kfoundry.evaluate.worker.emulated_precision) and whether its speed was measured. Only what the evaluation
     records is said: without a precision record or a device, nothing on where or how."""
     where = _checked_on(evaluation)
     verb = "verified" if evaluation.status == "ok" else "judged"
@@ -69,7 +69,7 @@ def checked_text(evaluation: Evaluation) -> str:
     return "; ".join(parts)
 
 
-# tl.dot's input_precision values whose fp32 products the CPU rounds to TF32 (kfoundry.evaluate.emulated_precision)
+# tl.dot's input_precision values whose fp32 products the CPU rounds to TF32 (kfoundry.evaluate.worker.emulated_precision)
 _TF32 = ("tf32", "tf32x3")
 
 
@@ -88,7 +88,7 @@ def _checked_on(evaluation: Evaluation) -> str:
 
 def _dot_precision(record: dict[str, Any]) -> list[str]:
     """What the verdict says of the candidate's tl.dot precision (its TF32 paths), from the precision record
-    (kfoundry.evaluate.precision_check.precision_record)."""
+    (kfoundry.evaluate.parent.precision_check.precision_record)."""
     if record.get("checked") == "gpu":
         return ["tl.dot runs on that GPU itself, TF32 included: nothing emulated"]
     if record.get("checked") != "cpu":

@@ -1,12 +1,12 @@
 """Device facts as the lines a prompt shows: every figure, or "not measured" where it is missing.
 
 A GPU run shows the GPU's own facts. A CPU run shows a target GPU's datasheet facts
-(kfoundry.evaluate.device_facts.prompt_device: the one named, or a typical one) and says that speed
+(kfoundry.evaluate.shared.device_facts.prompt_device: the one named, or a typical one) and says that speed
 is not measured on this run."""
 
 from __future__ import annotations
 
-from kfoundry.evaluate.device_facts import TARGET, TYPICAL_TARGET, prompt_device
+from kfoundry.evaluate.shared.device_facts import TARGET, TYPICAL_TARGET, prompt_device
 from kfoundry.types import DeviceFacts
 
 NOT_MEASURED = "not measured"

@@ -1,5 +1,5 @@
 """A Triton launch as JSON, as the launch tracker sees it on a CPU (through the interpreter): what
-kfoundry.evaluate.target_compile needs to compile the same kernel for the target GPU in another process."""
+kfoundry.evaluate.worker.target_compile needs to compile the same kernel for the target GPU in another process."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 from kfoundry.library.similarity import kind_label
 
 
-# How kfoundry.evaluate.device_facts.cpu_facts names a CPU ("AMD EPYC 7B13 (2 cores)"). Libraries written before
+# How kfoundry.evaluate.shared.device_facts.cpu_facts names a CPU ("AMD EPYC 7B13 (2 cores)"). Libraries written before
 # untimed speedups were stored as None hold a CPU run's 1.0 fitness as "1.00x -> 1.00x": the device tells them apart.
 CPU_DEVICE_SUFFIX = " cores)"
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kfoundry.diagnose import diagnose
 from kfoundry.errors import EnvironmentFault, KFoundryError, UsageError
 from kfoundry.evaluate import EvalOptions
-from kfoundry.evaluate.options import GRAPH_BASELINE
+from kfoundry.evaluate.parent.options import GRAPH_BASELINE
 from kfoundry.experts.base import Proposal
 from kfoundry.experts.genome_experts import restore_states, states_of
 from kfoundry.experts.tuner_expert import restore_in, state_of
@@ -466,7 +466,7 @@ class Optimization:
 
 
     def _check_best_sizes(self) -> None:
-        """The final best judged again at a second size set (kfoundry.evaluate.size_check): once per run,
+        """The final best judged again at a second size set (kfoundry.evaluate.parent.size_check): once per run,
         after the search's evaluator has closed (its judge's memory is free again)."""
         best = self.store.final_best()
         if best is None or self._fault is not None:
@@ -474,7 +474,7 @@ class Optimization:
         done = self.store.load_state("size_check")
         if done and done.get("candidate_id") == best["candidate_id"]:
             return  # a resumed run whose best was checked already
-        from kfoundry.evaluate.size_check import check_sizes
+        from kfoundry.evaluate.parent.size_check import check_sizes
         from kfoundry.size_sets import size_constants
         from kfoundry.types import SizeCheck, to_jsonable
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from kfoundry.errors import UsageError
 from kfoundry.evaluate import EvalOptions, Evaluator
-from kfoundry.evaluate.device_facts import prompt_device
-from kfoundry.evaluate.options import resolve_device
+from kfoundry.evaluate.shared.device_facts import prompt_device
+from kfoundry.evaluate.parent.options import resolve_device
 from kfoundry.experts import PromptContext, Router, registry
 from kfoundry.llm.settings import LLMSettings
 from kfoundry.optimize.settings import OptimizeSettings
@@ -88,7 +88,7 @@ class Session:
             evaluator = RayEvaluator(self.problem, self.options)
             return evaluator, evaluator.workers
         if s.devices:
-            from kfoundry.evaluate.pool import EvaluatorPool, parse_devices
+            from kfoundry.evaluate.parent.pool import EvaluatorPool, parse_devices
 
             evaluator = EvaluatorPool(self.problem, self.options, parse_devices(s.devices), progress=progress)
             return evaluator, len(evaluator.devices)

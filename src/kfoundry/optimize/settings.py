@@ -38,7 +38,7 @@ class OptimizeSettings:
     devices: str | None = None  # "cuda:0,cuda:1", "all", "cpu:2": one evaluation worker each
     cluster: str | None = None  # "ray" or "ray://HOST:PORT": evaluation workers are Ray actors
     target_gpu: str | None = None  # a CPU run's prompts show this GPU's datasheet figures (a GPU run: its own)
-    # the final best judged again at a second size set (kfoundry.evaluate.size_check); KFOUNDRY_CHECK_SIZES=0 turns
+    # the final best judged again at a second size set (kfoundry.evaluate.parent.size_check); KFOUNDRY_CHECK_SIZES=0 turns
     # it off for the API as for the command line (where kfoundry.config reads the environment)
     check_sizes: bool = field(default_factory=lambda: os.environ.get("KFOUNDRY_CHECK_SIZES", "1").strip().lower()
                               not in ("0", "false", "no", "off"))
@@ -74,7 +74,7 @@ class OptimizeSettings:
         if self.backend not in ("triton", "cuda"):
             raise UsageError(f"unknown backend {self.backend!r}: use triton or cuda")
         if self.target_gpu:
-            from kfoundry.evaluate.device_facts import target_facts
+            from kfoundry.evaluate.shared.device_facts import target_facts
 
             target_facts(self.target_gpu)  # an unknown name says which are known
 

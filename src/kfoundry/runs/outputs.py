@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kfoundry.evaluate.options import GRAPH_BASELINE
+from kfoundry.evaluate.parent.options import GRAPH_BASELINE
 from kfoundry.runs.credit import credit
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def graph_note(evaluation: dict[str, Any]) -> str | None:
 
 def best_header(best: dict[str, Any], check: dict[str, Any] | None) -> str:
     """best.py's first lines: the sizes it was verified at, how, and whether it holds at others."""
-    from kfoundry.evaluate.precision_check import describe
+    from kfoundry.evaluate.parent.precision_check import describe
     from kfoundry.types import SizeCheck
 
     evaluation = best["evaluation"]

@@ -66,7 +66,7 @@ def _best_section(data: dict[str, Any]) -> dict[str, Any] | None:
 
 def _checked_lines(data: dict[str, Any], candidate_id: int, evaluation: dict[str, Any]) -> list[str]:
     """Where the best's verdict holds: where its precision was checked, and whether it holds at other sizes."""
-    from kfoundry.evaluate.precision_check import describe
+    from kfoundry.evaluate.parent.precision_check import describe
     from kfoundry.runs.outputs import graph_note
     from kfoundry.types import SizeCheck
 

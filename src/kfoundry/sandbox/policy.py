@@ -10,7 +10,7 @@ thread (Landlock binds the calling thread and what it starts later), and the rec
   listable (Python's import lists a folder of sys.path), nothing in a private entry can be read. Read
   and write the worker's own folder (its copy of the candidate, its Triton, extension and CUDA caches,
   its temp dir) and, on a GPU, /dev/shm (torch and the driver create CUDA IPC files there by name; no
-  folder of ours lives there: evaluate.process.work_root, and a worker whose folder does is reported as
+  folder of ours lives there: evaluate.parent.process.work_root, and a worker whose folder does is reported as
   missing a part of its sandbox). Of /proc only the worker's own directory (writable: CUDA's driver
   writes there) and a few system files, read-only; of /dev only the devices it needs, one by one.
   Nothing else: not the baseline cache, the library, run folders, other workers' folders, the rest of
@@ -61,7 +61,7 @@ HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".netrc", ".config", ".docker", ".kube
 # file often does, an SQLite file is a library or a run store
 PRIVATE_NAMES = ("kfoundry.toml", ".env", "*.sqlite", "*.sqlite-wal", "*.sqlite-shm")
 RUN_MARKERS = ("run.sqlite", "bench.json")  # a folder holding one is a run's (-o DIR) or a bench's output
-WORK_PREFIX = "kfoundry-"  # evaluate.workdirs.PREFIX: every evaluation folder, the judge's included
+WORK_PREFIX = "kfoundry-"  # evaluate.parent.workdirs.PREFIX: every evaluation folder, the judge's included
 SPLIT_LIMIT = 512  # rules for the entries of folders granted entry by entry, in all
 SPLIT_DEPTH = 8  # how deep a private path may lie below a granted folder
 

@@ -1,5 +1,5 @@
 """Entry point of every evaluation process (`python -m kfoundry.sandbox.start`): the sandbox first,
-then the worker (kfoundry.evaluate.worker), whose package imports torch.
+then the worker (kfoundry.evaluate.worker.entry), which imports torch.
 
 Every one of them first completes its import path as the parent's (kfoundry.sandbox.environment: the
 parent's entries it lacks, the problem's folder first). A candidate's worker then restricts itself
@@ -39,9 +39,9 @@ def main() -> int:
     from kfoundry.sandbox.lifeline import watch
 
     lifeline = watch()  # after the sandbox: the thread is bound by it too
-    from kfoundry.evaluate import worker
+    from kfoundry.evaluate.worker import entry
 
-    return worker.main(sandbox=report, lifeline=lifeline)
+    return entry.main(sandbox=report, lifeline=lifeline)
 
 
 if __name__ == "__main__":

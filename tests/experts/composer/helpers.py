@@ -146,7 +146,7 @@ TF32_LEVEL = ("tf32", "fp16")  # dot precisions with TF32's rounding: the fp32 t
 
 def first_exact(result: ComposeResult) -> ComposedCandidate:
     """The first candidate none of whose dots rounds its operands to TF32's 10 bits (the CPU emulates a GPU's
-    dot precision: kfoundry.evaluate.emulated_precision)."""
+    dot precision: kfoundry.evaluate.worker.emulated_precision)."""
     for candidate in result.candidates:
         if not any(config.get("precision") in TF32_LEVEL for config in candidate.config.values()):
             return candidate

@@ -4,7 +4,7 @@ import ast
 
 import pytest
 
-from kfoundry.evaluate.device_facts import target_facts
+from kfoundry.evaluate.shared.device_facts import target_facts
 from kfoundry.experts.composer.compose import capture, group_configs
 from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.plan.fusion import plan

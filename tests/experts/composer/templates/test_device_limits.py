@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.evaluate.device_facts import target_facts
+from kfoundry.evaluate.shared.device_facts import target_facts
 from kfoundry.experts.composer.compose import compose
 from kfoundry.experts.composer.templates import (conv, device_limits, gemm, moments, pointwise, pool, recurrent,
                                                   reduction, scan)

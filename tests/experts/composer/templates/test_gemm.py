@@ -2,7 +2,7 @@
 
 import pytest
 
-from kfoundry.evaluate.device_facts import target_facts
+from kfoundry.evaluate.shared.device_facts import target_facts
 from kfoundry.experts.composer.compose import capture
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.read.trace import load_sample

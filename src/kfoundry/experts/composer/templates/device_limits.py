@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kfoundry.evaluate.gpu_table import TYPICAL, lookup
+from kfoundry.evaluate.shared.gpu_table import TYPICAL, lookup
 from kfoundry.types import DeviceFacts
 
 KiB = 1024
@@ -110,7 +110,7 @@ def kernel_target(measured: DeviceFacts | None, target_gpu: str | None = None) -
     if measured is not None and measured.kind != "cpu":
         return measured
     if target_gpu:
-        from kfoundry.evaluate.device_facts import target_facts
+        from kfoundry.evaluate.shared.device_facts import target_facts
 
         return target_facts(target_gpu)
     return None
