@@ -23,7 +23,7 @@ fi
 timeout -k "${KILL_AFTER:-60}" -s INT "$seconds" "$@"
 status=$?
 # workers run in sessions of their own: none may outlive a killed command and disturb the next one's timings
-pkill -9 -f "kfoundry.evaluate.worker.entry" 2>/dev/null || true
+pkill -9 -f "kfoundry.sandbox.start|kfoundry.evaluate.worker" 2>/dev/null || true
 if [ -n "${OUT:-}" ] && [ -d "$dir" ]; then
     tar czf "$OUT/state.tgz" --exclude='*.pt' "$dir" && echo "archived $dir to \$OUT/state.tgz" >&2
 fi
