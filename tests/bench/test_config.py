@@ -5,7 +5,7 @@ import pytest
 from kfoundry.bench.config import describe, fingerprint, labels, validate
 from kfoundry.bench.settings import BenchSettings
 from kfoundry.errors import UsageError
-from kfoundry.evaluate.options import EvalOptions
+from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.run_config import RunConfig
 

@@ -7,7 +7,7 @@ from kfoundry.bench.report import BenchReport
 from kfoundry.bench.results import ENVIRONMENT_ERROR, ProblemResult
 from kfoundry.bench.settings import BenchSettings
 from kfoundry.bench.suite import Suite
-from kfoundry.evaluate.options import EvalOptions
+from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.run_config import RunConfig
 
 

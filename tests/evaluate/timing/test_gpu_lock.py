@@ -1,7 +1,7 @@
 """The GPU lock across real processes: exclusive phases run alone, shared ones overlap, a waiting
 exclusive request holds back new shared ones, and a SIGKILLed holder blocks no one.
 
-The fake workers load gpu_lock.py by file path rather than `import kfoundry.evaluate.gpu_lock`:
+The fake workers load gpu_lock.py by file path rather than `import kfoundry.evaluate.timing.gpu_lock`:
 the package's __init__ imports torch (seconds per process on this machine), the module itself
 needs only the standard library, and the test is about the lock, not the package."""
 
