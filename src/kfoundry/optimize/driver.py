@@ -24,7 +24,7 @@ from kfoundry.experts.tuner_expert import restore_in, state_of
 from kfoundry.optimize.experience import Experience
 from kfoundry.optimize.outcome import outcome, stored_outcome
 from kfoundry.optimize.progress import ProgressView
-from kfoundry.optimize.restore import stored_individuals
+from kfoundry.optimize.restore import stored_individuals, verdicts_missing_baselines
 from kfoundry.optimize.session import Session, open_session, problem_name
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.problem import read_source
@@ -348,6 +348,8 @@ class Optimization:
         snapshot = self.store.load_state("search") if self.resumed else None
         stored, evaluations = stored_individuals(self.store) if self.resumed else ({}, {})
         self.evaluations.update(evaluations)
+        facts = getattr(getattr(self.evaluator, "prepared", None), "device_facts", None)
+        self._verdicts.update(verdicts_missing_baselines(evaluations, getattr(facts, "name", None)))
         if snapshot is not None:
             self.loop.restore(snapshot, stored)
         if self.resumed:  # the time the killed session spent after its last snapshot counts too

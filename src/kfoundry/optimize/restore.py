@@ -33,3 +33,18 @@ def stored_individuals(store: RunStore) -> tuple[dict[str, Individual], dict[str
         individuals[str(candidate["id"])] = individual_from_store(
             candidate, done["evaluation"] if done else None, done["diagnosis"] if done else None)
     return individuals, evaluations
+
+
+def verdicts_missing_baselines(evaluations: dict[str, dict[str, Any]], device: str | None) -> dict[str, tuple[int, Any]]:
+    """Stored verdicts a stopped session gave before all its baselines were measured (torch.compile's modes
+    compile for minutes): candidate id -> (evaluation id, Evaluation), for the resumed session to complete as it
+    completes its own. Only those timed on a device of the same name, whose baselines this session measures."""
+    from kfoundry.types import Evaluation
+
+    found: dict[str, tuple[int, Any]] = {}
+    for cid, row in evaluations.items():
+        data = row.get("evaluation") or {}
+        timing = data.get("timing") or {}
+        if timing.get("baselines_pending") and timing.get("candidate") and device and timing.get("device") == device:
+            found[cid] = (int(row["id"]), Evaluation.from_dict(data))
+    return found
