@@ -3,15 +3,18 @@
 a row that says why wherever a kernel cannot be compiled."""
 
 import importlib.util
+import json
 
 import pytest
 import torch
+import triton
 
 from kfoundry.diagnose.engine import diagnose
 from kfoundry.diagnose.render import render_markdown
 from kfoundry.evaluate import EvalOptions, Evaluator
 from kfoundry.evaluate.worker.target_compile import derive
 from kfoundry.guard.dynamic import LaunchTracker
+from kfoundry.sandbox.environment import IMPORT_PATH_ENV
 
 KERNELS = '''
 import torch
@@ -54,14 +57,10 @@ def launched(tmp_path_factory):
         x = torch.randn(64, 32)
         module.row_product_kernel[(2,)](x, torch.empty_like(x), 64, 0.5, BLOCK=32, num_warps=4, num_stages=2)
         flat = torch.randn(100)
-        module.tuned_copy_kernel[lambda meta: (triton_cdiv(100, meta["BLOCK"]),)](flat, torch.empty_like(flat), 100)
+        module.tuned_copy_kernel[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](flat, torch.empty_like(flat), 100)
     finally:
         tracker.uninstall()
     return path, dict(tracker.interpreted)
-
-
-def triton_cdiv(a, b):
-    return (a + b - 1) // b
 
 
 def test_the_tracker_records_each_interpreted_launch_as_the_compile_needs_it(launched):
@@ -112,3 +111,16 @@ def test_a_cpu_verdict_carries_the_targets_figures_and_the_diagnosis_shows_them(
 
 def test_without_a_target_a_cpu_verdict_compiles_nothing(affine_eval):
     assert "triton" not in affine_eval("affine_ok.py").profile
+
+
+def test_the_child_imports_the_users_own_modules_as_the_worker_does(tmp_path, monkeypatch, launched):
+    _, launches = launched
+    own = tmp_path / "users_code"
+    own.mkdir()
+    (own / "users_kernels.py").write_text(KERNELS)
+    candidate = tmp_path / "candidate" / "model_new.py"
+    candidate.parent.mkdir()
+    candidate.write_text("from users_kernels import row_product_kernel\n")
+    monkeypatch.setenv(IMPORT_PATH_ENV, json.dumps([str(own)]))
+    [row] = derive(candidate, {"row_product_kernel": launches["row_product_kernel"]}, "9.0")
+    assert "error" not in row and row["n_regs"] > 0

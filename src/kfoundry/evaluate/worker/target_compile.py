@@ -19,15 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("num_warps", "num_stages", "n_regs", "n_spills", "shared_bytes")
 TIMEOUT_S = 120.0
 _USAGE = re.compile(r"Function (\S+?):\s*\n\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 
 
 def derive(module_path: Path | str, launches: dict[str, dict[str, Any]], capability: str,
            timeout_s: float = TIMEOUT_S) -> list[dict[str, Any]]:
-    """One row per launched kernel ({"name", FIELDS..., "derived_for": "sm_90"} or {"name", "error"}),
-    compiled for `capability` ("9.0") in a child process."""
+    """One row per launched kernel, in worker.kernel_metadata's shape with "derived_for": "sm_90" (or
+    {"name", "error"}), compiled for `capability` ("9.0") in a child process."""
     names = sorted(launches)
     if not names:
         return []
@@ -136,6 +135,9 @@ def _child(request: dict[str, Any]) -> list[dict[str, Any]]:
 
     from triton.runtime import driver
 
+    from kfoundry.sandbox.environment import extend_sys_path
+
+    extend_sys_path()  # the worker's import path: the problem's folder first, the parent's site folders
     major, _, minor = str(request["capability"]).partition(".")
     capability = int(major) * 10 + int(minor or 0)
     path = Path(request["module"])
