@@ -12,20 +12,23 @@ from kfoundry.experts.composer.plan.fusion import plan
 from tests.experts.composer.helpers import compose_ok, conv_norm_problem, submit_all, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
-CONV2D = {"conv": "nn.Conv2d(4, 8, 3)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 4, 20, 20", "field": "18, 18"}
+# two input channels: the conv's loop over them, at half the interpreted work of four
+CONV2D = {"conv": "nn.Conv2d(2, 8, 3)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 2, 20, 20", "field": "18, 18"}
 CASES = {
-    # 324 positions a sample: three tiles of 128 rows, the last one partly empty
+    # 324 positions a sample: two tiles of the default 256 rows (three of 128 retiled), the last one partly empty
     "groupnorm": (CONV2D, "torch.relu(self.gn(y)) * 1.5"),
     "batchnorm_training": (CONV2D, "torch.tanh(self.bn(y))"),
     "instancenorm": (CONV2D, "self.inorm(torch.relu(y))"),
     "layernorm": (CONV2D, "self.ln(y)"),
     "unbiased_std": (CONV2D, "(y - y.mean(dim=(2, 3), keepdim=True)) / y.std(dim=(2, 3), keepdim=True)"),
-    "one_sample": (dict(CONV2D, input="1, 4, 20, 20"), "self.gn(y)"),
+    "one_sample": (dict(CONV2D, input="1, 2, 20, 20"), "self.gn(y)"),
     "transposed_phases": ({"conv": "nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1)", "d": "2",
                            "ln": "[8, 17, 17]", "input": "2, 8, 9, 9"}, "self.gn(y)"),
-    "conv3d": ({"conv": "nn.Conv3d(4, 8, 3)", "d": "3", "ln": "[8, 4, 4, 4]", "input": "2, 4, 6, 6, 6"},
+    "conv3d": ({"conv": "nn.Conv3d(2, 8, 3)", "d": "3", "ln": "[8, 4, 4, 4]", "input": "2, 2, 6, 6, 6"},
                "self.bn(y) + 1.0"),
-    "depthwise": ({"conv": "nn.Conv2d(8, 8, 3, groups=8)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 8, 20, 20"},
+    # groups == in_channels (a depthwise conv, two output channels per input channel): a norm group spans conv
+    # groups, at half the programs of groups=8
+    "depthwise": ({"conv": "nn.Conv2d(4, 8, 3, groups=4)", "d": "2", "ln": "[8, 18, 18]", "input": "2, 4, 20, 20"},
                   "torch.nn.functional.silu(self.gn(y))"),
 }
 
@@ -46,10 +49,13 @@ def test_the_conv_epilogue_gathers_the_norms_moments(tmp_path, case):
     source = gathered[0].source
     assert "tile_m2" in source and "def _row_" not in source  # the norm's pass over the conv output is gone
     sources = [gathered[0].source, plain[0].source]
-    if case == "groupnorm":  # the tuner rewrites the conv's BM in its launch alone: the moments still add up
+    if case == "groupnorm":  # the tuner rewrites the conv's BM in its launch alone: the moments still add up,
+        # from smaller tiles (three a sample, the last partly empty) and from larger ones (one a sample)
         launch = f"BM={gathered[0].config['conv_0']['BM']}, "
         assert source.count(launch) == 1
-        sources += [source.replace(launch, "BM=32, "), source.replace(launch, "BM=256, ")]
+        retiled = [source.replace(launch, f"BM={bm}, ") for bm in (128, 512)]
+        assert source not in retiled  # neither is the default tile
+        sources += retiled
     for evaluation in submit_all(path, sources, tolerance=1e-4).result():
         verdict(evaluation)
 
@@ -61,7 +67,9 @@ def test_the_conv_epilogue_gathers_the_norms_moments(tmp_path, case):
     "(y.reshape(2, 16, 162) - y.reshape(2, 16, 162).mean(dim=2, keepdim=True)).reshape(2, 8, 18, 18)",
 ])
 def test_norms_of_other_rows_keep_their_row_kernel(tmp_path, tail):
-    path = conv_norm_problem(tmp_path / "problem.py", dict(CONV2D, tail=tail))
+    # four input channels: the cat of x with itself is as wide as the conv output (plans only, nothing is run)
+    path = conv_norm_problem(tmp_path / "problem.py", dict(CONV2D, conv="nn.Conv2d(4, 8, 3)", input="2, 4, 20, 20",
+                                                           tail=tail))
     assert with_conv_statistics(plan(_graph(path))) is None
 
 
