@@ -31,7 +31,8 @@ CASES = {
     "transposed_batchnorm_tanh": (dict(CONV2D, conv="nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1)",
                                        input="2, 8, 5, 5"),
                                   "F.max_pool2d(torch.tanh(self.bn(y)), 2)", "max and min", True),
-    "depthwise_groupnorm": (dict(CONV2D, conv="nn.Conv2d(8, 8, 3, groups=8)"),
+    # groups == in_channels (depthwise, two output channels each): half the programs of groups=8
+    "depthwise_groupnorm": (dict(CONV2D, conv="nn.Conv2d(4, 8, 3, groups=4)", input="2, 4, 10, 10"),
                             "F.max_pool2d(torch.sigmoid(self.gn(y)), 4)", "max and min", True),
     "conv3d_avgpool": (dict(CONV2D, conv="nn.Conv3d(8, 8, 3, padding=1)", input="2, 8, 4, 6, 6", d="3"),
                        "torch.tanh(F.avg_pool3d(y, 2) * 0.5 - 0.1)", "mean", False),
@@ -53,7 +54,9 @@ def _accurate(candidate) -> bool:
 def test_the_conv_stores_each_pooling_window(tmp_path, case):
     path = _problem(tmp_path, case)
     _, _, stored, gathered = CASES[case]
-    result = compose_ok(path, max_variants=12, tolerance=1e-4)
+    # a norm puts the fp32-accurate tiles first (plan/amplification.py): 4 variants hold an accurate pooled one and
+    # a plain one; without a norm the first accurate pooled variant is the 9th (fp16 and TF32 copies lead)
+    result = compose_ok(path, max_variants=4 if gathered else 12, tolerance=1e-4)
     pooled = [c for c in result.candidates if "_pooled" in c.name]
     assert pooled and any("_pooled" not in c.name for c in result.candidates), [c.name for c in result.candidates]
     assert f"window's {stored}" in result.message and "of the stored windows" in result.message
@@ -62,10 +65,13 @@ def test_the_conv_stores_each_pooling_window(tmp_path, case):
     source = candidate.source
     assert "tl.reshape(" in source and "_window_" in source
     sources = [source]
-    if case == "groupnorm_positions_outside_windows":  # a tuned BM still holds whole windows and whole moments
+    if case == "groupnorm_positions_outside_windows":  # a tuned BM still holds whole windows and whole moments:
+        # 81 positions a sample in three tiles of 32 rows (the last partly empty), and in one of 256
         launch = f"BM={candidate.config['conv_0']['BM']}, "
         assert source.count(launch) == 1
-        sources += [source.replace(launch, "BM=16, "), source.replace(launch, "BM=256, ")]
+        retiled = [source.replace(launch, f"BM={bm}, ") for bm in (32, 256)]
+        assert source not in retiled  # neither is the default tile
+        sources += retiled
     for evaluation in submit_all(path, sources, tolerance=1e-4).result():
         verdict(evaluation)
 
