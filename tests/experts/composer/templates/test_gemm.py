@@ -7,6 +7,7 @@ from kfoundry.experts.composer.compose import capture
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.read.trace import load_sample
 from kfoundry.experts.composer.templates.gemm import configs, dot_precisions
+from kfoundry.experts.tunables import apply_values, find_tunables
 from tests.experts.composer.helpers import (
     EXAMPLE_SIZES,
     check_variants,
@@ -30,7 +31,9 @@ CASES = {
 def composed():
     out = {}
     for name, (problem, sizes) in CASES.items():
-        result = compose_ok(problem)  # examples: composed at full size, evaluated small (sizes come from tensors)
+        # examples: composed at full size, evaluated small (sizes come from tensors); matmul_bmm: the 8 variants
+        # test_tf32_variants_copy_an_n_contiguous_b_k_major_first reads too (the first 4 are the default's)
+        result = compose_ok(problem, max_variants=8 if name == "matmul_bmm" else 4)
         out[name] = (result, submit(problem, first(result).source, sizes, label=name))
     return out
 
@@ -93,7 +96,8 @@ def test_tf32_variants_copy_an_n_contiguous_b_k_major_first(composed):
     assert forward.count("= _k_major(") == 2  # the matmul's weight and the bmm's second input, not the Linear's
     assert "def _k_major(" in tf32x3.source and "def _channels_last_kernel(" in tf32x3.source
     assert "_k_major(" not in first(both).source  # the split writes K-major parts itself
-    variants = compose_ok(fixture("matmul_bmm"), max_variants=8).candidates
+    variants = both.candidates  # composed with max_variants=8
+    assert len(variants) == 8
     # IEEE dots for the matmul and the bmm (the Linear, whose weight needs no copy, in TF32x3): no copy
     ieee = [c for c in variants if c.config["gemm_1"]["precision"] == c.config["gemm_2"]["precision"] == "ieee"]
     assert ieee and all("_k_major(" not in c.source for c in ieee)
@@ -126,30 +130,40 @@ def get_init_inputs():
 '''
 
 
-def test_tiles_a_triangle_keeps_nothing_of_skip_their_products_and_pass_the_evaluator(tmp_path):
-    path = tmp_path / "triangles.py"
+@pytest.fixture(scope="module")
+def triangles(tmp_path_factory):
+    """TRIANGLES composed once, and its candidates judged by one evaluator: the first (fp16x3), the two TF32x3
+    ones (64-row tiles: whole tiles past a triangle), and the second (fp16x3 with BK 32) retiled to 32 x 64 tiles
+    (test_square_tiles_are_tunable_and_a_retiled_candidate_still_passes), so every variant is judged and the one
+    whose copy is judged retiled skips tiles too."""
+    path = tmp_path_factory.mktemp("triangles") / "triangles.py"
     path.write_text(TRIANGLES)
     result = compose_ok(path, max_variants=4)
+    second = result.candidates[1].source
+    tunables = {t.name: t for t in find_tunables(second) if t.base in ("BM", "BN")}
+    retiled = apply_values(second, list(tunables.values()), {name: 32 if "BM" in name else 64 for name in tunables})
+    judged = [c.source for i, c in enumerate(result.candidates) if i != 1] + ([retiled] if retiled else [])
+    return {"result": result, "tunables": tunables, "retiled": retiled, "evaluations": submit_all(path, judged)}
+
+
+def test_tiles_a_triangle_keeps_nothing_of_skip_their_products_and_pass_the_evaluator(triangles):
+    result = triangles["result"]
     source = first(result).source
     kernels = source.split("@triton.jit")
     skipping = [k for k in kernels if "k_stop = tl.where(" in k]
     assert len([k for k in kernels if "def _gemm_" in k]) == 3
     assert len(skipping) == 2 and "pid_n * BN + BN - 1 - pid_m * BM < 3" in skipping[0]
     assert "pid_n * BN - (pid_m * BM + BM - 1) > -5" in skipping[1]
-    for evaluation in submit_all(path, [c.source for c in result.candidates]).result():  # 32- to 128-row tiles
+    assert len(result.candidates) == 4
+    for evaluation in triangles["evaluations"].result()[:3]:  # the 1st, 3rd and 4th variants: 64- to 128-row tiles
         verdict(evaluation)
 
 
-def test_square_tiles_are_tunable_and_a_retiled_candidate_still_passes(tmp_path):
+def test_square_tiles_are_tunable_and_a_retiled_candidate_still_passes(triangles):
     """The grid reads BM and BN from the launch (a META function): 128 x 128 tiles are two tunables the tuner
     can tell apart, and changing one changes the grid with it."""
-    from kfoundry.experts.tunables import apply_values, find_tunables
-
-    path = tmp_path / "triangles.py"
-    path.write_text(TRIANGLES)
-    source = first(compose_ok(path, max_variants=1)).source
-    tunables = {t.name: t for t in find_tunables(source) if t.base in ("BM", "BN")}
+    tunables = triangles["tunables"]
     assert len(tunables) == 6 and {t.value for t in tunables.values()} == {128}  # three GEMMs
-    retiled = apply_values(source, list(tunables.values()), {name: 32 if "BM" in name else 64 for name in tunables})
+    retiled = triangles["retiled"]
     assert retiled is not None and "BM=32, BN=64" in retiled
-    verdict(submit(path, retiled))
+    verdict(triangles["evaluations"].result()[3])
