@@ -29,21 +29,30 @@ from tests.experts.composer.helpers import (
 
 LOOPED = {"mode": "looped", "BR": 2, "BC": 4, "num_warps": 1}
 SPLIT = {"mode": "split", "BR": 4, "BC": 4, "num_warps": 1, "SPLIT": 2}
+# the fixtures composed and judged at fewer rows and columns than their own (the interpreter runs every program
+# and every block of columns in turn); each row is still several blocks of 4 columns, the last partly filled
+SIZES = {
+    "reductions": {"a": 2},  # x: 12 rows of 12 columns; y: 24 rows of 10 and 20 rows of 12
+    "one_pass_rows": {"rows": 3, "classes": 13},  # two blocks of 2 rows (the last half empty); 4 blocks of columns
+    "batchnorm_relu": {"batch": 2, "channels": 3, "height": 5, "width": 5},  # 3 rows of 50 columns
+    "group_instance_norm": {"batch": 2, "height": 3, "width": 5},  # GroupNorm rows of 30 columns, InstanceNorm of 15
+    "layer_rms_norm": {"batch": 3, "features": 3, "length": 10},  # LayerNorm rows of 30 columns, RMSNorm of 10
+}
 
 
-def looped_source(problem) -> str:
+def looped_source(problem, set_values: dict | None = None) -> str:
     """A candidate whose row kernels walk each row in blocks of 4 columns: several blocks per row here."""
-    sample = load_sample(problem)
+    sample = load_sample(problem, set_values)
     the_plan = plan(capture(sample).graph)
     choice = {g.name: LOOPED if g.kind == "row" else group_configs(g, "fp32", None)[0] for g in the_plan.groups}
     return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "looped")
 
 
-def split_source(problem, **changes) -> str:
+def split_source(problem, set_values: dict | None = None, **changes) -> str:
     """A candidate whose row kernels split each row over SPLIT programs walking blocks of 4 columns (several
     blocks per chunk); row kernels with an argmax / argmin loop. Few programs: the interpreter runs each
     one in turn, at every stage."""
-    sample = load_sample(problem)
+    sample = load_sample(problem, set_values)
     the_plan = plan(capture(sample).graph)
     split = {**SPLIT, **changes}
     choice = {g.name: split if g.kind == "row" and splittable(g) else LOOPED for g in the_plan.groups}
@@ -53,19 +62,20 @@ def split_source(problem, **changes) -> str:
 
 @pytest.fixture(scope="module")
 def composed():
-    result = compose_ok(fixture("reductions"))
-    looped = looped_source(fixture("reductions"))
-    split = split_source(fixture("reductions"))
-    both = submit_all(fixture("reductions"), [first(result).source, looped, split], label="reductions")
+    sizes = SIZES["reductions"]
+    result = compose_ok(fixture("reductions"), set_values=sizes)
+    looped = looped_source(fixture("reductions"), sizes)
+    split = split_source(fixture("reductions"), sizes)
+    both = submit_all(fixture("reductions"), [first(result).source, looped, split], sizes, label="reductions")
     ex = compose_ok(example("row_softmax"))  # composed at full size, evaluated small
-    # BatchNorm: 140 columns a row, chunks of 20: the 8th program of each row has none
-    norms = {"batchnorm_relu": split_source(fixture("batchnorm_relu"), BR=2, SPLIT=8),
-             "group_instance_norm": split_source(fixture("group_instance_norm"))}
+    # BatchNorm: 50 columns a row, chunks of 8 (two blocks): the 7th program of each row has 2, the 8th none
+    norms = {"batchnorm_relu": split_source(fixture("batchnorm_relu"), SIZES["batchnorm_relu"], BR=2, SPLIT=8),
+             "group_instance_norm": split_source(fixture("group_instance_norm"), SIZES["group_instance_norm"])}
     return {"reductions": result, "looped": looped, "split": split, "evaluations": both,
             "example": submit(example("row_softmax"), first(ex).source, EXAMPLE_SIZES["row_softmax"],
                               label="row_softmax"),
             "norms": norms,
-            "norm_evaluations": {name: submit(fixture(name), source, label=f"{name}_split")
+            "norm_evaluations": {name: submit(fixture(name), source, SIZES[name], label=f"{name}_split")
                                  for name, source in norms.items()}}
 
 
@@ -89,12 +99,13 @@ def test_one_kernel_per_input_and_reduced_dims(composed):
 @pytest.fixture(scope="module")
 def one_pass():
     problem = fixture("one_pass_rows")
-    result = compose_ok(problem)
-    looped = looped_source(problem)
-    norms = {name: looped_source(fixture(name)) for name in ("batchnorm_relu", "layer_rms_norm")}
+    sizes = SIZES["one_pass_rows"]
+    result = compose_ok(problem, set_values=sizes)
+    looped = looped_source(problem, sizes)
+    norms = {name: looped_source(fixture(name), SIZES[name]) for name in ("batchnorm_relu", "layer_rms_norm")}
     return {"looped": looped, "norms": norms,
-            "evaluations": submit_all(problem, [first(result).source, looped], label="one_pass_rows"),
-            "norm_evaluations": {name: submit(fixture(name), source, label=f"{name}_looped")
+            "evaluations": submit_all(problem, [first(result).source, looped], sizes, label="one_pass_rows"),
+            "norm_evaluations": {name: submit(fixture(name), source, SIZES[name], label=f"{name}_looped")
                                  for name, source in norms.items()}}
 
 
