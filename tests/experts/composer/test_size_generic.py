@@ -33,7 +33,7 @@ CASES = {
                          {"batch_size": 4, "in_features": 16, "out_features": 32, "groups": 4},
                          {"batch_size": 5, "in_features": 24, "out_features": 48, "groups": 8}),
     "depthwise_conv": ("suite/22_depthwise_conv2d_relu6", {"batch_size": 2, "in_channels": 4, "height": 6, "width": 6},
-                       {"batch_size": 3, "in_channels": 6, "height": 5, "width": 7}),
+                       {"batch_size": 3, "in_channels": 3, "height": 5, "width": 7}),  # fewer groups, fewer programs
     "transposed_conv": ("suite/19_conv_transpose2d_bias_clamp",
                         {"batch_size": 2, "in_channels": 3, "out_channels": 4, "height": 4, "width": 4},
                         {"batch_size": 3, "in_channels": 2, "out_channels": 6, "height": 3, "width": 5}),
