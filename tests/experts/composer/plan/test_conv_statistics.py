@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kfoundry.experts.composer.compose import compose
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.fusion import plan
-from tests.experts.composer.helpers import compose_ok, conv_norm_problem, submit_all, verdict
+from tests.experts.composer.helpers import conv_norm_problem, submit_all, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
 # two input channels: the conv's loop over them, at half the interpreted work of four
@@ -38,25 +39,59 @@ def _problem(tmp_path: Path, case: str) -> Path:
     return conv_norm_problem(tmp_path / f"{case}.py", dict(CONV2D, **sizes, tail=tail))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_the_conv_epilogue_gathers_the_norms_moments(tmp_path, case):
-    path = _problem(tmp_path, case)
-    result = compose_ok(path, max_variants=4, tolerance=1e-4)
+RETILED = (128, 512)  # groupnorm's conv BM retiled: three tiles a sample (the last partly empty), and one
+
+
+def _kinds(result) -> tuple[list, list]:
+    """The variants gathering the norm's moments in the conv's epilogue, and the plain ones."""
     gathered = [c for c in result.candidates if c.name.endswith("_moments") or "_moments_" in c.name]
-    plain = [c for c in result.candidates if c not in gathered]
+    return gathered, [c for c in result.candidates if c not in gathered]
+
+
+def _launch(candidate) -> str:
+    return f"BM={candidate.config['conv_0']['BM']}, "
+
+
+def _judged_sources(case: str, result) -> list[str]:
+    """The first variant of each kind; for groupnorm the first gathering one retiled too (the tuner rewrites the
+    conv's BM in its launch alone: the moments must still add up)."""
+    gathered, plain = _kinds(result)
+    if not (gathered and plain):
+        return []
+    source = gathered[0].source
+    retiled = [source.replace(_launch(gathered[0]), f"BM={bm}, ") for bm in RETILED] if case == "groupnorm" else []
+    return [source, plain[0].source, *retiled]
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory):
+    """Each case composed in the main process, its sources judged in the background (two cases at a time)."""
+    folder = tmp_path_factory.mktemp("conv_statistics")
+    found = {}
+    for case in sorted(CASES):
+        path = _problem(folder, case)
+        result = compose(path, max_variants=4, tolerance=1e-4)
+        found[case] = (result, submit_all(path, _judged_sources(case, result), tolerance=1e-4))
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_conv_epilogue_gathers_the_norms_moments(composed, case):
+    result, evaluations = composed[case]
+    assert result.candidates and not result.unsupported, f"{case}: {result.message} {result.notes}"
+    gathered, plain = _kinds(result)
     assert gathered and plain, [c.name for c in result.candidates]  # both kinds of variant, in turn
     assert "moments kernel" in result.message and "gathering the norm's moments" in result.message
     source = gathered[0].source
     assert "tile_m2" in source and "def _row_" not in source  # the norm's pass over the conv output is gone
-    sources = [gathered[0].source, plain[0].source]
-    if case == "groupnorm":  # the tuner rewrites the conv's BM in its launch alone: the moments still add up,
-        # from smaller tiles (three a sample, the last partly empty) and from larger ones (one a sample)
-        launch = f"BM={gathered[0].config['conv_0']['BM']}, "
-        assert source.count(launch) == 1
-        retiled = [source.replace(launch, f"BM={bm}, ") for bm in (128, 512)]
-        assert source not in retiled  # neither is the default tile
-        sources += retiled
-    for evaluation in submit_all(path, sources, tolerance=1e-4).result():
+    sources = _judged_sources(case, result)
+    assert sources[:2] == [source, plain[0].source]
+    if case == "groupnorm":
+        assert source.count(_launch(gathered[0])) == 1  # the retiled copies changed the launch's BM alone
+        assert len(sources) == 2 + len(RETILED) and source not in sources[2:]  # neither is the default tile
+    evaluations = evaluations.result()
+    assert len(evaluations) == len(sources)
+    for evaluation in evaluations:
         verdict(evaluation)
 
 
