@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from kfoundry.experts.composer.compose import compose
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.plan.window_store import with_pooling_before_store
-from tests.experts.composer.helpers import TF32_LEVEL, compose_ok, conv_norm_problem, submit_all, verdict
+from tests.experts.composer.helpers import TF32_LEVEL, conv_norm_problem, submit_all, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
 CONV2D = {"conv": "nn.Conv2d(8, 8, 3)", "d": "2", "ln": "8", "input": "2, 8, 10, 10", "field": "8, 8"}  # 8 x 8 out
@@ -50,29 +51,59 @@ def _accurate(candidate) -> bool:
     return not any(config.get("precision") in TF32_LEVEL for config in candidate.config.values())
 
 
+RETILED = (32, 256)  # groupnorm_positions_outside_windows' 81 positions a sample: three tiles of 32 rows, one of 256
+
+
+def _pooled(result) -> list:
+    return [c for c in result.candidates if "_pooled" in c.name]
+
+
+def _judged_sources(case: str, result) -> list[str]:
+    """The first fp32-accurate pooled variant; for groupnorm_positions_outside_windows retiled too (a tuned BM
+    still holds whole windows and whole moments)."""
+    candidate = next((c for c in _pooled(result) if _accurate(c)), None)
+    if candidate is None:
+        return []
+    source, launch = candidate.source, f"BM={candidate.config['conv_0']['BM']}, "
+    retiled = [source.replace(launch, f"BM={bm}, ") for bm in RETILED] \
+        if case == "groupnorm_positions_outside_windows" else []
+    return [source, *retiled]
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory):
+    """Each case composed in the main process, its sources judged in the background (two cases at a time)."""
+    folder = tmp_path_factory.mktemp("window_store")
+    found = {}
+    for case in sorted(CASES):
+        path = _problem(folder, case)
+        # a norm puts the fp32-accurate tiles first (plan/amplification.py): 4 variants hold an accurate pooled one
+        # and a plain one; without a norm the first accurate pooled variant is the 9th (fp16 and TF32 copies lead)
+        result = compose(path, max_variants=4 if CASES[case][3] else 12, tolerance=1e-4)
+        found[case] = (result, submit_all(path, _judged_sources(case, result), tolerance=1e-4))
+    return found
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_conv_stores_each_pooling_window(tmp_path, case):
-    path = _problem(tmp_path, case)
+def test_the_conv_stores_each_pooling_window(composed, case):
+    result, evaluations = composed[case]
     _, _, stored, gathered = CASES[case]
-    # a norm puts the fp32-accurate tiles first (plan/amplification.py): 4 variants hold an accurate pooled one and
-    # a plain one; without a norm the first accurate pooled variant is the 9th (fp16 and TF32 copies lead)
-    result = compose_ok(path, max_variants=4 if gathered else 12, tolerance=1e-4)
-    pooled = [c for c in result.candidates if "_pooled" in c.name]
+    assert result.candidates and not result.unsupported, f"{case}: {result.message} {result.notes}"
+    pooled = _pooled(result)
     assert pooled and any("_pooled" not in c.name for c in result.candidates), [c.name for c in result.candidates]
     assert f"window's {stored}" in result.message and "of the stored windows" in result.message
     assert all(("_moments" in c.name) == gathered for c in pooled)
     candidate = next(c for c in pooled if _accurate(c))
     source = candidate.source
     assert "tl.reshape(" in source and "_window_" in source
-    sources = [source]
-    if case == "groupnorm_positions_outside_windows":  # a tuned BM still holds whole windows and whole moments:
-        # 81 positions a sample in three tiles of 32 rows (the last partly empty), and in one of 256
-        launch = f"BM={candidate.config['conv_0']['BM']}, "
-        assert source.count(launch) == 1
-        retiled = [source.replace(launch, f"BM={bm}, ") for bm in (32, 256)]
-        assert source not in retiled  # neither is the default tile
-        sources += retiled
-    for evaluation in submit_all(path, sources, tolerance=1e-4).result():
+    sources = _judged_sources(case, result)
+    assert sources[0] == source
+    if case == "groupnorm_positions_outside_windows":
+        assert source.count(f"BM={candidate.config['conv_0']['BM']}, ") == 1  # the copies changed the launch alone
+        assert len(sources) == 1 + len(RETILED) and source not in sources[1:]  # neither is the default tile
+    evaluations = evaluations.result()
+    assert len(evaluations) == len(sources)
+    for evaluation in evaluations:
         verdict(evaluation)
 
 
