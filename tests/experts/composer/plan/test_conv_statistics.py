@@ -77,7 +77,7 @@ def composed(tmp_path_factory):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_conv_epilogue_gathers_the_norms_moments(composed, case):
-    result, evaluations = composed[case]
+    result, judged = composed[case]
     assert result.candidates and not result.unsupported, f"{case}: {result.message} {result.notes}"
     gathered, plain = _kinds(result)
     assert gathered and plain, [c.name for c in result.candidates]  # both kinds of variant, in turn
@@ -89,7 +89,7 @@ def test_the_conv_epilogue_gathers_the_norms_moments(composed, case):
     if case == "groupnorm":
         assert source.count(_launch(gathered[0])) == 1  # the retiled copies changed the launch's BM alone
         assert len(sources) == 2 + len(RETILED) and source not in sources[2:]  # neither is the default tile
-    evaluations = evaluations.result()
+    evaluations = judged.result()
     assert len(evaluations) == len(sources)
     for evaluation in evaluations:
         verdict(evaluation)

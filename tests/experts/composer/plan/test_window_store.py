@@ -86,7 +86,7 @@ def composed(tmp_path_factory):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_conv_stores_each_pooling_window(composed, case):
-    result, evaluations = composed[case]
+    result, judged = composed[case]
     _, _, stored, gathered = CASES[case]
     assert result.candidates and not result.unsupported, f"{case}: {result.message} {result.notes}"
     pooled = _pooled(result)
@@ -101,7 +101,7 @@ def test_the_conv_stores_each_pooling_window(composed, case):
     if case == "groupnorm_positions_outside_windows":
         assert source.count(f"BM={candidate.config['conv_0']['BM']}, ") == 1  # the copies changed the launch alone
         assert len(sources) == 1 + len(RETILED) and source not in sources[1:]  # neither is the default tile
-    evaluations = evaluations.result()
+    evaluations = judged.result()
     assert len(evaluations) == len(sources)
     for evaluation in evaluations:
         verdict(evaluation)
