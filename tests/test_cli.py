@@ -208,7 +208,7 @@ def test_bad_problem_with_json_prints_one_error_object(problems_dir, candidates_
 
 
 def test_missing_candidate_exits_2(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "does_not_exist.py")
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "does_not_exist.py")
     assert_clean_error(result, "candidate file not found")
 
 
@@ -586,27 +586,33 @@ def _kfoundry_with(env: dict, *args, timeout: float = 300) -> subprocess.Complet
 
 @needs_landlock
 def test_eval_stops_with_one_message_and_exit_2_when_a_worker_cannot_import_a_dependency(
-        problems_dir, candidates_dir, tmp_path):
+        problems_dir, candidates_dir, tmp_path, monkeypatch):
     env = _unreadable_dependency_env(tmp_path)
     args = ("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--device", "cpu", "--trials", "1")
-    result = _kfoundry_with(env, *args)
+    result = _kfoundry_with(env, *args)  # the console script for real: its stderr and exit code
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""  # no verdict, no diagnosis
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: environment fault: a candidate's worker process cannot "
                                                      "read")
     assert "fix: make " in result.stderr and "Traceback" not in result.stderr
-    record = single_json_object(_kfoundry_with(env, *args, "--json").stdout)
+    for name, value in env.items():  # the same machine for the same command with --json, in this process
+        monkeypatch.setenv(name, value)
+    as_json = in_process(*args, "--json")
+    assert as_json.returncode == 2, as_json.stderr
+    record = single_json_object(as_json.stdout)
     assert record["status"] == "environment_error" and "PermissionError: [Errno 13]" in record["cause"]
     assert record["fix"].startswith("make ")
 
 
 @needs_landlock
-def test_optimize_stops_at_once_without_spending_an_evaluation(problems_dir, candidates_dir, tmp_path):
+def test_optimize_stops_at_once_without_spending_an_evaluation(problems_dir, candidates_dir, tmp_path, monkeypatch):
     run = tmp_path / "run"
-    result = _kfoundry_with(_unreadable_dependency_env(tmp_path), "optimize", problems_dir / "affine.py", "--device",
-                            "cpu", "--trials", "1", "--max-evals", "6", "--islands", "1", "--no-library",
-                            "--seed-kernel", candidates_dir / "affine_ok.py", "-o", run, "--json")
+    for name, value in _unreadable_dependency_env(tmp_path).items():  # workers are processes of their own all the same
+        monkeypatch.setenv(name, value)
+    result = in_process("optimize", problems_dir / "affine.py", "--device", "cpu", "--trials", "1", "--max-evals", "6",
+                        "--islands", "1", "--no-library", "--seed-kernel", candidates_dir / "affine_ok.py", "-o", run,
+                        "--json")
     assert result.returncode == 2, result.stderr
     record = single_json_object(result.stdout)
     assert record["status"] == "environment_error" and "cannot read" in record["cause"]
