@@ -1,9 +1,10 @@
 """The `kfoundry` commands: output, --json, exit codes 0/1/2.
 
-A few run the console script for real in a subprocess (the script itself, output to a pipe, the
-whole of `optimize`); the others run the same command in this process (`in_process`), where the
-evaluator's workers still are processes of their own but are forked from the servers the suite has
-already started, rather than from two new ones that import torch and Triton again for each test."""
+A few run the command for real in a process of its own (the console script itself, `eval` with its
+output to a pipe, the whole of `optimize`); the others run the same command in this process
+(`in_process`), where the evaluator's workers still are processes of their own but are forked from
+the servers the suite has already started, rather than from two new ones that import torch and
+Triton again for each test."""
 
 import json
 import os
@@ -104,9 +105,20 @@ def test_eval_ok_human_output(problems_dir, candidates_dir):
     assert "problem cost: FLOPs not counted (pointwise ops" in result.stdout and "0 FLOPs" not in result.stdout
 
 
-def test_eval_without_a_terminal_prints_a_line_per_phase(problems_dir, candidates_dir):
+@pytest.fixture(scope="module")
+def eval_for_real(problems_dir, candidates_dir, tmp_path_factory):
+    """`kfoundry eval` run for real once, in a process of its own with stdout and stderr pipes (as in a log): what it
+    printed, and the modules its main process had imported on its way out (REPORT_MODULES)."""
+    out = tmp_path_factory.mktemp("eval-for-real") / "modules.json"
+    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(out), "eval", str(problems_dir / "affine.py"),
+                           str(candidates_dir / "affine_ok.py"), "--device", "cpu", "--trials", "1"],
+                          capture_output=True, text=True, timeout=180, env=dict(os.environ, COLUMNS="200"))
+    return done, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_eval_without_a_terminal_prints_a_line_per_phase(eval_for_real):
     # stderr is a pipe here, as in a log: a spinner would print nothing there
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1")
+    result, _ = eval_for_real
     assert result.returncode == 0, result.stdout + result.stderr
     phases = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if re.match(r"\[ *\d+\.\d s\] ", line)]
     assert phases[0] == "evaluating", result.stderr
@@ -136,14 +148,10 @@ EVAL_MUST_NOT_IMPORT = (
 )
 
 
-def test_eval_imports_neither_the_llm_stack_nor_the_library(problems_dir, candidates_dir, tmp_path):
+def test_eval_imports_neither_the_llm_stack_nor_the_library(eval_for_real):
     """The main process of `kfoundry eval`, run for real: a broken LLM SDK or retrieval library must not stop it."""
-    out = tmp_path / "modules.json"
-    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(out), "eval", str(problems_dir / "affine.py"),
-                           str(candidates_dir / "affine_ok.py"), "--device", "cpu", "--trials", "1"],
-                          capture_output=True, text=True, timeout=180)
+    done, modules = eval_for_real
     assert done.returncode == 0, done.stdout + done.stderr
-    modules = json.loads(out.read_text())
     assert "kfoundry.evaluate.parent.evaluator" in modules  # it did evaluate, in this process
     found = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in EVAL_MUST_NOT_IMPORT))
     assert not found, f"kfoundry eval imported {found}"

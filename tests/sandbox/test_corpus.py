@@ -6,9 +6,10 @@ comes back in the verdict's message: "got: ..." where the attack worked, "blocke
 not. The evaluator runs in a process of its own whose environment holds an API key, as `kfoundry`
 would; the candidates' targets (the baseline cache, a kfoundry.toml with [keys], a library folder, a
 run folder, /tmp, a TCP port) are real and are checked afterwards. The same attacks are run once with
-`--sandbox off` as a control (beside the sandboxed run, in the same process, against targets of its own):
-there they succeed, so what stops them is the sandbox, not the attack's own mistake. Cases whose first line says `sandbox: environment` are stopped by the environment's
-allow-list, which holds in both runs.
+`--sandbox off` as a control (beside the sandboxed run, in the same process, against targets of its
+own): there they succeed, so what stops them is the sandbox, not the attack's own mistake. Cases
+whose first line says `sandbox: environment` are stopped by the environment's allow-list, which
+holds in both runs.
 """
 
 from __future__ import annotations
