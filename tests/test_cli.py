@@ -336,10 +336,12 @@ def test_generate_with_an_unpriced_model_and_a_dollar_budget_exits_2(problems_di
     assert result.returncode == 2 and "error:" in result.stderr and "token" in result.stderr
 
 
-def test_config_show_json_names_sources(tmp_path):
+def test_config_show_json_names_sources(tmp_path, monkeypatch):
     (tmp_path / "kfoundry.toml").write_text('llm = ["cmd:cat"]\ntrials = 3\n')
-    result = subprocess.run([str(KFOUNDRY), "config", "show", "--json"], capture_output=True, text=True, timeout=60,
-                            cwd=tmp_path, env={**os.environ, "KFOUNDRY_TRIALS": "4", "OPENAI_API_KEY": "sk-secret-99999999"})
+    monkeypatch.chdir(tmp_path)  # the project's folder, with its kfoundry.toml
+    monkeypatch.setenv("KFOUNDRY_TRIALS", "4")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-99999999")
+    result = in_process("config", "show", "--json")
     assert result.returncode == 0, result.stderr
     data = single_json_object(result.stdout)
     assert data["llm"]["value"] == "cmd:cat" and data["llm"]["source"].startswith("config file")
