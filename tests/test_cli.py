@@ -1,9 +1,10 @@
 """The `kfoundry` commands: output, --json, exit codes 0/1/2.
 
-A few run the console script for real in a subprocess (the script itself, output to a pipe, the
-whole of `optimize`); the others run the same command in this process (`in_process`), where the
-evaluator's workers still are processes of their own but are forked from the servers the suite has
-already started, rather than from two new ones that import torch and Triton again for each test."""
+A few run the command for real in a process of its own (the console script itself, `eval` with its
+output to a pipe, the whole of `optimize`); the others run the same command in this process
+(`in_process`), where the evaluator's workers still are processes of their own but are forked from
+the servers the suite has already started, rather than from two new ones that import torch and
+Triton again for each test."""
 
 import json
 import os
@@ -104,9 +105,20 @@ def test_eval_ok_human_output(problems_dir, candidates_dir):
     assert "problem cost: FLOPs not counted (pointwise ops" in result.stdout and "0 FLOPs" not in result.stdout
 
 
-def test_eval_without_a_terminal_prints_a_line_per_phase(problems_dir, candidates_dir):
+@pytest.fixture(scope="module")
+def eval_for_real(problems_dir, candidates_dir, tmp_path_factory):
+    """`kfoundry eval` run for real once, in a process of its own with stdout and stderr pipes (as in a log): what it
+    printed, and the modules its main process had imported on its way out (REPORT_MODULES)."""
+    out = tmp_path_factory.mktemp("eval-for-real") / "modules.json"
+    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(out), "eval", str(problems_dir / "affine.py"),
+                           str(candidates_dir / "affine_ok.py"), "--device", "cpu", "--trials", "1"],
+                          capture_output=True, text=True, timeout=180, env=dict(os.environ, COLUMNS="200"))
+    return done, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_eval_without_a_terminal_prints_a_line_per_phase(eval_for_real):
     # stderr is a pipe here, as in a log: a spinner would print nothing there
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--trials", "1")
+    result, _ = eval_for_real
     assert result.returncode == 0, result.stdout + result.stderr
     phases = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if re.match(r"\[ *\d+\.\d s\] ", line)]
     assert phases[0] == "evaluating", result.stderr
@@ -136,14 +148,10 @@ EVAL_MUST_NOT_IMPORT = (
 )
 
 
-def test_eval_imports_neither_the_llm_stack_nor_the_library(problems_dir, candidates_dir, tmp_path):
+def test_eval_imports_neither_the_llm_stack_nor_the_library(eval_for_real):
     """The main process of `kfoundry eval`, run for real: a broken LLM SDK or retrieval library must not stop it."""
-    out = tmp_path / "modules.json"
-    done = subprocess.run([sys.executable, "-c", REPORT_MODULES, str(out), "eval", str(problems_dir / "affine.py"),
-                           str(candidates_dir / "affine_ok.py"), "--device", "cpu", "--trials", "1"],
-                          capture_output=True, text=True, timeout=180)
+    done, modules = eval_for_real
     assert done.returncode == 0, done.stdout + done.stderr
-    modules = json.loads(out.read_text())
     assert "kfoundry.evaluate.parent.evaluator" in modules  # it did evaluate, in this process
     found = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in EVAL_MUST_NOT_IMPORT))
     assert not found, f"kfoundry eval imported {found}"
@@ -208,7 +216,7 @@ def test_bad_problem_with_json_prints_one_error_object(problems_dir, candidates_
 
 
 def test_missing_candidate_exits_2(problems_dir, candidates_dir):
-    result = kfoundry("eval", problems_dir / "affine.py", candidates_dir / "does_not_exist.py")
+    result = in_process("eval", problems_dir / "affine.py", candidates_dir / "does_not_exist.py")
     assert_clean_error(result, "candidate file not found")
 
 
@@ -328,10 +336,12 @@ def test_generate_with_an_unpriced_model_and_a_dollar_budget_exits_2(problems_di
     assert result.returncode == 2 and "error:" in result.stderr and "token" in result.stderr
 
 
-def test_config_show_json_names_sources(tmp_path):
+def test_config_show_json_names_sources(tmp_path, monkeypatch):
     (tmp_path / "kfoundry.toml").write_text('llm = ["cmd:cat"]\ntrials = 3\n')
-    result = subprocess.run([str(KFOUNDRY), "config", "show", "--json"], capture_output=True, text=True, timeout=60,
-                            cwd=tmp_path, env={**os.environ, "KFOUNDRY_TRIALS": "4", "OPENAI_API_KEY": "sk-secret-99999999"})
+    monkeypatch.chdir(tmp_path)  # the project's folder, with its kfoundry.toml
+    monkeypatch.setenv("KFOUNDRY_TRIALS", "4")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-99999999")
+    result = in_process("config", "show", "--json")
     assert result.returncode == 0, result.stderr
     data = single_json_object(result.stdout)
     assert data["llm"]["value"] == "cmd:cat" and data["llm"]["source"].startswith("config file")
@@ -586,27 +596,33 @@ def _kfoundry_with(env: dict, *args, timeout: float = 300) -> subprocess.Complet
 
 @needs_landlock
 def test_eval_stops_with_one_message_and_exit_2_when_a_worker_cannot_import_a_dependency(
-        problems_dir, candidates_dir, tmp_path):
+        problems_dir, candidates_dir, tmp_path, monkeypatch):
     env = _unreadable_dependency_env(tmp_path)
     args = ("eval", problems_dir / "affine.py", candidates_dir / "affine_ok.py", "--device", "cpu", "--trials", "1")
-    result = _kfoundry_with(env, *args)
+    result = _kfoundry_with(env, *args)  # the console script for real: its stderr and exit code
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""  # no verdict, no diagnosis
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: environment fault: a candidate's worker process cannot "
                                                      "read")
     assert "fix: make " in result.stderr and "Traceback" not in result.stderr
-    record = single_json_object(_kfoundry_with(env, *args, "--json").stdout)
+    for name, value in env.items():  # the same machine for the same command with --json, in this process
+        monkeypatch.setenv(name, value)
+    as_json = in_process(*args, "--json")
+    assert as_json.returncode == 2, as_json.stderr
+    record = single_json_object(as_json.stdout)
     assert record["status"] == "environment_error" and "PermissionError: [Errno 13]" in record["cause"]
     assert record["fix"].startswith("make ")
 
 
 @needs_landlock
-def test_optimize_stops_at_once_without_spending_an_evaluation(problems_dir, candidates_dir, tmp_path):
+def test_optimize_stops_at_once_without_spending_an_evaluation(problems_dir, candidates_dir, tmp_path, monkeypatch):
     run = tmp_path / "run"
-    result = _kfoundry_with(_unreadable_dependency_env(tmp_path), "optimize", problems_dir / "affine.py", "--device",
-                            "cpu", "--trials", "1", "--max-evals", "6", "--islands", "1", "--no-library",
-                            "--seed-kernel", candidates_dir / "affine_ok.py", "-o", run, "--json")
+    for name, value in _unreadable_dependency_env(tmp_path).items():  # workers are processes of their own all the same
+        monkeypatch.setenv(name, value)
+    result = in_process("optimize", problems_dir / "affine.py", "--device", "cpu", "--trials", "1", "--max-evals", "6",
+                        "--islands", "1", "--no-library", "--seed-kernel", candidates_dir / "affine_ok.py", "-o", run,
+                        "--json")
     assert result.returncode == 2, result.stderr
     record = single_json_object(result.stdout)
     assert record["status"] == "environment_error" and "cannot read" in record["cause"]

@@ -37,9 +37,12 @@ def fake_evaluation(timing):
 
 
 class FakeOptimize:
-    """Stands in for kfoundry.optimize.optimize: makes a run store and returns its result.json."""
+    """Stands in for kfoundry.optimize.optimize: makes a run store and returns its result.json. Like optimize it
+    leaves a report.html in the run (here a stand-in page: the bench draws the real one, figures and all, only
+    where a run has none; `writes_report=False` leaves that to the bench)."""
 
-    def __init__(self, fail_on=(), interrupt_on=(), interrupt_after_one=()):
+    def __init__(self, fail_on=(), interrupt_on=(), interrupt_after_one=(), writes_report=True):
+        self.writes_report = writes_report
         self.calls = []
         self.fail_on, self.interrupt_on = set(fail_on), set(interrupt_on)
         self.interrupt_after_one = set(interrupt_after_one)
@@ -52,6 +55,7 @@ class FakeOptimize:
                 cid = store.add_candidate("class ModelNew: pass  # 2\n", [], "tuner", 0, 1, "tuner")
                 store.finish_evaluation(store.start_evaluation(cid), fake_evaluation(FAKE_TIMINGS[resume.name]))
                 paths = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})
+            self._report(resume)
             return json.loads(paths["result"].read_text())
         name = Path(problem_path).stem
         self.calls.append({"name": name, "out": out, "options": options, "llm": llm, "max_evals": max_evals,
@@ -76,7 +80,12 @@ class FakeOptimize:
                                                 "holds": name != "3_c", "status": "ok" if name != "3_c" else
                                                 "runtime_error", "message": ""})
             paths = write_outputs(store, {"kind": "cuda", "name": "Fake GPU"})
+        self._report(out)
         return json.loads(paths["result"].read_text())
+
+    def _report(self, run_dir: Path) -> None:
+        if self.writes_report:
+            (run_dir / "report.html").write_text("<html><body>the fake search's report</body></html>\n")
 
 
 def settings(options=None, max_cost=None, **bench):
@@ -91,7 +100,7 @@ def suite(tmp_path):
 
 
 def test_optimize_method(tmp_path, suite):
-    fake = FakeOptimize()
+    fake = FakeOptimize(writes_report=False)
     report = run_bench(suite, settings(time_per_problem=60.0), tmp_path / "out", optimize_fn=fake)
     by_name = {r.name: r for r in report.results}
     assert by_name["1_a"].status == "ok" and by_name["1_a"].speedup_eager == 2.0

@@ -83,6 +83,25 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def test_an_optimize_run_joins_the_callers_ray_connection_and_leaves_it_as_it_was(cluster, tmp_path):
+    """kfoundry.optimize with --cluster ray in a process already connected (this module's instance): its evaluations
+    run on an actor there, and the caller's connection is left as it was (a run that starts a local instance of its
+    own ends it: tests/optimize/test_driver.py). First in this module: the evaluator below takes both CPUs."""
+    import json
+    import sqlite3
+
+    from kfoundry.optimize import OptimizeSettings, optimize
+    from tests.optimize.helpers import AFFINE, AFFINE_KERNEL, eval_options
+
+    again = optimize(AFFINE, out=tmp_path / "again", options=eval_options(), seeds=[AFFINE_KERNEL],
+                     settings=OptimizeSettings(islands=1, library="off", cluster="ray", compose_variants=0),
+                     max_evals=1)
+    assert again["evaluations"] == 1 and ray.is_initialized()  # joined, and left as it was
+    with sqlite3.connect(tmp_path / "again" / "run.sqlite") as conn:
+        settings = [json.loads(row[0])["settings"] for row in conn.execute("SELECT evaluation_json FROM evaluations")]
+    assert settings and all("node" in s["worker"] for s in settings)  # evaluated by a Ray actor
+
+
 def test_evaluations_come_back_as_local_records(evaluator, problems_dir, candidates_dir):
     assert evaluator.device == "cpu" and evaluator.source.name == "affine"
     assert evaluator.prepared.device_facts.kind == "cpu" and len(evaluator.prepared.workers) == 2

@@ -1,5 +1,6 @@
-"""`kfoundry doctor` as a user runs it (a subprocess on this CPU machine), and its cheap part, which optimize
-and bench run as they start (kfoundry.doctor.preflight, stop_or_warn)."""
+"""`kfoundry doctor` as a user runs it (a subprocess on this CPU machine; its --json and bad usage through typer's
+runner in this process, where its worker and tiny evaluation are processes of their own all the same), and its
+cheap part, which optimize and bench run as they start (kfoundry.doctor.preflight, stop_or_warn)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ def test_doctor_says_what_holds_line_by_line_and_exits_0():
 
 
 def test_doctor_json_is_one_object_with_every_check():
-    result = doctor("--json")
+    from tests.test_cli import in_process
+
+    result = in_process("doctor", "--json")
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["ok"] is True and [c["name"] for c in record["checks"]] == NAMES
@@ -64,7 +67,9 @@ def test_a_dependency_a_worker_cannot_read_is_a_problem_with_its_fix_and_exit_1(
 
 
 def test_doctor_on_a_gpu_that_is_not_there_is_bad_usage():
-    result = doctor("--device", "cuda:7")
+    from tests.test_cli import in_process
+
+    result = in_process("doctor", "--device", "cuda:7")
     assert result.returncode == 2 and "error:" in result.stderr and "Traceback" not in result.stderr
 
 

@@ -4,6 +4,7 @@ caught by the rule its docstring names; every legitimate candidate passes untouc
 tests/fixtures/guard/*.py state their expectation in their first line: `cheat: RULE: why` or
 `legit: why`. The examples and the ok fixtures are legitimate neighbours too."""
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,31 @@ def expectation(path: Path) -> tuple[str, str | None]:
     return kind, (rest.split(":")[0].strip() if kind == "cheat" else None)
 
 
-@pytest.fixture(scope="module")
-def corpus_evaluator(problems_dir):
-    evaluator = Evaluator(problems_dir / "affine.py", EvalOptions(device="cpu", trials=2, seed=7, timeout_s=120))
-    yield evaluator
-    evaluator.close()
+# candidates whose worker builds a C++ extension (a compile of torch/extension.h: half a minute on two cores): judged
+# in the background from the module's start, in the evaluator's second worker, while the tests before theirs run
+BUILDS = {"legit_read_cpp_fields"}
+JUDGED = sorted(CORPUS, key=lambda path: path.stem in BUILDS)  # theirs last
+
+
+class CorpusEvaluator:
+    """One evaluator for the whole corpus; `evaluate(path)` is its verdict (for BUILDS: the one begun first)."""
+
+    def __init__(self, evaluator: Evaluator, background: ThreadPoolExecutor, begin: list[Path]) -> None:
+        self.evaluator = evaluator
+        self.begun = {path: background.submit(evaluator.evaluate, path) for path in begin}
+
+    def evaluate(self, path: Path):
+        begun = self.begun.get(path)
+        return begun.result() if begun is not None else self.evaluator.evaluate(path)
+
+
+@pytest.fixture(scope="module", autouse=True)  # from the module's first test: the builds begin at once
+def corpus_evaluator(request, problems_dir):
+    selected = {item.nodeid.rsplit("::", 1)[-1] for item in request.session.items}
+    begin = [path for path in JUDGED if path.stem in BUILDS and f"test_corpus_candidate[{path.stem}]" in selected]
+    options = EvalOptions(device="cpu", trials=2, seed=7, timeout_s=120, workers=2)
+    with Evaluator(problems_dir / "affine.py", options) as evaluator, ThreadPoolExecutor(1) as background:
+        yield CorpusEvaluator(evaluator, background, begin)
 
 
 def test_corpus_is_large_enough():
@@ -40,21 +61,6 @@ def test_corpus_is_large_enough():
     assert sum(kind == "cheat" for kind, _ in kinds) >= 20
     assert sum(kind == "legit" for kind, _ in kinds) >= 9
     assert len(cheats) >= 17  # every rule that CPU can show (side streams and the physical floor need a GPU)
-
-
-@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
-def test_corpus_candidate(corpus_evaluator, path):
-    kind, rule = expectation(path)
-    evaluation = corpus_evaluator.evaluate(path)
-    rules = [f["rule"] for f in evaluation.guard.get("findings", [])]
-    if kind == "legit":
-        assert evaluation.status == "ok", evaluation.message
-        assert rules == [] and evaluation.guard.get("warnings", []) == []
-        assert min(evaluation.guard["launches_per_trial"]) >= 1
-    else:
-        assert evaluation.status == "cheating", f"{path.name}: {evaluation.status}: {evaluation.message}"
-        assert rule in rules, (rule, rules, evaluation.message)
-        assert f"[{rule}]" in evaluation.message or rule in rules
 
 
 @pytest.mark.parametrize("example", sorted(SMALL))
@@ -84,6 +90,21 @@ def test_permissive_policy_still_needs_a_kernel_that_does_the_work(problems_dir)
         decoy = evaluator.evaluate(GUARD_DIR / "dyn_ghost_decoy.py")
     assert no_kernel.status == "cheating" and "[no-custom-kernel]" in no_kernel.message
     assert decoy.status == "cheating" and "[ghost-replay]" in decoy.message
+
+
+@pytest.mark.parametrize("path", JUDGED, ids=[p.stem for p in JUDGED])
+def test_corpus_candidate(corpus_evaluator, path):
+    kind, rule = expectation(path)
+    evaluation = corpus_evaluator.evaluate(path)
+    rules = [f["rule"] for f in evaluation.guard.get("findings", [])]
+    if kind == "legit":
+        assert evaluation.status == "ok", evaluation.message
+        assert rules == [] and evaluation.guard.get("warnings", []) == []
+        assert min(evaluation.guard["launches_per_trial"]) >= 1
+    else:
+        assert evaluation.status == "cheating", f"{path.name}: {evaluation.status}: {evaluation.message}"
+        assert rule in rules, (rule, rules, evaluation.message)
+        assert f"[{rule}]" in evaluation.message or rule in rules
 
 
 # -- the checks only a GPU can make ------------------------------------------------------------------

@@ -12,7 +12,10 @@ import time
 from kfoundry.optimize import optimize
 from tests.optimize.helpers import AFFINE, writer_spec
 
-MAX_EVALS = 7
+# the composer's four first kernels, then LLM children: a kill after 3 verdicts lands in the first generation, and
+# the resume evaluates its last kernel and a child (each evaluation of an LLM run on CPU also compiles its kernels
+# for the target GPU, seconds apiece: no more of them than that)
+MAX_EVALS = 5
 
 
 def _rows(db, sql):

@@ -6,9 +6,10 @@ comes back in the verdict's message: "got: ..." where the attack worked, "blocke
 not. The evaluator runs in a process of its own whose environment holds an API key, as `kfoundry`
 would; the candidates' targets (the baseline cache, a kfoundry.toml with [keys], a library folder, a
 run folder, /tmp, a TCP port) are real and are checked afterwards. The same attacks are run once with
-`--sandbox off` as a control: there they succeed, so what stops them is the sandbox, not the attack's
-own mistake. Cases whose first line says `sandbox: environment` are stopped by the environment's
-allow-list, which holds in both runs.
+`--sandbox off` as a control (beside the sandboxed run, in the same process, against targets of its
+own): there they succeed, so what stops them is the sandbox, not the attack's own mistake. Cases
+whose first line says `sandbox: environment` are stopped by the environment's allow-list, which
+holds in both runs.
 """
 
 from __future__ import annotations
@@ -35,20 +36,30 @@ ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fixtures" / "sandbox"
 PROBLEM = ROOT / "tests" / "fixtures" / "problems" / "affine.py"
 NO_CONTROL = {"py_write_package", "cpp_host_attacks"}  # unsandboxed they would write into the source tree
+# each job (JSON: sandbox mode, cache folder, output file, candidate files) with an evaluator of its own; the jobs
+# side by side, in this one process
 RUNNER = r"""
 import json, sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from kfoundry.evaluate import EvalOptions, Evaluator
-problem, device, mode, cache, out, *files = sys.argv[1:]
-options = EvalOptions(device=device, trials=1, seed=3, guard=False, sandbox=mode, cache_dir=Path(cache), workers=2,
-                      timeout_s=400)
-with Evaluator(problem, options) as evaluator:
-    evaluator.prepare()
-    with ThreadPoolExecutor(evaluator.slots) as pool:
-        results = list(pool.map(evaluator.evaluate, files))
-Path(out).write_text(json.dumps({Path(f).stem: {"status": r.status, "message": r.message, "sandbox": r.sandbox,
-                                                "warnings": r.warnings} for f, r in zip(files, results)}))
+problem, device, *jobs = sys.argv[1:]
+
+
+def run(job):
+    mode, cache, out, *files = json.loads(job)
+    options = EvalOptions(device=device, trials=1, seed=3, guard=False, sandbox=mode, cache_dir=Path(cache),
+                          workers=2, timeout_s=400)
+    with Evaluator(problem, options) as evaluator:
+        evaluator.prepare()
+        with ThreadPoolExecutor(evaluator.slots) as pool:
+            results = list(pool.map(evaluator.evaluate, files))
+    Path(out).write_text(json.dumps({Path(f).stem: {"status": r.status, "message": r.message, "sandbox": r.sandbox,
+                                                    "warnings": r.warnings} for f, r in zip(files, results)}))
+
+
+with ThreadPoolExecutor(len(jobs)) as pool:
+    list(pool.map(run, jobs))
 """
 
 
@@ -76,15 +87,10 @@ def outcome(message: str) -> str:
     return message.rsplit("ATTACK ", 1)[1]  # the message quotes the raising line first
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """The secrets and the targets, and the corpus with their paths filled in."""
-    if landlock.abi_version() == 0:
-        pytest.fail("Landlock is not available on this machine: the sandbox's tests need it (Linux >= 5.13)")
-    base = tmp_path_factory.mktemp("sandbox-world")
-    w = {"secret": "sk-kfoundry-test-" + secrets.token_hex(12), "cache": base / "cache", "project": base / "project",
-         "library": base / "library", "run": base / "run",
-         "tmp_target": Path(tempfile.gettempdir()) / f"sandbox-probe-{secrets.token_hex(6)}"}
+def _make_world(base: Path, secret: str) -> dict:
+    """The targets (beside the secret), and the corpus with their paths filled in."""
+    w = {"secret": secret, "cache": base / "cache", "project": base / "project", "library": base / "library",
+         "run": base / "run", "tmp_target": Path(tempfile.gettempdir()) / f"sandbox-probe-{secrets.token_hex(6)}"}
     for folder in ("cache", "project", "library", "run"):
         w[folder].mkdir()
     (w["cache"] / KEY_FILE).write_text(secrets.token_hex(32))
@@ -102,24 +108,57 @@ def world(tmp_path_factory):
         (base / "corpus").mkdir(exist_ok=True)
         (base / "corpus" / path.name).write_text(text)
         w["files"][path.stem] = base / "corpus" / path.name
-    yield w
-    w["listener"].server.close()
-    for leftover in Path(tempfile.gettempdir()).glob(w["tmp_target"].name + "*"):
-        leftover.unlink()
+    return w
 
 
-def run_corpus(world, mode: str, names: list[str], device: str = "cpu") -> dict:
-    out = world["project"] / f"results-{mode}-{device}.json"
-    env = {**os.environ, "OPENAI_API_KEY": world["secret"], "PYTHONPATH": str(ROOT / "src")}
-    files = [str(world["files"][name]) for name in names]
-    done = subprocess.run([sys.executable, "-c", RUNNER, str(PROBLEM), device, mode, str(world["cache"]), str(out), *files],
-                          cwd=world["project"], env=env, capture_output=True, text=True, timeout=900)
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory):
+    """A world for the sandbox's run and one for the control's (their targets apart, so that what the control's
+    attacks did is never taken for the sandbox's), with the same secret."""
+    if landlock.abi_version() == 0:
+        pytest.fail("Landlock is not available on this machine: the sandbox's tests need it (Linux >= 5.13)")
+    secret = "sk-kfoundry-test-" + secrets.token_hex(12)
+    made = {mode: _make_world(tmp_path_factory.mktemp(f"sandbox-world-{mode}"), secret) for mode in ("on", "off")}
+    yield made
+    for w in made.values():
+        w["listener"].server.close()
+        for leftover in Path(tempfile.gettempdir()).glob(w["tmp_target"].name + "*"):
+            leftover.unlink()
+
+
+@pytest.fixture(scope="module")
+def world(worlds):
+    return worlds["on"]
+
+
+def _job(w: dict, mode: str, names: list[str], device: str) -> str:
+    out = w["project"] / f"results-{mode}-{device}.json"
+    return json.dumps([mode, str(w["cache"]), str(out), *(str(w["files"][name]) for name in names)])
+
+
+def run_corpora(runs: list[tuple[dict, str, list[str]]], device: str = "cpu") -> list[dict]:
+    """Each (world, sandbox mode, attack names) evaluated by an evaluator of its own, all in one process whose
+    environment holds the API key, as `kfoundry` would (started in the first world's project folder)."""
+    first = runs[0][0]
+    env = {**os.environ, "OPENAI_API_KEY": first["secret"], "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-c", RUNNER, str(PROBLEM), device,
+                           *(_job(w, mode, names, device) for w, mode, names in runs)],
+                          cwd=first["project"], env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out.read_text())
+    return [json.loads((w["project"] / f"results-{mode}-{device}.json").read_text()) for w, mode, _ in runs]
 
 
-def test_the_sandbox_stops_every_attack(world):
-    assert_all_blocked(world, run_corpus(world, "on", sorted(world["files"])), "cpu")
+@pytest.fixture(scope="module")
+def cpu_results(worlds) -> dict:
+    """The whole corpus with the sandbox on, and beside it (one process: one start of torch and the evaluators'
+    servers less) the control's attacks with it off."""
+    on, off = run_corpora([(worlds["on"], "on", sorted(worlds["on"]["files"])),
+                           (worlds["off"], "off", sorted(set(worlds["off"]["files"]) - NO_CONTROL))])
+    return {"on": on, "off": off}
+
+
+def test_the_sandbox_stops_every_attack(world, cpu_results):
+    assert_all_blocked(world, cpu_results["on"], "cpu")
 
 
 @pytest.mark.gpu
@@ -127,7 +166,7 @@ def test_the_sandbox_stops_every_attack(world):
 def test_the_sandbox_stops_every_attack_on_a_gpu(world):
     """The same corpus in CUDA workers: the sandbox then also grants the GPU's device files, /dev/shm and the
     GPU lock's files, and none of that may open a door."""
-    assert_all_blocked(world, run_corpus(world, "on", sorted(world["files"]), device="cuda"), "cuda")
+    assert_all_blocked(world, run_corpora([(world, "on", sorted(world["files"]))], device="cuda")[0], "cuda")
 
 
 def assert_all_blocked(world, results: dict, device: str) -> None:
@@ -161,9 +200,10 @@ def assert_all_blocked(world, results: dict, device: str) -> None:
     assert not alive(cpp_child)  # forked from C++, in the worker's session: killed with it
 
 
-def test_without_the_sandbox_the_same_attacks_work(world):
+def test_without_the_sandbox_the_same_attacks_work(worlds, cpu_results):
+    world = worlds["off"]
     names = sorted(set(world["files"]) - NO_CONTROL)
-    results = run_corpus(world, "off", names)
+    results = cpu_results["off"]
     try:
         for name in names:
             result = results[name]

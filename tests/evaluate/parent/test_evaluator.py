@@ -652,14 +652,17 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return x
 '''
+# each run: problem, candidate, guard or not, and whether its workers fork from a server ("1") or start as processes
+# of their own ("0"): KFOUNDRY_FORK_SERVER is read as each worker starts, so one process serves both ways
 USER_RUNNER = r"""
-import json, sys
+import json, os, sys
 import kfoundry
-out, *pairs = sys.argv[1:]
+out, *runs = sys.argv[1:]
 results = {}
-for problem, candidate, guard in zip(pairs[::3], pairs[1::3], pairs[2::3]):
+for problem, candidate, guard, fork_server in zip(runs[::4], runs[1::4], runs[2::4], runs[3::4]):
+    os.environ["KFOUNDRY_FORK_SERVER"] = fork_server
     r = kfoundry.evaluate(problem, candidate, device="cpu", trials=1, seed=5, guard=guard == "guard")
-    results[candidate] = {"status": r.status, "message": r.message, "sandbox": r.sandbox}
+    results[candidate + " " + fork_server] = {"status": r.status, "message": r.message, "sandbox": r.sandbox}
 open(out, "w").write(json.dumps(results))
 """
 
@@ -670,16 +673,16 @@ def _write(path, text: str):
     return path
 
 
-def _run_user_code(world, cwd, env: dict, fork_server: bool, *runs, python=sys.executable) -> dict:
-    """kfoundry.evaluate(problem, candidate) for each run, in a process of its own (`python`) started from
-    `cwd` with `env`: its import path as a user's would be, not this test process's."""
-    out = world / f"results-{fork_server}.json"
-    args = [str(part) for run in runs for part in run]
-    env = {**env, "KFOUNDRY_FORK_SERVER": "1" if fork_server else "0"}
+def _run_user_code(world, cwd, env: dict, *runs, python=sys.executable) -> dict:
+    """kfoundry.evaluate(problem, candidate) for each run (problem, candidate, "guard" or not), with the fork
+    server and then without it, in one process of its own (`python`) started from `cwd` with `env`: its import
+    path as a user's would be, not this test process's. Results by (candidate, fork server or not)."""
+    out = world / "results.json"
+    args = [str(part) for fork_server in ("1", "0") for run in runs for part in (*run, fork_server)]
     done = subprocess.run([str(python), "-c", USER_RUNNER, str(out), *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out.read_text())
+    return {(key.rsplit(" ", 1)[0], key.endswith(" 1")): value for key, value in json.loads(out.read_text()).items()}
 
 
 @pytest.fixture(scope="module")
@@ -711,17 +714,25 @@ def user_project(tmp_path_factory):
             "env": env}
 
 
+@pytest.fixture(scope="module")
+def user_code_results(user_project):
+    """The candidate and the probe of `user_project` evaluated with the fork server and without it, in one process
+    (evaluated from another folder): the tests below read their part."""
+    p = user_project
+    return _run_user_code(p["world"], p["world"] / "elsewhere", p["env"], (p["problem"], p["candidate"], "guard"),
+                          (p["problem"], p["probe"], "no-guard"))
+
+
 @pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "own-process"])
-def test_the_problem_and_candidates_import_the_users_code_and_nothing_private(user_project, fork_server):
+def test_the_problem_and_candidates_import_the_users_code_and_nothing_private(user_project, user_code_results,
+                                                                             fork_server):
     """(a) a package and a module beside problem.py, evaluated from another folder; (b) a package in a
     PYTHONPATH folder outside the venv: the reference and the candidate import them alike. And the sandbox
     still keeps the candidate out of what is private in the folders it now reads."""
     p = user_project
-    results = _run_user_code(p["world"], p["world"] / "elsewhere", p["env"], fork_server,
-                             (p["problem"], p["candidate"], "guard"), (p["problem"], p["probe"], "no-guard"))
-    ok = results[str(p["candidate"])]
+    ok = user_code_results[str(p["candidate"]), fork_server]
     assert ok["status"] == "ok", ok["message"]
-    probe = results[str(p["probe"])]
+    probe = user_code_results[str(p["probe"]), fork_server]
     assert probe["status"] == "runtime_error" and "OUTCOMES " in probe["message"], probe["message"]
     outcomes = json.loads(probe["message"].rsplit("OUTCOMES ", 1)[1])
     assert outcomes.pop("import beside the problem") == "got: 2.0"
@@ -775,10 +786,10 @@ def test_a_user_site_package_and_the_folders_its_pth_adds_are_imported_by_every_
     (world / "elsewhere").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PYTHONUSERBASE"] = str(world / "userbase")
+    results = _run_user_code(world, world / "elsewhere", env, (problem, candidate, "guard"), python=python)
     for fork_server in (True, False):
-        result = _run_user_code(world, world / "elsewhere", env, fork_server, (problem, candidate, "guard"),
-                                python=python)
-        assert result[str(candidate)]["status"] == "ok", (fork_server, result[str(candidate)]["message"])
+        result = results[str(candidate), fork_server]
+        assert result["status"] == "ok", (fork_server, result["message"])
 
 
 # -- environment faults ------------------------------------------------------------------------------

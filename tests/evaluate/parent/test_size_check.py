@@ -2,8 +2,6 @@
 set, with real evaluations on the CPU."""
 
 import json
-import subprocess
-import sys
 
 from kfoundry.evaluate.parent.size_check import check_sizes
 from kfoundry.types import Evaluation
@@ -30,13 +28,13 @@ def test_a_second_set_by_hand_and_one_that_changes_nothing():
 
 
 def test_eval_check_sizes_reports_it_and_fails_the_exit_code_where_it_does_not_hold():
-    command = [sys.executable, "-m", "kfoundry", "eval", str(AFFINE), str(FIXED), "--device", "cpu", "--trials", "1",
-               "--check-sizes", "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    from tests.test_cli import in_process  # the command as the console script runs it, in this process
+
+    args = ["eval", str(AFFINE), str(FIXED), "--device", "cpu", "--trials", "1"]
+    done = in_process(*args, "--check-sizes", "--json")
     assert done.returncode == 1, done.stderr
     evaluation = Evaluation.from_dict(json.loads(done.stdout))
     assert evaluation.status == "ok" and evaluation.other_sizes.holds is False
     assert evaluation.precision["checked"] == "cpu"
-    done = subprocess.run(command[:6] + ["--device", "cpu", "--trials", "1", "--check-set", "dim=125"],
-                          capture_output=True, text=True, timeout=300)
+    done = in_process(*args, "--check-set", "dim=125")
     assert done.returncode == 1 and "other sizes" in done.stdout and "dim=125" in done.stdout, done.stdout
