@@ -69,3 +69,86 @@ def test_a_stopped_check_keeps_no_buffers(tmp_path, cpu_ipc):
     with pytest.raises(candidate_job.Stopped):
         exchange.check("trial 0", "0", torch.zeros(2), then="1")
     assert not exchange._filled
+
+
+PROBLEM_WITH_STATE = '''import torch
+from torch import nn
+
+batch_size = 2
+width = 5
+
+
+class Model(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.h0 = torch.randn(batch_size, width)  # the module-level constant, read in __init__
+
+    def forward(self, x):
+        return x + self.h0
+
+
+def get_inputs():
+    return [torch.randn(batch_size, width)]
+
+
+def get_init_inputs():
+    return [width]
+'''
+
+# written from the problem file, as an LLM or the composer writes candidates: its own copy of batch_size
+CANDIDATE_WITH_STATE = '''import torch
+import triton
+import triton.language as tl
+from torch import nn
+
+batch_size = 2
+width = 5
+
+
+@triton.jit
+def _add(x_ptr, h_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(h_ptr + offs, mask=mask), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.h0 = torch.randn(batch_size, width)
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        h0 = self.h0.to(x.device).contiguous()
+        _add[(triton.cdiv(x.numel(), 64),)](x.contiguous(), h0, out, x.numel(), BLOCK=64)
+        return out
+'''
+
+
+def test_a_candidates_copy_of_a_set_constant_takes_the_problems_value(tmp_path):
+    """`--set batch_size=3`: the problem's Model builds its state from batch_size = 3; a candidate written from the
+    problem file keeps its own `batch_size = 2`, which must follow, or every such candidate is wrong at the set
+    size (the composer's bidirectional RNNs were: their h0 kept the file's batch)."""
+    from kfoundry.evaluate import EvalOptions, Evaluator
+
+    problem, candidate = tmp_path / "problem.py", tmp_path / "candidate.py"
+    problem.write_text(PROBLEM_WITH_STATE)
+    candidate.write_text(CANDIDATE_WITH_STATE)
+    options = EvalOptions(device="cpu", trials=1, seed=7, timeout_s=120, set_values={"batch_size": 3})
+    with Evaluator(problem, options) as evaluator:
+        evaluation = evaluator.evaluate(candidate)
+    assert evaluation.status == "ok", evaluation.message
+
+
+def test_only_the_constants_the_candidate_defines_follow_the_set_values(tmp_path):
+    import ast
+
+    code = candidate_job.candidate_code(str(tmp_path / "c.py"), "batch_size = 2\nother = batch_size * 2\n",
+                                        {"batch_size": 3, "steps": 9})
+    namespace: dict = {}
+    exec(compile(code, "c.py", "exec"), namespace)
+    assert (namespace["batch_size"], namespace["other"], "steps" in namespace) == (3, 6, False)
+    assert isinstance(code, ast.Module)
+    untouched = "width = 5\n"
+    assert candidate_job.candidate_code("c.py", untouched, {"batch_size": 3}) == untouched
+    assert candidate_job.candidate_code("c.py", untouched, None) == untouched

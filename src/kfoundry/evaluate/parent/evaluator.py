@@ -414,6 +414,7 @@ class Evaluator:
                 job = {
                     "kind": "candidate",
                     "candidate_path": str(copy),
+                    "overrides": self.source.overrides,  # the problem's --set values, for the candidate's copies
                     "device": self.device,
                     "precision": self.options.precision,
                     "eval_mode": self.options.eval_mode,

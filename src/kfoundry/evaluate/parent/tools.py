@@ -46,6 +46,7 @@ def replay_job(evaluator, candidate: Path) -> dict[str, Any]:
     return {
         "kind": "replay",
         "candidate_path": str(Path(candidate).resolve()),
+        "overrides": evaluator.source.overrides,
         "device": evaluator.device,
         "precision": evaluator.options.precision,
         "eval_mode": evaluator.options.eval_mode,

@@ -63,10 +63,24 @@ def poison(output_meta: list[dict[str, Any]], device: str) -> None:
         del decoy
 
 
-def load_model_class(path: str, source: str) -> tuple[type | None, dict[str, Any] | None]:
-    """Import the candidate and find ModelNew: (the class, None) or (None, the failure's record)."""
+def candidate_code(path: str, source: str, overrides: dict[str, Any] | None) -> str | ast.Module:
+    """The candidate as it runs under the problem's --set values: a module-level constant the candidate keeps a
+    copy of (one written from the problem file, whose __init__ reads `batch_size`) takes the value the problem's
+    takes; constants the candidate does not define are left to the problem."""
+    if not overrides:
+        return source
+    tree = source_ast.parse(source, filename=path)
+    own = problems.module_constants(tree)
+    shared = {name: value for name, value in overrides.items() if name in own}
+    return problems.apply_overrides(tree, shared, Path(path)) if shared else source
+
+
+def load_model_class(path: str, source: str,
+                     overrides: dict[str, Any] | None = None) -> tuple[type | None, dict[str, Any] | None]:
+    """Import the candidate (its copies of the problem's constants at the --set values) and find ModelNew:
+    (the class, None) or (None, the failure's record)."""
     try:
-        module = problems.load_module(Path(path), source, CANDIDATE_MODULE)
+        module = problems.load_module(Path(path), candidate_code(path, source, overrides), CANDIDATE_MODULE)
     except SyntaxError as exc:
         return None, describe_syntax_error(exc)
     except BaseException as exc:
@@ -189,7 +203,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     seconds: Counter = Counter()
     compile_off_gpu(lock, seconds)
     fail_fast_over_shared_memory()
-    model_class, failure = load_model_class(path, source)
+    model_class, failure = load_model_class(path, source, job.get("overrides"))
     if failure is not None:
         return failure
 

@@ -34,7 +34,7 @@ def run_replay_job(job: dict[str, Any], channel) -> dict[str, Any]:
     workdir = Path.cwd()
     channel.phase("load")
     source = Path(path).read_text(encoding="utf-8")
-    model_class, failure = load_model_class(path, source)
+    model_class, failure = load_model_class(path, source, job.get("overrides"))
     if failure is not None:
         return failure
 
