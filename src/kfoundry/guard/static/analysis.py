@@ -28,11 +28,11 @@ def run(tree: ast.Module, source: str) -> list[Finding]:
     for f in forward_scope(inference):
         forward.check(f)
     # docstrings and other bare string statements are prose: no source is compiled from them
-    prose = {n.value for n in ast.walk(tree) if isinstance(n, ast.Expr) and str_const(n.value) is not None}
+    prose = {n.value for n in program.nodes if isinstance(n, ast.Expr) and str_const(n.value) is not None}
     visitors = (HostRules(program, report).visit,
                 FileRules(inference, report, program.kernel_nodes(), prose).visit,
                 CppSources(program, report, prose).visit)
-    for n in ast.walk(tree):
+    for n in program.nodes:
         for visit in visitors:
             visit(n)
     return report.ordered()

@@ -26,13 +26,12 @@ class CppSources:
         self.program = program
         self.report = report
         self.prose = prose  # docstrings and other bare string statements
-        tree = program.tree
         self._ext_sources = extension_sources(program)
-        self._in_fstring = {v for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        self._in_fstring = {v for n in program.nodes if isinstance(n, ast.JoinedStr) for v in n.values}
         # C++ compiled with CUDA's qualifiers defined away: its __device__ functions are host code
         self._device_redefined = any(
             isinstance(n, ast.Constant) and isinstance(n.value, str) and CPP_QUALIFIER_REDEFINED.search(n.value)
-            for n in ast.walk(tree))
+            for n in program.nodes)
 
     def visit(self, n):
         """Scan the node when it is a C++ source."""
@@ -62,7 +61,7 @@ def extension_sources(program: Program) -> dict[int, set[str]]:
     names (assigned anywhere), self attributes, lists, +, str.join/format, f-strings, calls and the
     returns of the file's functions. A ** argument counts as cpp_sources."""
     assigns: dict[str, list] = {}
-    for node in ast.walk(program.tree):
+    for node in program.nodes:
         if isinstance(node, ast.Assign):
             for t in flatten_targets(node.targets):
                 key = t.id if isinstance(t, ast.Name) else "." + t.attr if isinstance(t, ast.Attribute) else None
@@ -95,7 +94,7 @@ def extension_sources(program: Program) -> dict[int, set[str]]:
             if not isinstance(x, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 stack.extend(ast.iter_child_nodes(x))
 
-    for node in ast.walk(program.tree):
+    for node in program.nodes:
         if not isinstance(node, ast.Call):
             continue
         f = node.func

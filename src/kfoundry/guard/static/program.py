@@ -69,8 +69,9 @@ class Program:
     def __init__(self, tree: ast.Module, source: str):
         self.tree = tree
         self.source = source
+        self.nodes = tuple(ast.walk(tree))  # every node once, in ast.walk's order: the rules walk this, not the tree
         self.parents: dict[ast.AST, ast.AST] = {}
-        for p in ast.walk(tree):
+        for p in self.nodes:
             for c in ast.iter_child_nodes(p):
                 self.parents[c] = p
         self.aliases: dict[str, str] = {}
@@ -79,6 +80,7 @@ class Program:
         self.methods: dict[str, dict[str, Func]] = {}
         self.funcs: dict[tuple[str, str], Func] = {}
         self._kernel_cache: dict[ast.AST, bool] = {}
+        self._scope_cache: dict[ast.AST, tuple] = {}
         self._collect_imports()
         self._collect_defs()
         fwd = self.method("ModelNew", "forward") if "ModelNew" in self.classes else None
@@ -87,7 +89,7 @@ class Program:
 
     # -- names --------------------------------------------------------------------------------
     def _collect_imports(self):
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -210,29 +212,39 @@ class Program:
         return False
 
     # -- node iteration -----------------------------------------------------------------------
-    def scope_nodes(self, root):
-        """Nodes under a function, nested non-kernel defs included, nested kernels skipped."""
-        stack = list(ast.iter_child_nodes(root))
-        while stack:
-            n = stack.pop()
-            yield n
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(n):
-                continue
-            stack.extend(ast.iter_child_nodes(n))
-
-    def module_nodes(self):
-        stack = list(self.tree.body)
-        while stack:
-            n = stack.pop()
-            yield n
-            if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+    def scope_nodes(self, root) -> tuple:
+        """Nodes under a function, nested non-kernel defs included, nested kernels skipped. Listed once per root:
+        the fixed point asks for the same scopes in every round (the tree is never changed)."""
+        nodes = self._scope_cache.get(root)
+        if nodes is None:
+            found, stack = [], list(ast.iter_child_nodes(root))
+            while stack:
+                n = stack.pop()
+                found.append(n)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(n):
+                    continue
                 stack.extend(ast.iter_child_nodes(n))
+            nodes = self._scope_cache[root] = tuple(found)
+        return nodes
+
+    def module_nodes(self) -> tuple:
+        """Nodes of the module's own scope (outside functions and classes), listed once."""
+        nodes = self._scope_cache.get(self.tree)
+        if nodes is None:
+            found, stack = [], list(self.tree.body)
+            while stack:
+                n = stack.pop()
+                found.append(n)
+                if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                    stack.extend(ast.iter_child_nodes(n))
+            nodes = self._scope_cache[self.tree] = tuple(found)
+        return nodes
 
     # -- where nodes stand ------------------------------------------------------------------
     def kernel_nodes(self) -> set[int]:
         """ids of every node inside a Triton kernel (its body is not host code)."""
         out: set[int] = set()
-        for fn in ast.walk(self.tree):
+        for fn in self.nodes:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(fn):
                 out.update(id(x) for x in ast.walk(fn))
         return out
