@@ -8,7 +8,7 @@ import math
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -128,6 +128,18 @@ def submit(problem: Path, source: str, set_values: dict | None = None, eval_mode
     future.add_done_callback(lambda f: single.set_exception(f.exception()) if f.exception()
                              else single.set_result(f.result()[0]))
     return single
+
+
+def compose_then_judge(problems: dict[str, Path], judged_sources: Callable[[str, ComposeResult], list[str]],
+                       max_variants: Callable[[str], int] = lambda case: 4,
+                       tolerance: float = 1e-4) -> dict[str, tuple[ComposeResult, Future]]:
+    """case -> (its problem composed in this process, the future of the sources `judged_sources` picks from it,
+    judged in the background two problems at a time)."""
+    found = {}
+    for case, path in problems.items():
+        result = compose(path, max_variants=max_variants(case), tolerance=tolerance)
+        found[case] = (result, submit_all(path, judged_sources(case, result), tolerance=tolerance))
+    return found
 
 
 def compose_ok(problem: Path, **kwargs: Any) -> ComposeResult:

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.experts.composer.compose import compose
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.fusion import plan
-from tests.experts.composer.helpers import conv_norm_problem, submit_all, verdict
+from tests.experts.composer.helpers import compose_then_judge, conv_norm_problem, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
 # two input channels: the conv's loop over them, at half the interpreted work of four
@@ -67,12 +66,7 @@ def _judged_sources(case: str, result) -> list[str]:
 def composed(tmp_path_factory):
     """Each case composed in the main process, its sources judged in the background (two cases at a time)."""
     folder = tmp_path_factory.mktemp("conv_statistics")
-    found = {}
-    for case in sorted(CASES):
-        path = _problem(folder, case)
-        result = compose(path, max_variants=4, tolerance=1e-4)
-        found[case] = (result, submit_all(path, _judged_sources(case, result), tolerance=1e-4))
-    return found
+    return compose_then_judge({case: _problem(folder, case) for case in sorted(CASES)}, _judged_sources)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.experts.composer.compose import compose
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.plan.window_store import with_pooling_before_store
-from tests.experts.composer.helpers import TF32_LEVEL, conv_norm_problem, submit_all, verdict
+from tests.experts.composer.helpers import TF32_LEVEL, compose_then_judge, conv_norm_problem, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
 CONV2D = {"conv": "nn.Conv2d(8, 8, 3)", "d": "2", "ln": "8", "input": "2, 8, 10, 10", "field": "8, 8"}  # 8 x 8 out
@@ -74,14 +73,10 @@ def _judged_sources(case: str, result) -> list[str]:
 def composed(tmp_path_factory):
     """Each case composed in the main process, its sources judged in the background (two cases at a time)."""
     folder = tmp_path_factory.mktemp("window_store")
-    found = {}
-    for case in sorted(CASES):
-        path = _problem(folder, case)
-        # a norm puts the fp32-accurate tiles first (plan/amplification.py): 4 variants hold an accurate pooled one
-        # and a plain one; without a norm the first accurate pooled variant is the 9th (fp16 and TF32 copies lead)
-        result = compose(path, max_variants=4 if CASES[case][3] else 12, tolerance=1e-4)
-        found[case] = (result, submit_all(path, _judged_sources(case, result), tolerance=1e-4))
-    return found
+    # a norm puts the fp32-accurate tiles first (plan/amplification.py): 4 variants hold an accurate pooled one
+    # and a plain one; without a norm the first accurate pooled variant is the 9th (fp16 and TF32 copies lead)
+    return compose_then_judge({case: _problem(folder, case) for case in sorted(CASES)}, _judged_sources,
+                              max_variants=lambda case: 4 if CASES[case][3] else 12)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
