@@ -107,11 +107,13 @@ def test_transposed_convolutions_run_by_output_phase(composed):
     assert layouts == {"conv_0": {"phases"}, "conv_1": {"phases"}, "conv_2": {"fma"}}
     source = first(result).source
     up = source.split("def _conv_transpose2d_clamp_0_kernel")[1].split("@triton.jit")[0]
-    assert "phase = tl.program_id(1) % 4" in up and "pid_g = tl.program_id(1) // 4" in up
+    # the four phases of a tile in adjacent programs, so that their interleaved stores meet in the L2
+    assert "phase = tl.program_id(0) % 4" in up and "pid = tl.program_id(0) // 4" in up
+    assert "pid_g = tl.program_id(1)\n" in up
     assert "% 2 == 0" not in up  # no tap is loaded only to be masked away by the stride
     assert "_channels_last_half(up_weight.transpose(0, 1))" in source
-    assert "up_groups * 4)](" in source  # the module's groups times four phases
+    assert 'META["BN"]) * 4, up_groups)](' in source  # four phases a tile; a grid column per group
     up3d = source.split("def _conv_transpose3d_add_1_kernel")[1].split("@triton.jit")[0]
-    assert "phase = tl.program_id(1) % 6" in up3d
+    assert "phase = tl.program_id(0) % 6" in up3d
     depthwise = source.split("def _conv2d_relu6_2_kernel")[1].split("class ModelNew")[0]
     assert "tl.dot" not in depthwise and depthwise.count("acc += ") == 9  # the 3x3 taps, unrolled

@@ -10,7 +10,7 @@ No im2col buffer is built: input tiles are loaded straight from the activation.
 Layouts of the reduction loop (config["layout"]):
 * ``channels_last``: over channels-last copies of input and weight (made by a copy kernel, rounded to TF32 where
   the dot is TF32), one loop over (kernel position, chunk of BK channels): K-contiguous tiles for the tensor cores;
-* ``phases``: the same for a transposed convolution (stride s, no dilation), one grid column per output phase
+* ``phases``: the same for a transposed convolution (stride s, no dilation), one program per (tile, output phase)
   (position mod s): each phase is a plain convolution with every s-th kernel tap, so no load is masked away by
   the stride;
 * ``fma``: few input channels per group (a depthwise convolution): no dot product, the taps unrolled as
@@ -211,7 +211,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     layout = config.get("layout", "direct")
     phases = layout == "phases"
     strides = [int(v) for v in attrs["stride"]]
-    # the phase loop's rows: (sample, output position // stride); one grid column per (group, phase)
+    # the phase loop's rows: (sample, output position // stride); the phases of a tile in adjacent programs
     row_sizes = [sizes[0], sizes[1]] + [f"triton.cdiv({sizes[2 + d]}, {strides[d]})" if phases else sizes[2 + d]
                                         for d in range(nd)]
     statistics, windows = group.statistics, group.windows
@@ -242,9 +242,16 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         m_total = kw.arg("M", m_total_host)
         sample_rows = positions_arg
     tile_constexprs(kw, config, xn, cout_group_host)
-    grouped_tiles(kw, m_total, cout_group)
     n_phases = math.prod(strides) if phases else 1
-    kw.line(f"pid_g = tl.program_id(1){f' // {n_phases}' if n_phases > 1 else ''}")
+    if n_phases > 1:
+        # the phases of one tile run side by side: each writes every s-th output, and the L2 joins their writes
+        # into whole sectors before they reach memory (phase by phase, the first phase's partial sectors were
+        # evicted before the next phase filled them)
+        kw.line(f"phase = tl.program_id(0) % {n_phases}")
+        grouped_tiles(kw, m_total, cout_group, pid=f"tl.program_id(0) // {n_phases}")
+    else:
+        grouped_tiles(kw, m_total, cout_group)
+    kw.line("pid_g = tl.program_id(1)")
     kw.line("# rows: (sample, output position); columns: output channels of this group")
     prefix = "q" if phases else "o"
     if statistics is None and windows is None:
@@ -270,7 +277,6 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     phase_of: list[str] = []
     if phases:
         quotients = positions
-        kw.line(f"phase = tl.program_id(1) % {n_phases}")
         phase_of = _static_unravel(kw, "phase", strides, "ph")
         out_sizes = [kw.arg(f"out_size{d}", sizes[2 + d]) for d in range(nd)]
         positions = []
@@ -313,8 +319,9 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         _store_windows(kw, host, lines, emitter, windows, padded, kw.arg("n_windows", product(pooled_host)), samples,
                        sizes[1])
     tiles = tile_grid(m_total_host, cout_group_host, config)
-    columns = product([groups, str(n_phases)])
-    lines.append(kw.launch(f"lambda META: ({tiles}, {columns})",
+    if n_phases > 1:
+        tiles = f"{tiles} * {n_phases}"
+    lines.append(kw.launch(f"lambda META: ({tiles}, {groups})",
                            {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
 

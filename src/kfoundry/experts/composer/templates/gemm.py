@@ -132,8 +132,8 @@ def dot_precision_host(config: dict, tensor: str) -> str:
     return f'"{config["precision"]}" if {tensor}.dtype == torch.float32 else "tf32"'
 
 
-def grouped_tiles(kw: KernelWriter, m_total: str, n_total: str) -> None:
-    kw.line("pid = tl.program_id(0)")
+def grouped_tiles(kw: KernelWriter, m_total: str, n_total: str, pid: str = "tl.program_id(0)") -> None:
+    kw.line(f"pid = {pid}")
     kw.line(f"num_m = tl.cdiv({m_total}, BM)")
     kw.line(f"num_n = tl.cdiv({n_total}, BN)")
     kw.line("tiles_in_group = GROUP_M * num_n")
