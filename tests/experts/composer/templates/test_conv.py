@@ -103,8 +103,9 @@ def test_the_direct_variant_of_a_channels_last_problem_passes_too(composed):
 
 def test_transposed_convolutions_run_by_output_phase(composed):
     result, _ = composed["phases_depthwise"]
-    layouts = {name: {c.config[name]["layout"] for c in result.candidates[:4]} for name in ("conv_0", "conv_1", "conv_2")}
-    assert layouts == {"conv_0": {"phases"}, "conv_1": {"phases"}, "conv_2": {"fma"}}
+    names = ("conv_0", "conv_1", "conv_2", "conv_3")
+    layouts = {name: {c.config[name]["layout"] for c in result.candidates[:4]} for name in names}
+    assert layouts == {"conv_0": {"phases"}, "conv_1": {"phases"}, "conv_2": {"fma"}, "conv_3": {"phases"}}
     source = first(result).source
     up = source.split("def _conv_transpose2d_clamp_0_kernel")[1].split("@triton.jit")[0]
     # the four phases of a tile in adjacent programs, so that their interleaved stores meet in the L2
@@ -115,5 +116,7 @@ def test_transposed_convolutions_run_by_output_phase(composed):
     assert 'META["BN"]) * 4, up_groups)](' in source  # four phases a tile; a grid column per group
     up3d = source.split("def _conv_transpose3d_add_1_kernel")[1].split("@triton.jit")[0]
     assert "phase = tl.program_id(0) % 6" in up3d
-    depthwise = source.split("def _conv2d_relu6_2_kernel")[1].split("class ModelNew")[0]
+    same = source.split("def _conv_transpose2d_tanh_3_kernel")[1].split("class ModelNew")[0]
+    assert "phase = 0" in same and "program_id(0) %" not in same  # stride 1: one phase, a program per tile
+    depthwise = source.split("def _conv2d_relu6_2_kernel")[1].split("@triton.jit")[0]
     assert "tl.dot" not in depthwise and depthwise.count("acc += ") == 9  # the 3x3 taps, unrolled

@@ -102,6 +102,13 @@ def phases_fit(group: Group) -> bool:
         channels_per_group(group)[0] >= MIN_CHANNELS_LAST
 
 
+def windows_are_phases(group: Group) -> bool:
+    """Pooling windows (plan/window_store.py) of a transposed conv's stride: the outputs q * s + phase, one per phase,
+    make the window q."""
+    windows = group.windows
+    return windows is not None and tuple(windows.kernel) == tuple(int(s) for s in group.anchor.attrs["stride"])
+
+
 def fma_fits(group: Group) -> bool:
     """Few input channels per group: multiply-adds beat a mostly empty dot product."""
     op = group.anchor
@@ -154,8 +161,9 @@ def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict
         bn = "full" if group.reduced else min(64, max(2, _next_power_of_2(cout)))
         tiles = [dict(t, BN=bn) for t in FMA_TILES]
         return [dict(t, precision="default", layout="fma") for t in tiles]
-    # the phase loop's rows go phase by phase, not window by window (plan/window_store.py)
-    by_phase = phases_fit(group) and group.windows is None
+    # the phase loop's rows go phase by phase, not window by window (plan/window_store.py): it takes pooling windows
+    # only where each is one output of every phase
+    by_phase = phases_fit(group) and (group.windows is None or windows_are_phases(group))
     copied = channels_last_fits(group) or by_phase
     layout = "channels_last" if channels_last_fits(group) else "phases" if by_phase else "direct"
     fast = "tf32" if "tf32" in precisions else precisions[0]
@@ -215,15 +223,19 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     row_sizes = [sizes[0], sizes[1]] + [f"triton.cdiv({sizes[2 + d]}, {strides[d]})" if phases else sizes[2 + d]
                                         for d in range(nd)]
     statistics, windows = group.statistics, group.windows
+    # pooling windows of the transposed conv's stride: a window holds one output of each phase, so one program
+    # runs every phase of its rows in turn and keeps each window's extrema across them (rows stay phase rows)
+    phase_windows = phases and windows is not None
     positions_host = product([row_sizes[2 + d] for d in range(nd)])
-    if windows is not None:  # a sample's rows window by window, each window's padded to a power of two
+    if windows is not None and not phase_windows:  # a sample's rows window by window, each padded to a power of 2
         pooled_host = host.shape(windows.pool.out)[2:]  # whole windows only (floor mode)
         spatial_host = [row_sizes[2 + d] for d in range(nd)]
         positions_host = f"{product(pooled_host)} * {windows.rows}"
         if statistics is not None:  # then the positions no window covers, for the moments
             covered = [f"{p} * {k}" for p, k in zip(pooled_host, windows.kernel)]
             positions_host += f" + {product(spatial_host)} - {product(covered)}"
-    if statistics is None and windows is None:
+    plain_rows = windows is None or phase_windows
+    if statistics is None and plain_rows:
         m_total_host = product([row_sizes[0]] + [row_sizes[2 + d] for d in range(nd)])
         m_total = kw.arg("M", m_total_host)
     else:
@@ -237,13 +249,14 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.line(f"{tiles} = tl.cdiv({positions_arg}, BM)")
         kw.line(f"{m_total} = {samples} * {tiles} * BM")
         sample_rows = f"{tiles} * BM"
-    elif windows is not None:
+    elif not plain_rows:
         m_total_host = f"{row_sizes[0]} * {positions_host}"
         m_total = kw.arg("M", m_total_host)
         sample_rows = positions_arg
     tile_constexprs(kw, config, xn, cout_group_host)
     n_phases = math.prod(strides) if phases else 1
-    if n_phases > 1:
+    grid_phases = 1 if phase_windows else n_phases
+    if grid_phases > 1:
         # the phases of one tile run side by side: each writes every s-th output, and the L2 joins their writes
         # into whole sectors before they reach memory (phase by phase, the first phase's partial sectors were
         # evicted before the next phase filled them)
@@ -251,10 +264,12 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         grouped_tiles(kw, m_total, cout_group, pid=f"tl.program_id(0) // {n_phases}")
     else:
         grouped_tiles(kw, m_total, cout_group)
+        if phases and not phase_windows:  # stride 1: the one phase
+            kw.line("phase = 0")
     kw.line("pid_g = tl.program_id(1)")
     kw.line("# rows: (sample, output position); columns: output channels of this group")
     prefix = "q" if phases else "o"
-    if statistics is None and windows is None:
+    if statistics is None and plain_rows:
         coords = unravel(kw, "rm", [[0]] + [[2 + d] for d in range(nd)], row_sizes, prefix)
         sample, positions = coords[0], coords[1:]
         rows_in = f"rm < {m_total}"
@@ -264,7 +279,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.line(f"{sample} = rm // {padded}")
         kw.line(f"{position} = rm % {padded}")
         rows_in = f"(rm < {m_total}) & ({position} < {positions_arg})"
-        if windows is None:
+        if plain_rows:
             positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
         else:
             positions, whole = _window_rows(kw, windows, position, pooled_host, prefix)
@@ -272,19 +287,25 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
                 whole = _rows_outside_windows(kw, windows, position, pooled_host, spatial_host, positions, whole)
             rows_in += f" & {whole}"
     kw.line(f"oc = pid_g * {cout_group} + rn")
-    kw.line(f"m_in = {rows_in}")
+    kw.line(f"{'m_rows' if phase_windows else 'm_in'} = {rows_in}")
     kw.line(f"n_in = rn < {cout_group}")
     phase_of: list[str] = []
     if phases:
         quotients = positions
+        if phase_windows:
+            found = _open_phase_windows(kw, windows)
+            kw.line(f"for phase in tl.static_range({n_phases}):")
+            kw.indent += 1
         phase_of = _static_unravel(kw, "phase", strides, "ph")
         out_sizes = [kw.arg(f"out_size{d}", sizes[2 + d]) for d in range(nd)]
         positions = []
+        in_phase = []
         for d in range(nd):
             o = kw.local(f"o{d}")
             kw.line(f"{o} = {quotients[d]} * {strides[d]} + {phase_of[d]}")
-            kw.line(f"m_in = m_in & ({o} < {out_sizes[d]})")
+            in_phase.append(f"({o} < {out_sizes[d]})")
             positions.append(o)
+        kw.line(f"m_in = {'m_rows' if phase_windows else 'm_in'} & {' & '.join(in_phase)}")
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
     scales: list[str] = []
     if layout in ("channels_last", "taps") and not transposed:
@@ -315,12 +336,14 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     if statistics is not None:
         _gather_moments(kw, host, lines, emitter, statistics, tiles,
                         Partials(host.fresh(f"{group.name}_moments"), row_sizes[0], tiles_host, n_phases, sizes[1]))
-    if windows is not None:
+    if phase_windows:
+        _close_phase_windows(kw, host, lines, emitter, windows, found, sample, quotients, sizes[1])
+    elif windows is not None:
         _store_windows(kw, host, lines, emitter, windows, padded, kw.arg("n_windows", product(pooled_host)), samples,
                        sizes[1])
     tiles = tile_grid(m_total_host, cout_group_host, config)
-    if n_phases > 1:
-        tiles = f"{tiles} * {n_phases}"
+    if grid_phases > 1:
+        tiles = f"{tiles} * {grid_phases}"
     lines.append(kw.launch(f"lambda META: ({tiles}, {groups})",
                            {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
@@ -395,17 +418,65 @@ def _rows_outside_windows(kw: KernelWriter, windows, position: str, pooled_host:
     return f"(({windowed} & {whole}) | ({rest} >= 0))"
 
 
+def _window_buffers(host: HostContext, lines: list[str], windows) -> dict[str, str]:
+    """The tensors, shaped like the pooling's output, that take each window's largest and smallest conv output
+    (or its mean) in place of the output: {kind: host name}."""
+    names = {kind: host.fresh(f"{host.name(windows.source)}_window_{kind}") for kind in windows.kinds}
+    host.windows[windows] = names
+    for name in names.values():
+        lines.append(f"        {name} = torch.empty({host.shape_tuple(windows.pool.out)}, device={host.device()}, "
+                     f"dtype=torch.float32)")
+    return names
+
+
+_WINDOW_START = {"max": '-float("inf")', "min": 'float("inf")', "mean": "0.0"}
+_WINDOW_JOIN = {"max": "tl.maximum", "min": "tl.minimum"}
+
+
+def _open_phase_windows(kw: KernelWriter, windows) -> dict[str, str]:
+    """Before the loop over phases: one accumulator per kind the pooling needs, each row a window."""
+    found = {kind: kw.local(f"window_{kind}") for kind in windows.kinds}
+    for kind, var in found.items():
+        kw.line(f"{var} = tl.full((BM, BN), {_WINDOW_START[kind]}, tl.float32)")
+    return found
+
+
+def _close_phase_windows(kw: KernelWriter, host: HostContext, lines: list[str], emitter: Emitter, windows,
+                         found: dict[str, str], sample: str, quotients: list[str], channels: str) -> None:
+    """A phase's outputs joined into their windows' accumulators (window = the phase row's position // stride),
+    then, after the last phase, the windows stored: only whole windows (floor mode), no conv output."""
+    value = emitter.env[windows.source]
+    for kind, var in found.items():
+        if kind == "mean":
+            kw.line(f"{var} += tl.where(m_ok, {value}, 0.0)")
+        else:
+            kw.line(f"{var} = {_WINDOW_JOIN[kind]}({var}, tl.where(m_ok, {value}, {_WINDOW_START[kind]}))")
+    kw.indent -= 1
+    kw.line("# the windows: one per row, each joined from every phase")
+    pooled_host = host.shape(windows.pool.out)[2:]
+    pooled = [kw.arg(f"pooled{d}", size) for d, size in enumerate(pooled_host)]
+    place, w_ok = kw.local("w_place"), kw.local("w_ok")
+    flat = quotients[0]
+    for d in range(1, len(quotients)):
+        flat = f"({flat}) * {pooled[d]} + {quotients[d]}" if d > 1 else f"{flat} * {pooled[d]} + {quotients[d]}"
+    kw.line(f"{place} = {flat}")
+    kw.line(f"{w_ok} = m_rows & " + " & ".join(f"({q} < {p})" for q, p in zip(quotients, pooled)))
+    offset = f"({sample}[:, None] * {kw.arg('channels', channels)} + oc[None, :]) * " \
+             f"{kw.arg('n_windows', product(pooled_host))} + {place}[:, None]"
+    names = _window_buffers(host, lines, windows)
+    for kind, var in found.items():
+        if kind == "mean":
+            kw.line(f"{var} = {var} / {float(windows.volume)!r}")
+        kw.line(f"tl.store({kw.arg(f'{kind}_ptr', names[kind])} + {offset}, {var}, mask={w_ok}[:, None] & n_in[None, :])")
+
+
 def _store_windows(kw: KernelWriter, host: HostContext, lines: list[str], emitter: Emitter, windows,
                    sample_rows: str, n_windows: str, samples: str, channels: str) -> None:
     """Each pooling window of the tile (`rows` consecutive rows) reduced to its largest and smallest output (or
     its mean), stored in tensors shaped like the pooling's output: the conv output itself is never written."""
     value = emitter.env[windows.source]
     rows = windows.rows
-    names = {kind: host.fresh(f"{host.name(windows.source)}_window_{kind}") for kind in windows.kinds}
-    host.windows[windows] = names
-    for name in names.values():
-        lines.append(f"        {name} = torch.empty({host.shape_tuple(windows.pool.out)}, device={host.device()}, "
-                     f"dtype=torch.float32)")
+    names = _window_buffers(host, lines, windows)
     kw.line("# each pooling window of the tile reduced to what the pooling kernel needs: only that is stored")
     w, w_sample, w_place, w_ok = (kw.local(n) for n in ("w_row", "w_sample", "w_place", "w_ok"))
     kw.line(f"{w} = pid_m * (BM // {rows}) + tl.arange(0, BM // {rows})")
