@@ -40,6 +40,7 @@ class ClusterPrepared:
     weak: dict[str, bool]
     baselines: dict[str, Any] | None
     workers: list[dict[str, Any]] = field(default_factory=list)  # node, device, device_facts of each worker
+    reference_error_ratio: float | None = None  # the first worker's e(reference) (PreparedProblem's)
 
 
 @dataclass
@@ -211,7 +212,8 @@ class RayEvaluator:
             source=self.source, device_facts=DeviceFacts.from_dict(first["device_facts"]),
             cost=ProblemCost.from_dict(first["cost"]), warnings=list(first["warnings"]), truth_status=first["truth"],
             weak=dict(first["weak"]), baselines=first["baselines"],
-            workers=[{k: s.info[k] for k in ("node", "device", "device_facts")} for s in ready])
+            workers=[{k: s.info[k] for k in ("node", "device", "device_facts")} for s in ready],
+            reference_error_ratio=first.get("reference_error_ratio"))
 
     # -- evaluations -------------------------------------------------------------------------------
 

@@ -90,6 +90,8 @@ class PreparedProblem:
         self.input_layouts: dict[str, Any] = result.get("input_layouts") or {}
         self.reference_seconds = result.get("seconds")
         self.sets_seconds = result.get("sets_seconds")  # the expected outputs' share of it
+        # e(reference) on the first set: the reference's own error against the float64 truth; None without one
+        self.reference_error_ratio: float | None = result.get("reference_error_ratio")
         self.gpu_memory: dict[str, int] = result.get("gpu_memory") or {}  # the judge's figures once prepared
         self.plan = plan
         self.workers = plan.workers

@@ -91,6 +91,24 @@ def _check_redrawn(ref: Reference, first: ExpectedSet) -> None:
                            "the problem with --set so that every set is kept")
 
 
+def _reference_error(ref: Reference, first: ExpectedSet) -> float | None:
+    """The reference's own error ratio against the float64 truth on the first set (the largest over its outputs),
+    as a verdict computes e(reference); None without a truth. The composer reads it: on a GPU whose convolutions run
+    TF32 it is of order ten, and a TF32 main loop after a norm then passes max(1, 2 e(reference)) too."""
+    if first.truth is None:
+        return None
+    tol = ref.job["tolerance"]
+    try:
+        comparison = compare_outputs(first.reference, first.reference, first.truth, tol, tol, first.index_sources,
+                                     device=ref.device if ref.device.startswith("cuda") else None)
+    except Exception:  # noqa: BLE001 -- a hint for the composer, never a reason to stop (out of memory on GBs)
+        if ref.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        return None
+    ratios = [o.error_ratio_reference for o in comparison.outputs if o.error_ratio_reference is not None]
+    return max(ratios) if ratios else None
+
+
 def prepare(ref: Reference, channel) -> dict[str, Any]:
     """Every set once (kept as the tier says), the weak-problem checks, the cost and the device's facts."""
     job, device = ref.job, ref.device
@@ -117,6 +135,7 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         ref.model64 = None
         first.truth = None
     del again
+    own_error = _reference_error(ref, first)  # after the check above: a random reference has no truth
     output_meta = [{"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}
                    for x in flatten_outputs(first.reference) if isinstance(x, torch.Tensor)]
     near, independent = near_zero(first.reference, tol), False
@@ -154,6 +173,7 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         "device_facts": to_jsonable(facts),
         "tier": ref.tier,
         "sets_seconds": round(sets_seconds, 3),
+        "reference_error_ratio": own_error,
         # each set's tensor layouts: a worker allocates its buffers from these, with no order to ask for them
         "input_layouts": layouts,
     }

@@ -19,7 +19,7 @@ from kfoundry.experts.composer.genome import REDUCTION_APART, Genome, GenomeSpac
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.plan.steps import Group, Plan, describe_groups
-from kfoundry.experts.composer.plan.amplification import normalised
+from kfoundry.experts.composer.plan.amplification import amplification_fails, normalised
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.recurrence import with_recurrences
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
@@ -188,11 +188,14 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
 
 
 def kernel_options(the_plan: Plan, precision: str, tolerance: float | None,
-                   device: DeviceFacts | DeviceLimits | None = None) -> dict[str, list[dict]]:
+                   device: DeviceFacts | DeviceLimits | None = None,
+                   reference_error: float | None = None) -> dict[str, list[dict]]:
     """Each kernel's configurations, fitted to the device, at precisions the tolerance admits (a conv's main loop
-    close to fp32 first where a norm after it amplifies its error)."""
+    close to fp32 first where a norm after it amplifies its error past what the reference's own error,
+    `reference_error`, allows: amplification.amplification_fails)."""
     users = the_plan.graph.users()
-    return {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and
+    accurate = amplification_fails(reference_error)
+    return {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and accurate and
                                   normalised(the_plan.graph, g.anchor.out, users)) for g in the_plan.groups}
 
 
@@ -236,30 +239,36 @@ def describe_plan(the_plan: Plan) -> str:
 
 def compose(problem_path: str | Path, *, set_values: dict | None = None, precision: str = "fp32",
             eval_mode: bool = False, max_variants: int = 4, tolerance: float | None = None,
-            name: str | None = None, device: DeviceFacts | DeviceLimits | None = None) -> ComposeResult:
+            name: str | None = None, device: DeviceFacts | DeviceLimits | None = None,
+            reference_error: float | None = None) -> ComposeResult:
     """Triton candidates for a problem from the template library, or the ops that stop it. `name`, the
     problem's name in the kernels' docstrings, defaults to the file's (examples/<name>/problem.py: the
     folder's); a resumed run gives the one it started with, so that its kernels are the same code.
     `device`: the GPU the kernels are for; every tile configuration fits its shared memory, registers and
     threads per block (templates.device_limits). None: the typical target (device_limits.DEFAULT_LIMITS, an H100).
+    `reference_error`: the reference's own error ratio against the float64 truth where the judge measured it (a
+    GPU's TF32 convolutions make it large: then a conv's fast main loops lead even where a norm follows).
 
     Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
     composer does not understand is reported in `unsupported`."""
     sample = _load(problem_path, set_values, eval_mode)
     with on_host(sample.device):  # its forward is traced in the main process, which never touches the GPU
-        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device)
+        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device,
+                               reference_error)
     if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
         # what failed on the meta device (shapes only) may work with real data: once more on the CPU
         sample = _load(problem_path, set_values, eval_mode, "cpu")
         with on_host("cpu"):
-            result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device)
+            result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device,
+                                   reference_error)
     return result
 
 
 def _safe_compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
-                  tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None) -> ComposeResult:
+                  tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None,
+                  reference_error: float | None = None) -> ComposeResult:
     try:
-        return _compose(sample, precision, eval_mode, max_variants, tolerance, name, device)
+        return _compose(sample, precision, eval_mode, max_variants, tolerance, name, device, reference_error)
     except Exception as exc:  # noqa: BLE001 -- a composer bug must not stop a search: say so, produce nothing
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return ComposeResult([], [f"composer error ({type(exc).__name__})"],
@@ -295,7 +304,8 @@ def _load(problem_path: str | Path, set_values: dict | None, eval_mode: bool, de
 
 
 def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
-             tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None) -> ComposeResult:
+             tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None,
+             reference_error: float | None = None) -> ComposeResult:
     path = sample.source.path
     name = name or (path.parent.name if path.stem == "problem" else path.stem)  # examples/<name>/problem.py
     try:
@@ -343,7 +353,8 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
         return source, variant_name(lead, genome.configs[lead.name], len(plan_.groups)) + \
             "".join(f"_{fusion}" for fusion in genome.plan) + ("_graph" if genome.graph else "")
 
-    space = GenomeSpace({key: kernel_options(p, precision, tolerance, device) for key, p in plans.items()},
+    space = GenomeSpace({key: kernel_options(p, precision, tolerance, device, reference_error)
+                         for key, p in plans.items()},
                         {key: graphable(p, init) for key, p in plans.items()}, render)
     candidates: list[ComposedCandidate] = []
     failures: list[str] = []
