@@ -60,7 +60,11 @@ def test_moves_change_what_they_name_and_stay_in_the_space(conv_pool):
     assert [g.plan for g in fused] == [("moments",), ("moments", "pooled")]  # nearest first
     assert all(space.contains(g) for g in fused)
     assert [g.plan for g in space.neighbours(fused[-1], "split")] == [("moments",), ()]
-    assert space.neighbours(plain, "graph") == []  # three kernels: no graph offered
+    # three kernels: the first variants are not replayed (few launches), but the graph gene is there to try
+    assert not any(c.genome.graph for c in result.candidates)
+    graphed = space.neighbours(plain, "graph")
+    assert [(g.plan, g.configs, g.graph) for g in graphed] == [((), plain.configs, True)]
+    assert "_cuda_graphed(self" in space.build(graphed[0])[0]
     for move in ("tiles_up", "tiles_down", "precision", "layout", "config"):
         for child in space.neighbours(plain, move):
             assert space.contains(child)

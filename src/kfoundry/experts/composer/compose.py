@@ -353,9 +353,12 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
         return source, variant_name(lead, genome.configs[lead.name], len(plan_.groups)) + \
             "".join(f"_{fusion}" for fusion in genome.plan) + ("_graph" if genome.graph else "")
 
+    # the graph gene wherever the forward can be captured: the first variants are replayed only where they launch
+    # many kernels (graphable), but a forward of a few launches loses its host's time too (0.2 ms of 0.49 on
+    # conv_suite 16 on the H200), and the genome experts' graph move measures whether a replay pays
+    capturable = can_graph(init.forward_signature, init.forward_args)
     space = GenomeSpace({key: kernel_options(p, precision, tolerance, device, reference_error)
-                         for key, p in plans.items()},
-                        {key: graphable(p, init) for key, p in plans.items()}, render)
+                         for key, p in plans.items()}, {key: capturable for key in plans}, render)
     candidates: list[ComposedCandidate] = []
     failures: list[str] = []
     for genome in _in_turn([[Genome(key, choice, graphed) for choice, graphed in _with_graph(
