@@ -2,7 +2,8 @@
 (plan/conv_statistics.py).
 
 Each entry of the partials is (count, mean, sum of squared deviations from that mean) of one output channel over
-one tile of one sample's positions (and one output phase of a transposed convolution). One program per row of
+one tile of one sample's positions (and one output phase of a transposed convolution), a channel's entries in one
+run (sample, tile, phase): the lanes of a program read neighbouring entries. One program per row of
 the norm combines its entries by Chan's formula: mean = sum(n_i * m_i) / n, and the squared deviations
 M2 = sum(M2_i + n_i * (m_i - mean)^2), as exact as a second pass over the conv output would be.
 """
@@ -22,7 +23,7 @@ CONFIGS = [{"BLOCK": 512, "num_warps": 4}, {"BLOCK": 128, "num_warps": 2}]
 
 @dataclass(frozen=True)
 class Partials:
-    """Host names of a convolution's partial moments: the (samples * tiles * phases * channels, 3) buffer and
+    """Host names of a convolution's partial moments: the (channels * samples * tiles * phases, 3) buffer and
     the expressions of its sizes."""
 
     buffer: str
@@ -45,19 +46,20 @@ def moments_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     mean_out = statistics.mean.out
     rows_host = f"{host.name(mean_out)}.numel()"
     cg = kw.arg("channels_per_row", str(statistics.channels_per_row))
-    channels = kw.arg("channels", partials.channels)
     span = kw.arg("span", f"{partials.tiles} * {partials.phases}")  # entries of one channel of one sample
+    samples = kw.arg("n_samples", partials.samples)
     block = kw.constexpr("BLOCK", str(config["BLOCK"]))
     kw.line("r = tl.program_id(0)")
-    if statistics.per_sample:
-        kw.line(f"rows_per_sample = {channels} // {cg}")
+    if statistics.per_sample:  # a row: some channels of one sample
+        kw.line(f"rows_per_sample = {kw.arg('channels', partials.channels)} // {cg}")
         kw.line("n0 = r // rows_per_sample")
         kw.line(f"c0 = (r % rows_per_sample) * {cg}")
-        kw.line(f"entries = {span} * {cg}")
+        kw.line(f"run = {span}")  # a channel's entries in the row
     else:  # one row per channel group, over every sample
         kw.line("n0 = 0")
         kw.line(f"c0 = r * {cg}")
-        kw.line(f"entries = {kw.arg('n_samples', partials.samples)} * {span} * {cg}")
+        kw.line(f"run = {samples} * {span}")
+    kw.line(f"entries = run * {cg}")
     kw.line(f"lanes = tl.arange(0, {block})")
 
     def entry_loop(body: list[str]) -> None:
@@ -65,8 +67,7 @@ def moments_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.indent += 1
         kw.line("e = e0 + lanes")
         kw.line("ok = e < entries")
-        kw.line(f"rest = e // {cg}")
-        kw.line(f"slot = (((n0 + rest // {span}) * {span} + rest % {span}) * {channels} + c0 + e % {cg}) * 3")
+        kw.line(f"slot = ((c0 + e // run) * {samples} * {span} + n0 * {span} + e % run) * 3")
         kw.line(f"cnt = tl.load({part} + slot, mask=ok, other=0.0)")
         kw.line(f"mu = tl.load({part} + slot + 1, mask=ok, other=0.0)")
         for line in body:
