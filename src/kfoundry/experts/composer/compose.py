@@ -19,7 +19,7 @@ from kfoundry.experts.composer.genome import REDUCTION_APART, Genome, GenomeSpac
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.plan.steps import Group, Plan, describe_groups
-from kfoundry.experts.composer.plan.amplification import amplification_fails, normalised
+from kfoundry.experts.composer.plan.amplification import normalised
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.recurrence import with_recurrences
 from kfoundry.experts.composer.plan.rolling import LoopEnd, LoopStart, plan_rolled
@@ -139,13 +139,16 @@ def copy_unwritten_outputs(graph: Graph) -> Graph:
 
 
 def group_configs(group: Group, precision: str, tolerance: float | None,
-                  device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False) -> list[dict]:
+                  device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False,
+                  reference_error: float | None = None) -> list[dict]:
     """The group's tile configurations, each fitting `device` (device_limits; None: the default target);
-    `normalised`: a normalisation after the group's product amplifies its error (plan/amplification.py)."""
+    `normalised`: a normalisation after the group's product amplifies its error (plan/amplification.py), by
+    what the reference's own error (`reference_error`) allows or not."""
     if group.kind == "gemm":
         return gemm.configs(group, precision, tolerance, device)
     if group.kind == "conv":
-        return conv.configs(group, precision, tolerance, device, normalised=normalised)
+        return conv.configs(group, precision, tolerance, device, normalised=normalised,
+                            reference_error=reference_error)
     if group.kind == "row":
         return reduction.configs(group, device)
     if group.kind == "pool":
@@ -194,9 +197,9 @@ def kernel_options(the_plan: Plan, precision: str, tolerance: float | None,
     close to fp32 first where a norm after it amplifies its error past what the reference's own error,
     `reference_error`, allows: amplification.amplification_fails)."""
     users = the_plan.graph.users()
-    accurate = amplification_fails(reference_error)
-    return {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and accurate and
-                                  normalised(the_plan.graph, g.anchor.out, users)) for g in the_plan.groups}
+    return {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and
+                                  normalised(the_plan.graph, g.anchor.out, users), reference_error=reference_error)
+            for g in the_plan.groups}
 
 
 def variants(the_plan: Plan, precision: str, tolerance: float | None, limit: int,

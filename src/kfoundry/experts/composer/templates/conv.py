@@ -38,6 +38,7 @@ from kfoundry.experts.composer.emit.kernel import (
     unravel,
 )
 from kfoundry.experts.composer.ir.graph import number
+from kfoundry.experts.composer.plan.amplification import amplification_fails
 from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts
@@ -126,20 +127,25 @@ def _narrow(tile: dict, cout: int) -> dict:
 
 
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
-            device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False) -> list[dict]:
+            device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False,
+            reference_error: float | None = None) -> list[dict]:
     """The tile configurations, each fitted to `device` as gemm.configs fits them; the outer-product (fma)
     loop takes one input channel a step, its accumulator tile the larger need (a 1024 x 64 one asked the
     H200 for 262144 bytes). `normalised`: a normalisation divides the output by its own spread
     (plan/amplification.py), which amplifies TF32's error (and its fp16 copies') past a tolerance below
-    TF32's: main loops close to fp32 lead, and the fast ones follow for the search (on a GPU the reference's
-    own convolution runs TF32 too, and its error may be as large)."""
+    TF32's. Where the reference's own error ratio (`reference_error`, the judge's) is below TF32's level, main
+    loops close to fp32 lead and the fast ones follow for the search; where the reference rounds like TF32 (a
+    GPU's cuDNN convolution), the fast ones lead and a TF32x3 one comes second, should ours err more."""
     cout, width = channels_per_group(group)[1], operand_bytes(list(group.anchor.args[:2]), precision)
 
     def need(config: dict):
         return composer_dot_need(config, n_full=cout, element_bytes=width,
                                  k_step=1 if config.get("layout") == "fma" else None)
-    return fit_configs(_accurate_first(_configs(group, precision, tolerance), tolerance) if normalised
-                       else _configs(group, precision, tolerance), need, device)
+    ordered = _configs(group, precision, tolerance)
+    if normalised:
+        ordered = _accurate_first(ordered, tolerance) if amplification_fails(reference_error) else \
+            _accurate_second(ordered, tolerance)
+    return fit_configs(ordered, need, device)
 
 
 def _accurate_first(configs: list[dict], tolerance: float | None) -> list[dict]:
@@ -151,6 +157,15 @@ def _accurate_first(configs: list[dict], tolerance: float | None) -> list[dict]:
         [dict(c, precision="tf32x3") for c in fast[:2]]
     lead = [c for i, c in enumerate(lead) if c not in lead[:i]]
     return lead + [c for c in configs if c not in lead]
+
+
+def _accurate_second(configs: list[dict], tolerance: float | None) -> list[dict]:
+    """The first (fast) tile, then the same tile at TF32x3, then the rest."""
+    accurate = _accurate_first(configs, tolerance)
+    if accurate == configs or configs[0]["precision"] not in ("tf32", HALF):
+        return configs
+    second = dict(configs[0], precision="tf32x3")
+    return [configs[0], second] + [c for c in configs[1:] if c != second]
 
 
 def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict]:
