@@ -70,6 +70,25 @@ class DeviceFacts:
         return cls(**_known(cls, data))
 
 
+@dataclass(frozen=True)
+class ReferenceRounding:
+    """How the reference itself rounds, as the judge saw it when it prepared the problem: e(r), its error ratio
+    against the float64 truth on the first set (None without a truth), and whether its convolutions run TF32
+    (cuDNN on a GPU of compute capability 8 or more: PyTorch's default)."""
+
+    error_ratio: float | None = None
+    conv_tf32: bool = False
+
+    def tf32_level(self) -> bool:
+        """A verdict allows a TF32 main loop's error here: the reference's convolutions are TF32 too, or its
+        error is already at least the tolerance's (the limit max(1, 2 e(r)) is then twice it)."""
+        return self.conv_tf32 or (self.error_ratio is not None and self.error_ratio >= 1.0)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> ReferenceRounding:
+        return cls(**_known(cls, data or {}))
+
+
 @dataclass
 class SizeCheck:
     """The generalisation check: the candidate judged again at a second size set of the problem

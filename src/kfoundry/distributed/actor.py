@@ -77,7 +77,7 @@ class EvaluationWorker:
             "truth": prepared.truth_status,
             "weak": dict(prepared.weak),
             "baselines": prepared.baselines,
-            "reference_error_ratio": prepared.reference_error_ratio,
+            "reference_rounding": to_jsonable(prepared.reference_rounding),
         }
 
     def evaluate(self, name: str, text: str, driver_candidate: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from kfoundry.errors import CandidateFileError, KFoundryError, UsageError
 from kfoundry.evaluate.parent.evaluator import Progress
 from kfoundry.evaluate.parent.options import EvalOptions, resolve_device
 from kfoundry.problem import ProblemSource, read_problem, read_source
-from kfoundry.types import DeviceFacts, Evaluation, ProblemCost
+from kfoundry.types import DeviceFacts, Evaluation, ProblemCost, ReferenceRounding
 
 WAIT_S = 0.25  # how often a caller waiting for a free worker checks whether any is left
 
@@ -40,7 +40,7 @@ class ClusterPrepared:
     weak: dict[str, bool]
     baselines: dict[str, Any] | None
     workers: list[dict[str, Any]] = field(default_factory=list)  # node, device, device_facts of each worker
-    reference_error_ratio: float | None = None  # the first worker's e(reference) (PreparedProblem's)
+    reference_rounding: ReferenceRounding = field(default_factory=ReferenceRounding)  # the first worker's
 
 
 @dataclass
@@ -213,7 +213,7 @@ class RayEvaluator:
             cost=ProblemCost.from_dict(first["cost"]), warnings=list(first["warnings"]), truth_status=first["truth"],
             weak=dict(first["weak"]), baselines=first["baselines"],
             workers=[{k: s.info[k] for k in ("node", "device", "device_facts")} for s in ready],
-            reference_error_ratio=first.get("reference_error_ratio"))
+            reference_rounding=ReferenceRounding.from_dict(first.get("reference_rounding")))
 
     # -- evaluations -------------------------------------------------------------------------------
 

@@ -131,10 +131,10 @@ class Optimization:
             add(candidate.source, "composer", {"genome": candidate.genome.to_dict()} if candidate.genome else None)
         return children
 
-    def _compose(self, device: Any = None, reference_error: float | None = None) -> tuple[list[Any], Any]:
+    def _compose(self, device: Any = None, reference: Any = None) -> tuple[list[Any], Any]:
         """The composer's candidates and its genome space (genome.GenomeSpace, or None), their tiles fitted to the
-        GPU the kernels are for (`device`: this run's, or on a CPU the --target-gpu); `reference_error`: the
-        reference's own error ratio the judge measured (the composer orders a conv's main-loop precisions by it)."""
+        GPU the kernels are for (`device`: this run's, or on a CPU the --target-gpu); `reference`: how the reference
+        rounds, as the judge saw it (types.ReferenceRounding: the composer orders a conv's main-loop precisions by it)."""
         try:
             from kfoundry.experts.composer import compose
             from kfoundry.experts.composer.templates.device_limits import kernel_target
@@ -143,7 +143,7 @@ class Optimization:
             result = compose(self.problem, set_values=self.options.set_values, precision=self.options.precision,
                              eval_mode=self.options.eval_mode, max_variants=2 * self.settings.compose_variants,
                              tolerance=self.options.tolerance, name=self.name,  # a resumed run's too: its own
-                             device=kernel_target(device, self.settings.target_gpu), reference_error=reference_error)
+                             device=kernel_target(device, self.settings.target_gpu), reference=reference)
         except Exception as exc:  # noqa: BLE001 -- the composer is one source of first kernels, never a reason to stop
             message = f"the composer failed ({type(exc).__name__}: {exc})"
             self.store.event("composed", count=0, unsupported=[], message=message)
@@ -313,7 +313,7 @@ class Optimization:
                 snapshot = self.store.load_state("search") if self.resumed else None
                 # a run stopped before its first generation ended builds its first population again; a resumed
                 # one composes too, for the genome experts' space (the same candidates, the same sources)
-                self.composed, space = self._compose(prepared.device_facts, prepared.reference_error_ratio) \
+                self.composed, space = self._compose(prepared.device_facts, prepared.reference_rounding) \
                     if s.compose_variants > 0 else ([], None)
                 if snapshot is not None:
                     self.composed = []

@@ -424,8 +424,11 @@ def test_evaluator_prepares_the_reference_once_and_gives_each_candidate_a_fresh_
         third = evaluator.evaluate(candidates_dir / "affine_ok.py")
         assert evaluator.prepare() is prepared
         assert evaluator.judge.worker.process.pid == judge_pid  # one judge serves every candidate
-    # the fp32 reference's own error against the float64 truth, as a verdict's e(reference): small on a CPU
-    assert prepared.reference_error_ratio is not None and 0.0 <= prepared.reference_error_ratio < 0.1
+    # the fp32 reference's own error against the float64 truth, as a verdict's e(reference): small on a CPU,
+    # where no convolution runs TF32
+    rounding = prepared.reference_rounding
+    assert rounding.error_ratio is not None and 0.0 <= rounding.error_ratio < 0.1 and not rounding.conv_tf32
+    assert not rounding.tf32_level()
     assert [s.status for s in (first, second, third)] == ["ok", "wrong_output", "ok"]
     kinds = [kind for kind, _ in runs]
     assert kinds == ["candidate", "candidate", "candidate"]

@@ -39,8 +39,8 @@ from kfoundry.evaluate.timing.gpu_timer import TIMING_METHOD, trials_budget_s
 from kfoundry.guard.findings import Finding
 from kfoundry.problem import ProblemSource, read_problem, read_source
 from kfoundry.sandbox.secrets import scrub_tree
-from kfoundry.types import (CorrectnessReport, DeviceFacts, Evaluation, ProblemCost, TimingReport,
-                            TimingStats)
+from kfoundry.types import (CorrectnessReport, DeviceFacts, Evaluation, ProblemCost, ReferenceRounding,
+                            TimingReport, TimingStats)
 
 HIDDEN_SETS = ("probe", "outlier")  # input sets the guard uses, never the trials
 TIMED_CHECK = "the last timed run"
@@ -90,8 +90,7 @@ class PreparedProblem:
         self.input_layouts: dict[str, Any] = result.get("input_layouts") or {}
         self.reference_seconds = result.get("seconds")
         self.sets_seconds = result.get("sets_seconds")  # the expected outputs' share of it
-        # e(reference) on the first set: the reference's own error against the float64 truth; None without one
-        self.reference_error_ratio: float | None = result.get("reference_error_ratio")
+        self.reference_rounding = ReferenceRounding.from_dict(result.get("reference_rounding"))
         self.gpu_memory: dict[str, int] = result.get("gpu_memory") or {}  # the judge's figures once prepared
         self.plan = plan
         self.workers = plan.workers

@@ -91,6 +91,14 @@ def _check_redrawn(ref: Reference, first: ExpectedSet) -> None:
                            "the problem with --set so that every set is kept")
 
 
+def _conv_tf32(device: str) -> bool:
+    """Whether cuDNN's fp32 convolutions run TF32 here, as the problem left PyTorch's settings."""
+    if not device.startswith("cuda") or torch.cuda.get_device_capability(device)[0] < 8:
+        return False
+    precision = getattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision", None)
+    return precision == "tf32" if precision in ("tf32", "ieee") else bool(torch.backends.cudnn.allow_tf32)
+
+
 def _reference_error(ref: Reference, first: ExpectedSet) -> float | None:
     """The reference's own error ratio against the float64 truth on the first set (the largest over its outputs),
     as a verdict computes e(reference); None without a truth. The composer reads it: on a GPU whose convolutions run
@@ -173,7 +181,7 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         "device_facts": to_jsonable(facts),
         "tier": ref.tier,
         "sets_seconds": round(sets_seconds, 3),
-        "reference_error_ratio": own_error,
+        "reference_rounding": {"error_ratio": own_error, "conv_tf32": _conv_tf32(device)},
         # each set's tensor layouts: a worker allocates its buffers from these, with no order to ask for them
         "input_layouts": layouts,
     }

@@ -37,6 +37,7 @@ from kfoundry.experts.composer.read.trace import (
 )
 from kfoundry.experts.composer.templates import conv, gemm, moments, pointwise, pool, recurrent, reduction, scan
 from kfoundry.experts.composer.templates.device_limits import DeviceFacts, DeviceLimits
+from kfoundry.types import ReferenceRounding
 
 KIND_ORDER = ("recurrent", "gemm", "conv", "pool", "scan", "row", "moments", "pointwise")
 UNTRACEABLE = "untraceable forward"  # neither torch.fx nor the dispatch-level trace could read it
@@ -140,15 +141,15 @@ def copy_unwritten_outputs(graph: Graph) -> Graph:
 
 def group_configs(group: Group, precision: str, tolerance: float | None,
                   device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False,
-                  reference_error: float | None = None) -> list[dict]:
+                  reference: ReferenceRounding | None = None) -> list[dict]:
     """The group's tile configurations, each fitting `device` (device_limits; None: the default target);
     `normalised`: a normalisation after the group's product amplifies its error (plan/amplification.py), by
-    what the reference's own error (`reference_error`) allows or not."""
+    more than the reference's own rounding (`reference`, the judge's) allows or not."""
     if group.kind == "gemm":
         return gemm.configs(group, precision, tolerance, device)
     if group.kind == "conv":
         return conv.configs(group, precision, tolerance, device, normalised=normalised,
-                            reference_error=reference_error)
+                            reference=reference)
     if group.kind == "row":
         return reduction.configs(group, device)
     if group.kind == "pool":
@@ -192,13 +193,13 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
 
 def kernel_options(the_plan: Plan, precision: str, tolerance: float | None,
                    device: DeviceFacts | DeviceLimits | None = None,
-                   reference_error: float | None = None) -> dict[str, list[dict]]:
+                   reference: ReferenceRounding | None = None) -> dict[str, list[dict]]:
     """Each kernel's configurations, fitted to the device, at precisions the tolerance admits (a conv's main loop
-    close to fp32 first where a norm after it amplifies its error past what the reference's own error,
-    `reference_error`, allows: amplification.amplification_fails)."""
+    close to fp32 first where a norm after it amplifies its error past what the reference's own rounding,
+    `reference`, allows: amplification.amplification_fails)."""
     users = the_plan.graph.users()
     return {g.name: group_configs(g, precision, tolerance, device, normalised=g.kind == "conv" and
-                                  normalised(the_plan.graph, g.anchor.out, users), reference_error=reference_error)
+                                  normalised(the_plan.graph, g.anchor.out, users), reference=reference)
             for g in the_plan.groups}
 
 
@@ -243,35 +244,35 @@ def describe_plan(the_plan: Plan) -> str:
 def compose(problem_path: str | Path, *, set_values: dict | None = None, precision: str = "fp32",
             eval_mode: bool = False, max_variants: int = 4, tolerance: float | None = None,
             name: str | None = None, device: DeviceFacts | DeviceLimits | None = None,
-            reference_error: float | None = None) -> ComposeResult:
+            reference: ReferenceRounding | None = None) -> ComposeResult:
     """Triton candidates for a problem from the template library, or the ops that stop it. `name`, the
     problem's name in the kernels' docstrings, defaults to the file's (examples/<name>/problem.py: the
     folder's); a resumed run gives the one it started with, so that its kernels are the same code.
     `device`: the GPU the kernels are for; every tile configuration fits its shared memory, registers and
     threads per block (templates.device_limits). None: the typical target (device_limits.DEFAULT_LIMITS, an H100).
-    `reference_error`: the reference's own error ratio against the float64 truth where the judge measured it (a
-    GPU's TF32 convolutions make it large: then a conv's fast main loops lead even where a norm follows).
+    `reference`: how the reference itself rounds, where the judge saw it (on a GPU its convolutions run TF32:
+    then a conv's fast main loops lead even where a norm follows).
 
     Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
     composer does not understand is reported in `unsupported`."""
     sample = _load(problem_path, set_values, eval_mode)
     with on_host(sample.device):  # its forward is traced in the main process, which never touches the GPU
         result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device,
-                               reference_error)
+                               reference)
     if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
         # what failed on the meta device (shapes only) may work with real data: once more on the CPU
         sample = _load(problem_path, set_values, eval_mode, "cpu")
         with on_host("cpu"):
             result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device,
-                                   reference_error)
+                                   reference)
     return result
 
 
 def _safe_compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
                   tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None,
-                  reference_error: float | None = None) -> ComposeResult:
+                  reference: ReferenceRounding | None = None) -> ComposeResult:
     try:
-        return _compose(sample, precision, eval_mode, max_variants, tolerance, name, device, reference_error)
+        return _compose(sample, precision, eval_mode, max_variants, tolerance, name, device, reference)
     except Exception as exc:  # noqa: BLE001 -- a composer bug must not stop a search: say so, produce nothing
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return ComposeResult([], [f"composer error ({type(exc).__name__})"],
@@ -308,7 +309,7 @@ def _load(problem_path: str | Path, set_values: dict | None, eval_mode: bool, de
 
 def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
              tolerance: float | None, name: str | None, device: DeviceFacts | DeviceLimits | None,
-             reference_error: float | None = None) -> ComposeResult:
+             reference: ReferenceRounding | None = None) -> ComposeResult:
     path = sample.source.path
     name = name or (path.parent.name if path.stem == "problem" else path.stem)  # examples/<name>/problem.py
     try:
@@ -360,7 +361,7 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     # many kernels (graphable), but a forward of a few launches loses its host's time too (0.2 ms of 0.49 on
     # conv_suite 16 on the H200), and the genome experts' graph move measures whether a replay pays
     capturable = can_graph(init.forward_signature, init.forward_args)
-    space = GenomeSpace({key: kernel_options(p, precision, tolerance, device, reference_error)
+    space = GenomeSpace({key: kernel_options(p, precision, tolerance, device, reference)
                          for key, p in plans.items()}, {key: capturable for key in plans}, render)
     candidates: list[ComposedCandidate] = []
     failures: list[str] = []

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from kfoundry.experts.composer.plan.amplification import normalised
+from kfoundry.types import ReferenceRounding
 from tests.experts.composer.helpers import compose_ok, fixture, submit, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
@@ -77,14 +78,20 @@ def test_a_conv_before_a_groupnorm_leads_with_main_loops_close_to_fp32():
     assert _conv_precisions(loose)[0] in ("tf32", "fp16"), _conv_precisions(loose)
 
 
-def test_a_reference_that_rounds_like_tf32_puts_the_fast_main_loops_first():
-    """On a GPU the reference's cuDNN convolution runs TF32: its own error ratio (12.2 on conv_suite 14 on the
-    H200) lets a verdict allow twice that, so the fast main loops lead after a norm too, each plan's second
-    variant at TF32x3 should ours err more; an fp32 reference's (a CPU's, below 1) keeps the accurate ones first."""
-    path = fixture("conv_groupnorm_pool")
-    fast = compose_ok(path, max_variants=8, tolerance=1e-4, reference_error=12.2)
+@pytest.mark.parametrize("reference", [
+    ReferenceRounding(error_ratio=12.2),  # conv_suite 14's on the H200: a verdict allows twice that
+    ReferenceRounding(error_ratio=0.0003, conv_tf32=True),  # conv_suite 17's: TF32 too, its error averaged away
+])
+def test_a_reference_that_rounds_like_tf32_puts_the_fast_main_loops_first(reference):
+    """On a GPU the reference's cuDNN convolution runs TF32, so the fast main loops lead after a norm too, each
+    plan's second variant at TF32x3 should ours err more."""
+    fast = compose_ok(fixture("conv_groupnorm_pool"), max_variants=8, tolerance=1e-4, reference=reference)
     plans = len({c.genome.plan for c in fast.candidates})
     lead, second = _conv_precisions(fast)[:plans], _conv_precisions(fast)[plans:2 * plans]
     assert set(lead) <= {"tf32", "fp16"} and set(second) == {"tf32x3"}, _conv_precisions(fast)
-    exact = compose_ok(path, max_variants=4, tolerance=1e-4, reference_error=0.02)
+
+
+def test_an_fp32_reference_keeps_the_accurate_main_loops_first():
+    exact = compose_ok(fixture("conv_groupnorm_pool"), max_variants=4, tolerance=1e-4,
+                       reference=ReferenceRounding(error_ratio=0.02))  # a CPU's
     assert _conv_precisions(exact)[:2] == ["tf32x3"] * 2, _conv_precisions(exact)

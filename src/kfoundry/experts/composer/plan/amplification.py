@@ -8,21 +8,18 @@ loop close to fp32 (TF32x3, an fp16 split): plain TF32 and its fp16 copies canno
 from __future__ import annotations
 
 from kfoundry.experts.composer.ir.graph import CONVS, GEMMS, RECURRENT, REDUCTIONS, SCANS, Graph, Op, Value
-
-# e(reference) from which the reference itself rounds like TF32 (cuDNN's convolutions on a GPU, PyTorch's default):
-# a verdict then allows max(1, 2 e(reference)), and a TF32 main loop amplified by the same norm passes too
-REFERENCE_TF32_LEVEL = 1.0
+from kfoundry.types import ReferenceRounding
 
 # what ends a walk from a product's output: another product's error is its own
 PRODUCTS = GEMMS | CONVS | RECURRENT | SCANS
 ROOTS = frozenset({"rsqrt", "sqrt"})
 
 
-def amplification_fails(reference_error: float | None) -> bool:
-    """Whether a norm's amplification of a TF32-level main loop's error can fail the verdict: where the reference's
-    own error ratio (the judge's, on the first set) is unknown or below REFERENCE_TF32_LEVEL (an fp32 reference:
-    a CPU, a GPU with TF32 off)."""
-    return reference_error is None or reference_error < REFERENCE_TF32_LEVEL
+def amplification_fails(reference: ReferenceRounding | None) -> bool:
+    """Whether a norm's amplification of a TF32-level main loop's error can fail the verdict: unless the judge saw
+    the reference round like TF32 itself (its convolutions on a GPU's cuDNN, or an error ratio of at least 1, which
+    a verdict allows twice); an fp32 reference (a CPU's, a GPU's with TF32 off) or an unknown one can fail it."""
+    return reference is None or not reference.tf32_level()
 
 
 def normalised(graph: Graph, value: Value, users: dict[Value, list[Op]] | None = None) -> bool:

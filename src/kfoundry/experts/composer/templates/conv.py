@@ -41,7 +41,7 @@ from kfoundry.experts.composer.ir.graph import number
 from kfoundry.experts.composer.plan.amplification import amplification_fails
 from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.problem import TF32_MIN_TOLERANCE
-from kfoundry.types import DeviceFacts
+from kfoundry.types import DeviceFacts, ReferenceRounding
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
 from kfoundry.experts.composer.templates.moments import Partials
 from kfoundry.experts.tunables import BLOCK_2D
@@ -128,14 +128,14 @@ def _narrow(tile: dict, cout: int) -> dict:
 
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
             device: DeviceFacts | DeviceLimits | None = None, normalised: bool = False,
-            reference_error: float | None = None) -> list[dict]:
+            reference: ReferenceRounding | None = None) -> list[dict]:
     """The tile configurations, each fitted to `device` as gemm.configs fits them; the outer-product (fma)
     loop takes one input channel a step, its accumulator tile the larger need (a 1024 x 64 one asked the
     H200 for 262144 bytes). `normalised`: a normalisation divides the output by its own spread
     (plan/amplification.py), which amplifies TF32's error (and its fp16 copies') past a tolerance below
-    TF32's. Where the reference's own error ratio (`reference_error`, the judge's) is below TF32's level, main
-    loops close to fp32 lead and the fast ones follow for the search; where the reference rounds like TF32 (a
-    GPU's cuDNN convolution), the fast ones lead and a TF32x3 one comes second, should ours err more."""
+    TF32's. Where the reference (`reference`: how it rounds, as the judge saw it) is fp32-accurate or unknown,
+    main loops close to fp32 lead and the fast ones follow for the search; where it rounds like TF32 (a GPU's
+    cuDNN convolution), the fast ones lead and a TF32x3 one comes second, should ours err more."""
     cout, width = channels_per_group(group)[1], operand_bytes(list(group.anchor.args[:2]), precision)
 
     def need(config: dict):
@@ -143,7 +143,7 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
                                  k_step=1 if config.get("layout") == "fma" else None)
     ordered = _configs(group, precision, tolerance)
     if normalised:
-        ordered = _accurate_first(ordered, tolerance) if amplification_fails(reference_error) else \
+        ordered = _accurate_first(ordered, tolerance) if amplification_fails(reference) else \
             _accurate_second(ordered, tolerance)
     return fit_configs(ordered, need, device)
 
