@@ -265,9 +265,9 @@ def use_conv_grid() -> None:
 
     original = conv.configs
 
-    def grid(group, precision="fp32", tolerance=None, device=None, normalised=False):
+    def grid(group, precision="fp32", tolerance=None, device=None, normalised=False, reference=None):
         if group.reduced or normalised or not (conv.channels_last_fits(group) or conv.phases_fit(group)):
-            return original(group, precision, tolerance, device, normalised=normalised)
+            return original(group, precision, tolerance, device, normalised=normalised, reference=reference)
         cout = conv.channels_per_group(group)[1]
         out = []
         for bm, bn, bk, w, s, p, layout in CONV_GRID:
