@@ -72,15 +72,22 @@ print(json.dumps(facts))
 OTHER_ATTRIBUTES = '''
 import json, sys
 import torch
-from kfoundry.dynamo_stand_in import no_dynamo_import
+from kfoundry.dynamo_stand_in import CACHED, no_dynamo_import
+
+def fn():
+    return "ran"
 
 with no_dynamo_import():
-    import torch._dynamo
+    import torch._dynamo as early
+    held = early.disable(fn)
     compiling = torch._dynamo.is_compiling()  # any attribute but disable: the real module, imported now
     from torch._dynamo import config
     real = type(sys.modules["torch._dynamo"]).__name__
+    ran = held()  # given before the real module came: it hands over to the real disable at once
+    handed = getattr(fn, CACHED, None) not in (None, held)
     shape = list(torch.softmax(torch.empty(3, 5, device="meta"), dim=-1).shape)
-print(json.dumps({"compiling": compiling, "config": config.__name__, "real": real, "shape": shape}))
+print(json.dumps({"compiling": compiling, "config": config.__name__, "real": real, "ran": ran, "handed": handed,
+                  "shape": shape}))
 '''
 
 
@@ -110,4 +117,35 @@ def test_outside_the_context_torch_wraps_and_imports_as_it_always_did():
 
 def test_inside_the_context_every_other_attribute_is_the_real_modules():
     facts = _run(OTHER_ATTRIBUTES)
-    assert facts == {"compiling": False, "config": "torch._dynamo.config", "real": "module", "shape": [3, 5]}
+    assert facts == {"compiling": False, "config": "torch._dynamo.config", "real": "module", "ran": "ran",
+                     "handed": True, "shape": [3, 5]}
+
+COMPOSED = '''
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from kfoundry.dynamo_stand_in import no_dynamo_import
+from tests.experts.composer.test_golden import ROOT, composed_text, golden_name
+from tests.helpers import GOLDEN
+
+facts = {}
+for name in sys.argv[2:]:
+    path = ROOT / name
+    with no_dynamo_import():  # as the optimize driver composes
+        facts[name] = composed_text(path) == (GOLDEN / "composer" / golden_name(path)).read_text()
+    facts[name + " dynamo"] = "torch._dynamo" in sys.modules
+print(json.dumps(facts))
+'''
+
+
+def test_the_composer_writes_its_golden_candidates_under_the_stand_in():
+    """The optimize driver composes under the stand-in: a pointwise chain, a convolution and a GEMM traced without
+    torch._dynamo, then a backward walk whose trace (make_fx) imports torch._inductor and so the real module."""
+    from tests.experts.composer.test_golden import ROOT
+
+    plain = ["examples/pointwise_chain/problem.py", "examples/conv_relu/problem.py",
+             "benchmarks/suite/10_linear_gelu_scale.py"]
+    facts = _run(COMPOSED, str(ROOT), *plain, "tests/fixtures/composer/backward_clamped_steps.py")
+    assert all(facts[name] and not facts[name + " dynamo"] for name in plain), facts
+    assert facts["tests/fixtures/composer/backward_clamped_steps.py"], facts
+    assert facts["tests/fixtures/composer/backward_clamped_steps.py dynamo"], facts

@@ -6,12 +6,13 @@ call of each function (torch/_compile.py), only to wrap it so that torch.compile
 CPU-second in a main process that sizes a problem (evaluate.parent.memory_plan) and never compiles anything.
 
 While `no_dynamo_import()` is open, `import torch._dynamo` finds a stand-in whose `disable(fn)` is a call of
-the function itself (what torch's own wrapper does outside a compiled region) and whose every other attribute
-loads the real module and answers from it, so that other code that needs the real one still gets it. Once
-the context is closed, the stand-in is gone from sys.modules, the wrappers it gave are taken off the functions,
-and a wrapper that some thread still holds hands over to the real torch._dynamo.disable on its next call:
-outside the context every function behaves as torch made it. Where torch._dynamo is imported already there is
-nothing to save and the context does nothing.
+the function itself (what torch's own wrapper does outside a compiled region). Any other attribute loads the
+real module and answers from it, and the stand-in retires there and then: code that needs the real one (make_fx
+imports torch._inductor) gets it, and from then on everything is as torch made it. Once the context is closed
+(or the stand-in retired), the stand-in is gone from sys.modules, the wrappers it gave are taken off the
+functions at the close, and a wrapper that some thread still holds hands over to the real
+torch._dynamo.disable on its next call. Where torch._dynamo is imported already there is nothing to save and
+the context does nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ CACHED = "__dynamo_disable"  # the attribute torch._disable_dynamo's wrapper cac
 
 
 def _real(stand_in: "_StandIn") -> types.ModuleType:
-    """torch._dynamo itself, imported now where it was not."""
+    """torch._dynamo itself, imported now where it was not; the stand-in retires: from now on every wrapper it
+    gave hands over to the real torch._dynamo.disable, as after the context."""
+    stand_in.open = False
     if sys.modules.get(NAME) is stand_in:
         del sys.modules[NAME]
     return importlib.import_module(NAME)
