@@ -4,7 +4,7 @@ inputs with a seed on a device and precision, and measuring the problem's cost o
 from __future__ import annotations
 
 import ast
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 import hashlib
 import importlib.util
 import json
@@ -251,15 +251,18 @@ def on_host(device: str = "cpu"):
     """While the main process loads, builds or runs a problem (sizing it, its signature, the composer's trace):
     whatever the problem asks of CUDA stays on `device`, and a CUDA context it would still make is refused,
     so that the main process never holds GPU memory (its evaluation processes run it on the GPU). In an API
-    user's process that uses the GPU already, only the first part: the context is theirs."""
+    user's process that uses the GPU already, only the first part: the context is theirs. On the meta device,
+    torch's meta kernels do not import torch._dynamo (kfoundry.dynamo_stand_in: a CPU-second a process)."""
     import torch
+
+    from kfoundry.dynamo_stand_in import no_dynamo_import
 
     guard = not torch.cuda.is_initialized()
     lazy_init = torch.cuda._lazy_init
     if guard:
         torch.cuda._lazy_init = _refuse_cuda  # torch's one door to a CUDA context, looked up by name
     try:
-        with _host_only_mode(device):
+        with _host_only_mode(device), (no_dynamo_import() if device == "meta" else nullcontext()):
             yield
     finally:
         if guard:

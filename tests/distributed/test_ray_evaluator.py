@@ -4,6 +4,7 @@ process killed outright, a candidate that kills every worker it runs on."""
 
 import os
 import signal
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,9 @@ pytestmark = pytest.mark.xdist_group("ray")  # one local Ray instance at a time 
 
 from kfoundry.distributed import RayEvaluator, connect, disconnect
 from kfoundry.evaluate import EvalOptions
+from kfoundry.evaluate.parent.process import work_root
+from kfoundry.evaluate.parent.workdirs import PREFIX
+from kfoundry.evaluate.shared.protocol import STDERR
 from kfoundry.types import Evaluation
 from tests.helpers import alive
 
@@ -48,9 +52,11 @@ def _variant(candidates_dir: Path, tmp_path: Path, name: str, imports: str, *ini
 
 def _slow_until(candidates_dir: Path, tmp_path: Path, name: str) -> tuple[Path, Path]:
     """A correct candidate that sleeps up to 60 s in __init__ until the returned marker file exists: killed in
-    that sleep, its worker would outlive the kill by a minute unless something ends it."""
+    that sleep, its worker would outlive the kill by a minute unless something ends it. It says on its stderr
+    (its worker's log) that it waits."""
     marker = tmp_path / f"{name}.go"
-    path = _variant(candidates_dir, tmp_path, name, "import os\nimport time\n",
+    path = _variant(candidates_dir, tmp_path, name, "import os\nimport sys\nimport time\n",
+                    f"sys.stderr.write({_waiting(marker)!r})",
                     "for _ in range(600):",
                     f"    if os.path.exists({str(marker)!r}):",
                     "        break",
@@ -58,16 +64,28 @@ def _slow_until(candidates_dir: Path, tmp_path: Path, name: str) -> tuple[Path, 
     return path, marker
 
 
-def _running(evaluator: RayEvaluator, candidate: Path, timeout_s: float = 60) -> dict:
-    """The in-flight record of `candidate`, once its worker has had time to start running it."""
+def _waiting(marker: Path) -> str:
+    return f"waiting for {marker}\n"
+
+
+def _running(evaluator: RayEvaluator, candidate: Path, marker: Path, timeout_s: float = 60) -> dict:
+    """The in-flight record of `candidate`, once its worker runs the candidate's __init__, asleep until `marker`
+    exists (the candidate says so in its worker's log, in the worker's folder)."""
+    root = Path(work_root() or tempfile.gettempdir())
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = [r for r in evaluator.in_flight() if r["candidate"] == str(candidate)]
-        if found:
-            time.sleep(2.0)  # the actor's candidate worker is now in the candidate's __init__, asleep
+        if found and any(_waiting(marker) in _text(log) for log in root.glob(f"{PREFIX}candidate-*/{STDERR}")):
             return found[0]
         time.sleep(0.05)
     raise AssertionError("the evaluation never started")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:  # a folder removed meanwhile
+        return ""
 
 
 def _children(pid: int) -> list[int]:
@@ -123,7 +141,7 @@ def test_an_actor_killed_mid_evaluation_loses_nothing(evaluator, candidates_dir,
     results = []
     thread = threading.Thread(target=lambda: results.append(evaluator.evaluate(slow)))
     thread.start()
-    running = _running(evaluator, slow)
+    running = _running(evaluator, slow, go)
     ray.kill(running["actor"])
     go.touch()  # the second run goes straight through
     thread.join(timeout=180)
@@ -138,7 +156,7 @@ def test_an_actor_process_killed_outright_leaves_no_candidate_behind(evaluator, 
     slow, go = _slow_until(candidates_dir, tmp_path, "slow_again.py")
     with ThreadPoolExecutor(1) as executor:
         future = executor.submit(evaluator.evaluate, slow)
-        running = _running(evaluator, slow)
+        running = _running(evaluator, slow, go)
         workers = _children(running["pid"])
         assert workers, "the actor runs its candidate in a worker process of its own"
         os.kill(running["pid"], signal.SIGKILL)  # as the OOM killer would: no clean-up in the actor

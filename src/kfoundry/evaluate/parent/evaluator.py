@@ -24,6 +24,7 @@ from typing import Any, Callable
 from kfoundry import paths
 from kfoundry.diagnose import diagnose
 from kfoundry.errors import CandidateFileError, EnvironmentFault, ProblemError, UsageError
+from kfoundry.evaluate.parent import target_rows
 from kfoundry.evaluate.parent.environment_faults import candidate_fault
 from kfoundry.evaluate.parent.guarding import dynamic_guard, fail_with, static_guard, timing_guard
 from kfoundry.evaluate.parent.judge import Baselines, Judge, JudgeGone, baseline_worker
@@ -411,6 +412,8 @@ class Evaluator:
                 self._check_sandbox(worker)
                 shutil.copy(prepared.exchange / "init_inputs.pt", worker.workdir / "init_inputs.pt")
                 copy = worker.copy_in(path)
+                target = self.options.static_target if self.device == "cpu" else None
+                source = copy.read_bytes() if target else b""  # what the worker imports, read before it runs
                 rewrite = {str(copy): str(path.resolve())}  # messages name the user's file, not the copy
                 job = {
                     "kind": "candidate",
@@ -427,7 +430,10 @@ class Evaluator:
                     "input_layouts": prepared.input_layouts,
                     "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
                     if self.device != "cpu" else None,
-                    "static_target": self.options.static_target if self.device == "cpu" else None,
+                    "static_target": target,
+                    # the target compile's rows this very source got before (target_rows.py): its worker compiles none
+                    "target_rows": target_rows.known(self.cache_dir, source, target, _versions())
+                    if target and not self.options.no_cache else None,
                 }
                 name = path.stem
                 self.progress(f"candidate {name}: starting")
@@ -452,6 +458,9 @@ class Evaluator:
                 worker.close()
         self._stop_for(candidate_fault(outcome, self.device, [str(copy), str(worker.workdir)]))
         self._judge(evaluation, outcome, checks)
+        if target and outcome.result and outcome.result.get("target_launches"):
+            target_rows.remember(self.cache_dir, source, target, _versions(), outcome.result["target_launches"],
+                                 evaluation.profile.get("triton"))
         self._note_sandbox(evaluation)
         # judge_s: this candidate's wait on the judge (queued behind other candidates' orders too)
         evaluation.durations_s["judge_s"] = round(judge_time[0], 3)

@@ -244,6 +244,7 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
     phase = "compile"
     seeds = job["trial_seeds"]
     guard: dict[str, Any] = {}
+    derived = None
     try:
         run(exchange.inputs("0"), seeds[0], phase="compile")
         channel.phase("correctness")
@@ -277,12 +278,17 @@ def run_candidate_job(job: dict[str, Any], channel) -> dict[str, Any]:
 
             profile["triton"] = triton_metadata(tracker.compiled)
         elif tracker.interpreted and job.get("static_target"):
-            from kfoundry.evaluate.worker.target_compile import derive
+            from kfoundry.evaluate.worker.target_compile import derive, known_rows
 
-            channel.phase("target compile")
-            with spent(seconds, "target compile"):
-                profile["triton"] = derive(path, tracker.interpreted, job["static_target"])
+            profile["triton"] = known_rows(job.get("target_rows"), tracker.interpreted)  # the parent's cache
+            if profile["triton"] is None:
+                channel.phase("target compile")
+                with spent(seconds, "target compile"):
+                    profile["triton"] = derive(path, tracker.interpreted, job["static_target"])
+                derived = tracker.interpreted  # for the parent to keep, under this candidate's source
         result: dict[str, Any] = {"status": "ran", "guard": guard, "profile": profile}
+        if derived is not None:
+            result["target_launches"] = derived
         if not device.startswith("cuda"):
             result["dots"] = emulated_precision.report()
         if job.get("timing") and device.startswith("cuda"):

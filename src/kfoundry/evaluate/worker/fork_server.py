@@ -11,6 +11,7 @@ status to the parent.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -112,6 +113,16 @@ def _serve(sock: socket.socket) -> int:
             sock.send(json.dumps({"token": request["token"], "pid": pid}).encode())
 
 
+# modules every child imported after its fork, each time, until the server imported them first: the extension
+# builders that a candidate's launch tracker and a judge wrap (torch.utils.cpp_extension, with setuptools),
+# Triton's Gluon front end (imported at a kernel's first launch), the judge's flop counter and torch's save
+# settings (entry._fast_saves); about 0.1 CPU-s a candidate worker on the 2-core CI machine. The server's import
+# path is its children's already (extend_sys_path; a child only puts its problem's folder first), so setuptools
+# appends its folder where it did in the child
+AFTER_FORK = ("torch.utils.cpp_extension", "torch.utils.flop_counter", "torch.utils.serialization",
+              "triton.experimental.gluon")
+
+
 def main() -> int:
     sock = socket.socket(fileno=int(os.environ.pop(FORK_FD_ENV)))
     from kfoundry.sandbox.process_flags import make_non_dumpable
@@ -137,6 +148,11 @@ def main() -> int:
     import kfoundry.evaluate.reference.reference_job  # noqa: F401
     import kfoundry.sandbox.lifeline  # noqa: F401
     import kfoundry.sandbox.policy  # noqa: F401
+    for name in AFTER_FORK:  # what a child would otherwise import again after its fork, each time
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 -- absent (an older torch or Triton) or broken: a child meets it as before
+            pass
 
     if threading.active_count() != 1:  # a fork copies no thread but the caller's: their locks would stay held
         print(f"the fork server has {threading.active_count()} threads after its imports", file=sys.stderr)

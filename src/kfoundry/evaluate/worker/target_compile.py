@@ -50,6 +50,16 @@ def derive(module_path: Path | str, launches: dict[str, dict[str, Any]], capabil
     return [rows.get(name, {"name": name, "error": "not compiled"}) for name in names]
 
 
+def known_rows(known: Any, launches: dict[str, dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The rows the parent found in its cache for this very candidate (kfoundry.evaluate.parent.target_rows) and
+    these very launches, or None: compile."""
+    wanted = json.loads(json.dumps(launches))  # as the launches came back from JSON: lists for tuples
+    for entry in known if isinstance(known, list) else []:
+        if isinstance(entry, dict) and entry.get("launches") == wanted and isinstance(entry.get("rows"), list):
+            return entry["rows"]
+    return None
+
+
 # -- the child process -----------------------------------------------------------------------------
 class _Target:
     """Triton's driver, standing for a GPU this machine lacks: it names the target; nothing is launched
