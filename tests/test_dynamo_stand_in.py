@@ -124,22 +124,20 @@ COMPOSED = '''
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from kfoundry.dynamo_stand_in import no_dynamo_import
 from tests.experts.composer.test_golden import ROOT, composed_text, golden_name
 from tests.helpers import GOLDEN
 
 facts = {}
 for name in sys.argv[2:]:
     path = ROOT / name
-    with no_dynamo_import():  # as the optimize driver composes
-        facts[name] = composed_text(path) == (GOLDEN / "composer" / golden_name(path)).read_text()
+    facts[name] = composed_text(path) == (GOLDEN / "composer" / golden_name(path)).read_text()  # compose's own stand-in
     facts[name + " dynamo"] = "torch._dynamo" in sys.modules
 print(json.dumps(facts))
 '''
 
 
 def test_the_composer_writes_its_golden_candidates_under_the_stand_in():
-    """The optimize driver composes under the stand-in: a pointwise chain, a convolution and a GEMM traced without
+    """compose() runs under the stand-in: a pointwise chain, a convolution and a GEMM traced without
     torch._dynamo, then a backward walk whose trace (make_fx) imports torch._inductor and so the real module."""
     from tests.experts.composer.test_golden import ROOT
 

@@ -136,17 +136,14 @@ class Optimization:
         GPU the kernels are for (`device`: this run's, or on a CPU the --target-gpu); `reference`: how the reference
         rounds, as the judge saw it (types.ReferenceRounding: the composer orders a conv's main-loop precisions by it)."""
         try:
-            from kfoundry.dynamo_stand_in import no_dynamo_import
             from kfoundry.experts.composer import compose
             from kfoundry.experts.composer.templates.device_limits import kernel_target
 
-            # twice what the first population takes: the rest wait for the router to pick the composer; it runs
-            # and traces the problem in this process, which compiles nothing: no torch._dynamo (dynamo_stand_in.py)
-            with no_dynamo_import():
-                result = compose(self.problem, set_values=self.options.set_values, precision=self.options.precision,
-                                 eval_mode=self.options.eval_mode, max_variants=2 * self.settings.compose_variants,
-                                 tolerance=self.options.tolerance, name=self.name,  # a resumed run's too: its own
-                                 device=kernel_target(device, self.settings.target_gpu), reference=reference)
+            # twice what the first population takes: the rest wait for the router to pick the composer
+            result = compose(self.problem, set_values=self.options.set_values, precision=self.options.precision,
+                             eval_mode=self.options.eval_mode, max_variants=2 * self.settings.compose_variants,
+                             tolerance=self.options.tolerance, name=self.name,  # a resumed run's too: its own
+                             device=kernel_target(device, self.settings.target_gpu), reference=reference)
         except Exception as exc:  # noqa: BLE001 -- the composer is one source of first kernels, never a reason to stop
             message = f"the composer failed ({type(exc).__name__}: {exc})"
             self.store.event("composed", count=0, unsupported=[], message=message)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from kfoundry.dynamo_stand_in import no_dynamo_import
 from kfoundry.errors import ProblemError
 from kfoundry.problem import on_host
 from kfoundry.experts.composer.emit.codegen import generate
@@ -255,16 +256,19 @@ def compose(problem_path: str | Path, *, set_values: dict | None = None, precisi
 
     Raises kfoundry.errors.ProblemError for a problem file that cannot be loaded or run; anything else the
     composer does not understand is reported in `unsupported`."""
-    sample = _load(problem_path, set_values, eval_mode)
-    with on_host(sample.device):  # its forward is traced in the main process, which never touches the GPU
-        result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device,
-                               reference)
-    if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error") for u in result.unsupported):
-        # what failed on the meta device (shapes only) may work with real data: once more on the CPU
-        sample = _load(problem_path, set_values, eval_mode, "cpu")
-        with on_host("cpu"):
+    # it loads, runs and traces the problem in this process and compiles nothing: no torch._dynamo (dynamo_stand_in)
+    with no_dynamo_import():
+        sample = _load(problem_path, set_values, eval_mode)
+        with on_host(sample.device):  # its forward is traced in the main process, which never touches the GPU
             result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device,
                                    reference)
+        if sample.device == "meta" and any(u == UNTRACEABLE or u.startswith("composer error")
+                                           for u in result.unsupported):
+            # what failed on the meta device (shapes only) may work with real data: once more on the CPU
+            sample = _load(problem_path, set_values, eval_mode, "cpu")
+            with on_host("cpu"):
+                result = _safe_compose(sample, precision, eval_mode, max(1, max_variants), tolerance, name, device,
+                                       reference)
     return result
 
 
