@@ -9,6 +9,12 @@ the float64 truth the way the evaluator does (error ratio within max(1, 2 x the 
 
     python benchmarks/composer_variants.py --problems 5,16-22 [--max-variants 8] [--compile] [--json PATH]
         [--tolerance 1e-4] [--timeout 600] [--conv-grid] [--suite benchmarks/conv_suite] [--graph]
+        [--rounding device|fp32]
+
+--rounding device (the default) composes as an optimize run on this machine does: where cuDNN's fp32
+convolutions run TF32 here (a GPU of compute capability 8 or more, PyTorch's defaults), the composer is told the
+reference rounds like TF32 and puts the fast main loops first after a norm; fp32 composes as for an fp32
+reference (TF32x3 first after a norm), the composer's order before the judge reported the reference's rounding.
 
 --graph adds, for eager, torch.compile and every variant, the kernels one forward launches and its time replayed
 as one CUDA graph: the difference from the plain time is the host's launch path.
@@ -24,6 +30,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--conv-grid", action="store_true",
                         help="replace the composer's convolution configurations by CONV_GRID (exploration)")
+    parser.add_argument("--rounding", choices=("device", "fp32"), default="device",
+                        help="how the composer is told the reference rounds: as the judge sees it on this machine "
+                             "(device), or as an fp32 reference (fp32)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -200,16 +210,20 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.conv_grid:
         use_conv_grid()
+    rounding = reference_rounding(args.rounding)
+    command = ["python", "benchmarks/composer_variants.py", *(sys.argv[1:] if argv is None else argv)]
     results = []
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_path = args.json or RESULTS_DIR / f"composer_variants-{stamp}.json"
 
     def save() -> None:  # after every problem: a call cut short keeps what it finished
-        out_path.write_text(json.dumps({"created_utc": stamp, "device": device_label(), "tolerance": args.tolerance,
-                                    "suite": str(args.suite), "results": results}, indent=1))
+        out_path.write_text(json.dumps({"created_utc": stamp, "command": command,
+                                        "device": device_label(), "tolerance": args.tolerance,
+                                        "suite": str(args.suite), "rounding": asdict(rounding),
+                                        "results": results}, indent=1))
 
     for problem in suite_problems(args.problems, args.suite):
-        composed = compose(problem, max_variants=args.max_variants, tolerance=args.tolerance)
+        composed = compose(problem, max_variants=args.max_variants, tolerance=args.tolerance, reference=rounding)
         if not composed.candidates:
             print(f"{problem.stem}: {composed.message}", flush=True)
             results.append({"problem": problem.stem, "failure": composed.message})
@@ -283,6 +297,20 @@ def use_conv_grid() -> None:
         return out
 
     conv.configs = grid
+
+
+def reference_rounding(mode: str):
+    """What the composer is told of the reference's rounding: on this machine's first GPU as the judge would
+    report it (its convolutions' TF32; e(r) is left out, the worker measures it after composing), or an fp32
+    reference's."""
+    import torch
+
+    from kfoundry.evaluate.reference.judge_job import convs_run_tf32
+    from kfoundry.types import ReferenceRounding
+
+    if mode == "fp32" or not torch.cuda.is_available():
+        return ReferenceRounding()
+    return ReferenceRounding(conv_tf32=convs_run_tf32("cuda:0"))
 
 
 def device_label() -> str:

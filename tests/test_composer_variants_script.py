@@ -55,3 +55,17 @@ def test_outputs_flatten_in_order(cv):
     a, b, c = torch.zeros(1), torch.ones(2), torch.arange(3)
     assert [t.numel() for t in cv._flat((a, [b, c]))] == [1, 2, 3]
     assert cv._flat(b)[0] is b
+
+
+def test_the_composer_is_told_the_rounding_the_judge_would_report(cv, tmp_path, monkeypatch):
+    from kfoundry.types import ReferenceRounding
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    # no GPU here: both modes are an fp32 reference, and the file says which the variants were composed for
+    assert cv.reference_rounding("device") == cv.reference_rounding("fp32") == ReferenceRounding()
+    target = tmp_path / "variants.json"
+    assert cv.main(["--problems", "5", "--max-variants", "1", "--json", str(target), "--rounding", "fp32"]) == 0
+    document = json.loads(target.read_text())
+    assert document["rounding"] == {"error_ratio": None, "conv_tf32": False}
+    assert document["command"][1:] == ["benchmarks/composer_variants.py", "--problems", "5", "--max-variants", "1",
+                                       "--json", str(target), "--rounding", "fp32"]

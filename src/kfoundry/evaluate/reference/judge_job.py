@@ -91,7 +91,7 @@ def _check_redrawn(ref: Reference, first: ExpectedSet) -> None:
                            "the problem with --set so that every set is kept")
 
 
-def _conv_tf32(device: str) -> bool:
+def convs_run_tf32(device: str) -> bool:
     """Whether cuDNN's fp32 convolutions run TF32 here, as the problem left PyTorch's settings."""
     if not device.startswith("cuda") or torch.cuda.get_device_capability(device)[0] < 8:
         return False
@@ -181,7 +181,7 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         "device_facts": to_jsonable(facts),
         "tier": ref.tier,
         "sets_seconds": round(sets_seconds, 3),
-        "reference_rounding": {"error_ratio": own_error, "conv_tf32": _conv_tf32(device)},
+        "reference_rounding": {"error_ratio": own_error, "conv_tf32": convs_run_tf32(device)},
         # each set's tensor layouts: a worker allocates its buffers from these, with no order to ask for them
         "input_layouts": layouts,
     }
