@@ -260,6 +260,7 @@ class Evaluation:
     guard: dict[str, Any] = field(default_factory=dict)  # policy, findings, warnings, what ran
     cost: ProblemCost | None = None
     device_facts: DeviceFacts | None = None
+    reference_rounding: ReferenceRounding | None = None  # how the judge saw the reference round (the floor reads it)
     settings: dict[str, Any] = field(default_factory=dict)
     durations_s: dict[str, float] = field(default_factory=dict)
     # evidence for the diagnosis, gathered where the data live (worker, parent's comparison)
@@ -285,7 +286,8 @@ class Evaluation:
         """The inverse of `to_dict` (what crosses a process or machine boundary comes back whole)."""
         fields = _known(cls, data)
         nested = {"correctness": CorrectnessReport, "timing": TimingReport, "cost": ProblemCost,
-                  "device_facts": DeviceFacts, "diagnosis": Diagnosis, "other_sizes": SizeCheck}
+                  "device_facts": DeviceFacts, "diagnosis": Diagnosis, "other_sizes": SizeCheck,
+                  "reference_rounding": ReferenceRounding}
         for name, kind in nested.items():
             if fields.get(name) is not None:
                 fields[name] = kind.from_dict(fields[name])

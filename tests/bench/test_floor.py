@@ -27,6 +27,7 @@ from kfoundry.bench.table import print_report
 from kfoundry.evaluate.parent.options import EvalOptions
 from kfoundry.optimize.settings import OptimizeSettings
 from kfoundry.run_config import RunConfig
+from kfoundry.types import ReferenceRounding
 from kfoundry.runs import RunStore
 from kfoundry.runs.outputs import write_outputs
 from tests.bench.helpers import write_suite
@@ -35,13 +36,14 @@ from tests.runs.test_report_fixture import COMPILE_MS, COST, EAGER_MS, H200, K, 
 FLOPS = 2 * M * N * K
 BYTES = (M * K + M * N + N * K + N) * 4  # inputs, outputs and parameters (weight and bias) once
 OURS_MS = 5.2
-# the fp32 GEMM at tolerance 1e-4: three TF32 products per FLOP at the datasheet's 495 TFLOP/s
-GEMM_FLOOR_MS = 3 * FLOPS / 495e12 * 1e3
+# the fp32 GEMM at tolerance 1e-4: three fp16 products per FLOP at the datasheet's 990 TFLOP/s (3xFP16, twice
+# as fast as three TF32 products at 495)
+GEMM_FLOOR_MS = 3 * FLOPS / 990e12 * 1e3
 POINTWISE_FLOOR_MS = BYTES / 4800e9 * 1e3  # no FLOPs counted: the bytes at the datasheet's bandwidth
 # FIXTURE: made-up measured ceilings, lower than the datasheet's, so that the two cannot be confused
 MEASURED_FACTS = dataclasses.replace(H200, source="measured (fixture: made-up figures)", peak_bandwidth_gbs=4000.0,
                                      peak_tflops={"fp32": 50.0, "tf32": 400.0, "fp16": 700.0, "bf16": 700.0})
-MEASURED_FLOOR_MS = 3 * FLOPS / 400e12 * 1e3
+MEASURED_FLOOR_MS = 3 * FLOPS / 700e12 * 1e3
 
 
 def record(status="ok", runtime_ms=OURS_MS, **changes):
@@ -54,11 +56,11 @@ def record(status="ok", runtime_ms=OURS_MS, **changes):
 
 # -- the floor of one problem ---------------------------------------------------------------------
 
-def test_an_fp32_gemm_at_1e_4_is_floored_by_three_tf32_products_per_flop():
+def test_an_fp32_gemm_at_1e_4_is_floored_by_three_fp16_products_per_flop():
     floor = floor_of(record())
-    assert floor == Floor(pytest.approx(GEMM_FLOOR_MS), "compute: 3xTF32", DATASHEET)
-    assert floor.roof == "3xTF32"
-    assert floor.of(OURS_MS) == pytest.approx(GEMM_FLOOR_MS / OURS_MS)  # 32.0%: ours is at a third of the light
+    assert floor == Floor(pytest.approx(GEMM_FLOOR_MS), "compute: 3xFP16", DATASHEET)
+    assert floor.roof == "3xFP16"
+    assert floor.of(OURS_MS) == pytest.approx(GEMM_FLOOR_MS / OURS_MS)  # 16.0%: ours is at a sixth of the light
     assert floor.of(None) is None and floor.of(0.0) is None
 
 
@@ -69,16 +71,17 @@ def test_a_problem_without_counted_flops_is_floored_by_its_bytes():
 
 def test_the_measured_ceilings_of_the_run_are_used_where_it_has_them():
     floor = floor_of(record(device_facts=MEASURED_FACTS))
-    assert floor == Floor(pytest.approx(MEASURED_FLOOR_MS), "compute: 3xTF32", MEASURED)
+    assert floor == Floor(pytest.approx(MEASURED_FLOOR_MS), "compute: 3xFP16", MEASURED)
     failed = dataclasses.replace(H200, source="measurement failed (RuntimeError: fixture); datasheet",
                                  peak_bandwidth_gbs=1.0, peak_tflops={"tf32": 1.0})
     assert floor_of(record(device_facts=failed)).source == DATASHEET  # the bundled table's, not these
 
 
 @pytest.mark.parametrize("precision, tolerance, roofs", [
-    ("fp32", 1e-4, {"FP32": 67.0, "3xTF32": 165.0}),  # TF32 alone (~1e-3 error) would fail 1e-4
-    ("fp32", 1e-2, {"FP32": 67.0, "3xTF32": 165.0, "TF32": 495.0}),  # a tolerance that admits TF32
-    ("fp32", None, {"FP32": 67.0, "3xTF32": 165.0}),
+    ("fp32", 1e-4, {"FP32": 67.0, "3xTF32": 165.0, "3xFP16": 330.0}),  # TF32 alone (~1e-3 error) would fail 1e-4
+    # a tolerance that admits TF32's error admits one fp16 product of the same 11 bits
+    ("fp32", 1e-2, {"FP32": 67.0, "3xTF32": 165.0, "TF32": 495.0, "3xFP16": 330.0, "FP16": 990.0}),
+    ("fp32", None, {"FP32": 67.0, "3xTF32": 165.0, "3xFP16": 330.0}),
     ("bf16", 1e-2, {"BF16": 990.0}),
     ("fp16", 1e-2, {"FP16": 990.0}),
 ])
@@ -93,8 +96,19 @@ def test_the_fastest_honest_roof_sets_the_floor():
         Floor(pytest.approx(FLOPS / 82.6e12 * 1e3), "compute: FP32", DATASHEET)
     loose = record()
     loose["correctness"]["tolerance"] = 1e-2
-    assert floor_of(loose) == Floor(pytest.approx(FLOPS / 495e12 * 1e3), "compute: TF32", DATASHEET)
+    assert floor_of(loose) == Floor(pytest.approx(FLOPS / 990e12 * 1e3), "compute: FP16", DATASHEET)
     assert speed_of_light(None, None, {}, 4800.0, DATASHEET) is None
+
+
+def test_a_reference_that_rounds_like_tf32_admits_one_product_per_flop():
+    # cuDNN's TF32 convolutions: a verdict then allows a TF32 main loop's error at 1e-4 too
+    assert compute_roofs("fp32", 1e-4, {"tf32": 495.0, "fp16": 990.0}, ReferenceRounding(conv_tf32=True)) == \
+        pytest.approx({"3xTF32": 165.0, "TF32": 495.0, "3xFP16": 330.0, "FP16": 990.0})
+    assert "FP16" in compute_roofs("fp32", 1e-4, {"fp16": 990.0}, ReferenceRounding(error_ratio=7.6))
+    assert "FP16" not in compute_roofs("fp32", 1e-4, {"fp16": 990.0}, ReferenceRounding(error_ratio=0.02))
+    tf32_conv = record(reference_rounding=ReferenceRounding(error_ratio=12.0, conv_tf32=True))
+    assert floor_of(tf32_conv) == Floor(pytest.approx(FLOPS / 990e12 * 1e3), "compute: FP16", DATASHEET)
+    assert floor_of(record(reference_rounding=ReferenceRounding(error_ratio=0.02))) == floor_of(record())
 
 
 def test_no_floor_on_a_cpu_an_unknown_gpu_or_without_a_cost():
@@ -107,7 +121,7 @@ def test_no_floor_on_a_cpu_an_unknown_gpu_or_without_a_cost():
 def test_the_floor_of_a_problem_is_the_first_of_its_evaluations_that_has_one():
     cpu = dataclasses.replace(H200, kind="cpu", name="Fixture CPU (8 cores)")
     found = first_floor([None, record(device_facts=cpu), record("wrong_output")])
-    assert found == Floor(pytest.approx(GEMM_FLOOR_MS), "compute: 3xTF32", DATASHEET)
+    assert found == Floor(pytest.approx(GEMM_FLOOR_MS), "compute: 3xFP16", DATASHEET)
 
 
 def test_fields_round_trip_and_geomeans_over_the_problems_that_have_each_fraction():
@@ -167,7 +181,7 @@ def test_bench_json_gives_each_problem_s_floor_and_the_fractions_of_it(gpu_bench
     document = json.loads((gpu_bench.out / "bench.json").read_text())
     problems = {p["name"]: p for p in document["problems"]}
     gemm = problems["1_gemm"]
-    assert (gemm["floor_bound"], gemm["floor_source"]) == ("compute: 3xTF32", "datasheet")
+    assert (gemm["floor_bound"], gemm["floor_source"]) == ("compute: 3xFP16", "datasheet")
     assert gemm["floor_ms"] == pytest.approx(GEMM_FLOOR_MS)
     assert gemm["ours_of_floor"] == pytest.approx(GEMM_FLOOR_MS / OURS_MS)
     assert gemm["eager_of_floor"] == pytest.approx(GEMM_FLOOR_MS / EAGER_MS)
@@ -189,7 +203,7 @@ def test_bench_json_gives_each_problem_s_floor_and_the_fractions_of_it(gpu_bench
     assert summary["compile_of_floor"] == {"geomean": pytest.approx(expected / COMPILE_MS), "problems": 3}
 
     kept = outputs.load_results(gpu_bench.out)  # what --resume reads back
-    assert kept["4_measured"].floor == Floor(pytest.approx(MEASURED_FLOOR_MS), "compute: 3xTF32", MEASURED)
+    assert kept["4_measured"].floor == Floor(pytest.approx(MEASURED_FLOOR_MS), "compute: 3xFP16", MEASURED)
 
 
 def test_bench_csv_has_the_same_columns(gpu_bench):
@@ -197,7 +211,7 @@ def test_bench_csv_has_the_same_columns(gpu_bench):
     columns = list(rows["1_gemm"])  # new columns go at the end: the floor's after out_of_resource, before later ones
     assert columns[columns.index("out_of_resource") + 1:][:len(FIELDS)] == list(FIELDS)
     gemm = rows["1_gemm"]
-    assert float(gemm["floor_ms"]) == pytest.approx(GEMM_FLOOR_MS) and gemm["floor_bound"] == "compute: 3xTF32"
+    assert float(gemm["floor_ms"]) == pytest.approx(GEMM_FLOOR_MS) and gemm["floor_bound"] == "compute: 3xFP16"
     assert gemm["floor_source"] == "datasheet"
     assert float(gemm["ours_of_floor"]) == pytest.approx(GEMM_FLOOR_MS / OURS_MS)
     assert float(gemm["compile_of_floor"]) == pytest.approx(GEMM_FLOOR_MS / COMPILE_MS)
@@ -211,8 +225,8 @@ def test_the_table_page_and_report_show_the_floor(gpu_bench):
     lines = text.splitlines()
     assert "floor ms" in lines[1] and "ours/eager/compile of floor" in lines[1]
     gemm = next(line for line in lines if " 1_gemm " in line)
-    # 1.666 / 5.2, / 9.0, / 8.6 ms
-    assert f"{GEMM_FLOOR_MS:.4g} 3xTF32" in gemm and "32%/19%/19%" in gemm
+    # 0.833 / 5.2, / 9.0, / 8.6 ms
+    assert f"{GEMM_FLOOR_MS:.4g} 3xFP16" in gemm and "16%/9.3%/9.7%" in gemm
     assert f"{POINTWISE_FLOOR_MS:.4g} memory" in next(line for line in lines if "2_pointwise" in line)
     assert "-/-/-" in next(line for line in lines if "3_broken" in line)
     assert "ours of the floor (floor / median time), geomean over the 3 problem(s) with one" in text
@@ -220,11 +234,11 @@ def test_the_table_page_and_report_show_the_floor(gpu_bench):
 
     page = (gpu_bench.out / "bench.html").read_text()
     assert "floor ms (roof)" in page and "ours of floor" in page and "compile of floor" in page
-    assert f"{GEMM_FLOOR_MS:.4g} 3xTF32" in page and "(measured)" in page and "(datasheet)" in page
+    assert f"{GEMM_FLOOR_MS:.4g} 3xFP16" in page and "(measured)" in page and "(datasheet)" in page
     assert "torch.compile of the floor (floor / median time), geomean over the 3 problem(s) with one" in page
 
     report = (gpu_bench.out / "runs" / "1_gemm" / "report.html").read_text()  # the bench wrote it
-    assert "Speed of light" in report and "set by the 3xTF32 roof" in report
+    assert "Speed of light" in report and "set by the 3xFP16 roof" in report
 
 
 def test_a_cpu_bench_shows_nothing_new_and_does_not_break(tmp_path):

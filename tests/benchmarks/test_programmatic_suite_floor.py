@@ -40,12 +40,13 @@ def test_rows_summary_and_text_give_the_floor(ps, recorded, tmp_path, capsys):
     document, text = report_only(ps, recorded, tmp_path / "suite.json", capsys)
     rows = {r["name"]: r for r in document["problems"]}
     gemm = rows["1_gemm"]
-    assert (gemm["floor_bound"], gemm["floor_source"]) == ("compute: 3xTF32", "datasheet")
+    assert (gemm["floor_bound"], gemm["floor_source"]) == ("compute: 3xFP16", "datasheet")
     assert gemm["floor_ms"] == pytest.approx(GEMM_FLOOR_MS)
     assert gemm["ours_of_floor"] == pytest.approx(GEMM_FLOOR_MS / OURS_MS)
     assert gemm["eager_of_floor"] == pytest.approx(GEMM_FLOOR_MS / EAGER_MS)
     assert gemm["compile_of_floor"] == pytest.approx(GEMM_FLOOR_MS / COMPILE_MS)
-    assert gemm["ours_of_floor"] == pytest.approx(gemm["roof_3xtf32"])  # the same roof as the 3xTF32 column
+    # the floor's 3xFP16 roof (990 / 3 TFLOP/s) is twice as fast as the 3xTF32 column's (495 / 3)
+    assert gemm["ours_of_floor"] == pytest.approx(gemm["roof_3xtf32"] / 2)
     assert rows["2_pointwise"]["floor_bound"] == "memory" and rows["4_measured"]["floor_source"] == "measured"
     assert rows["3_broken"]["ours_of_floor"] is None and rows["3_broken"]["floor_ms"] == pytest.approx(GEMM_FLOOR_MS)
 
@@ -59,11 +60,11 @@ def test_rows_summary_and_text_give_the_floor(ps, recorded, tmp_path, capsys):
     header = next(line for line in lines if line.startswith("#") and "gen 0" in line)
     assert "floor ms" in header and "ours/eager/compile of floor" in header
     course = [line for line in lines if " 1_gemm " in line][1]
-    assert f"{GEMM_FLOOR_MS:.4g} 3xTF32" in course and "32%/19%/19%" in course  # 1.666 / 5.2, / 9.0, / 8.6 ms
+    assert f"{GEMM_FLOOR_MS:.4g} 3xFP16" in course and "16%/9.3%/9.7%" in course  # 0.833 / 5.2, / 9.0, / 8.6 ms
     assert "-/-/-" in [line for line in lines if " 3_broken " in line][1]
     assert "at the datasheet and measured ceilings" in text
-    assert ("of the floor (speed of light), geomeans: ours 12.0% (over 3), eager 6.9% (over 3), "
-            "torch.compile 7.2% (over 3)") in text
+    assert ("of the floor (speed of light), geomeans: ours 7.9% (over 3), eager 4.5% (over 3), "
+            "torch.compile 4.8% (over 3)") in text
 
 
 def test_a_bench_json_without_floor_fields_takes_them_from_the_runs_and_the_reference_pass(ps, recorded, tmp_path,

@@ -45,19 +45,19 @@ def _write(tmp_path, text, name="problem.py"):
     return path
 
 
-def test_a_large_gemm_is_compute_bound_at_three_tf32_passes(tmp_path):
+def test_a_large_gemm_is_compute_bound_at_three_fp16_passes(tmp_path):
     m, k, n = 8192, 4096, 2048
     found = estimate(_write(tmp_path, LINEAR.format(m=m)), "fp32", 1e-4, GPU)
     assert found.flops == 2 * m * k * n
     assert found.moved == 4 * (m * k + k * n + m * n)  # input, weight and output once each
-    assert found.bound == "compute" and found.roof == "3xTF32"
-    assert found.compute_ms == pytest.approx(2 * m * k * n / (495e12 / 3) * 1e3)
+    assert found.bound == "compute" and found.roof == "3xFP16"
+    assert found.compute_ms == pytest.approx(2 * m * k * n / (990e12 / 3) * 1e3)
     assert found.memory_ms == pytest.approx(found.moved / 3350e9 * 1e3)
     line = found.line()
     assert line.startswith("Roofline estimate: 137.4 GFLOP and ") and "compute-bound on NVIDIA H100 SXM" in line
     assert "at the problem file's own sizes" in line and "not timed" in line
     loose = estimate(_write(tmp_path, LINEAR.format(m=m)), "fp32", 1e-2, GPU)
-    assert loose.roof == "TF32" and loose.compute_ms == pytest.approx(found.compute_ms / 3)
+    assert loose.roof == "FP16" and loose.compute_ms == pytest.approx(found.compute_ms / 3)
     half = estimate(_write(tmp_path, LINEAR.format(m=m)), "fp16", 1e-2, GPU)
     assert half.moved == found.moved // 2 and half.roof == "FP16"
 

@@ -79,23 +79,23 @@ def test_experts_llm_and_roofline(fixture_run):
 
 
 def test_the_report_gives_the_problem_s_floor_and_the_fraction_of_it_each_time_reaches(fixture_run):
-    """The fixture's fp32 GEMM at tolerance 1e-4 on the H200's datasheet ceilings: three TF32 products per FLOP at
-    495 TFLOP/s (1.666 ms) outlast its bytes at 4800 GB/s (0.07 ms); ours 5.2 ms, eager 9.0, torch.compile 8.6."""
+    """The fixture's fp32 GEMM at tolerance 1e-4 on the H200's datasheet ceilings: three fp16 products per FLOP at
+    990 TFLOP/s (0.833 ms) outlast its bytes at 4800 GB/s (0.07 ms); ours 5.2 ms, eager 9.0, torch.compile 8.6."""
     from tests.runs.test_report_fixture import COMPILE_MS, EAGER_MS
 
     run_dir, _, path = fixture_run
     point = gather(run_dir)["floor"]
-    floor_ms = 3 * 2 * 8192 * 4096 * 4096 / 495e12 * 1e3
+    floor_ms = 3 * 2 * 8192 * 4096 * 4096 / 990e12 * 1e3
     floor = point["floor"]
-    assert (floor.ms, floor.bound, floor.source) == (pytest.approx(floor_ms), "compute: 3xTF32", "datasheet")
+    assert (floor.ms, floor.bound, floor.source) == (pytest.approx(floor_ms), "compute: 3xFP16", "datasheet")
     assert point["ours_of_floor"] == pytest.approx(floor_ms / 5.2)
     assert point["eager_of_floor"] == pytest.approx(floor_ms / EAGER_MS)
     assert point["compile_of_floor"] == pytest.approx(floor_ms / COMPILE_MS)
     html = path.read_text()
-    assert "of the speed of light (1.666 ms, 3xTF32)" in html  # the summary's card
-    assert "<b>1.666 ms</b>, set by the 3xTF32 roof\n    at the datasheet ceilings" in html
+    assert "of the speed of light (0.833 ms, 3xFP16)" in html  # the summary's card
+    assert "<b>0.833 ms</b>, set by the 3xFP16 roof\n    at the datasheet ceilings" in html
     assert "for fp32 at tolerance 0.0001" in html
-    for name, ms, share in (("ours", "5.2", "32%"), ("eager", "9", "19%"), ("torch.compile", "8.6", "19%")):
+    for name, ms, share in (("ours", "5.2", "16%"), ("eager", "9", "9.3%"), ("torch.compile", "8.6", "9.7%")):
         assert f'<tr><td>{name}</td><td class="num">{ms}</td><td class="num">{share}</td></tr>' in html
 
 

@@ -13,6 +13,12 @@ class Record:
     error: dict | None = None
 
 
+@dataclass(frozen=True)
+class Frozen:
+    text: str
+    ratio: float = 0.5
+
+
 def test_known_secrets_come_from_the_environment_and_the_config(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     monkeypatch.setenv("SHORT_TOKEN", "1")  # too short to be told from ordinary text
@@ -29,3 +35,6 @@ def test_scrub_tree_reaches_every_string(monkeypatch):
     assert record.message == f"found {MASK}!" and record.notes == [f"x {MASK} y"]
     assert record.error == {"traceback": ["line", (MASK, 3)], "file": "/home/me/kernel.py:3"}
     assert secrets.scrub("nothing here", values=[]) == "nothing here"
+    frozen = Record("ok", [Frozen("sk-ant-secret-value"), Frozen("plain")])
+    secrets.scrub_tree(frozen)  # a frozen record inside is scrubbed too, not a crash
+    assert frozen.notes == [Frozen(MASK), Frozen("plain")]

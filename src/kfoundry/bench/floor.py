@@ -3,9 +3,12 @@ precision the kernel is judged at; and the fraction of the floor a time reaches 
 speed of light).
 
 The floor is the larger of the bytes the problem must move at the memory bandwidth and its FLOPs at the fastest
-compute roof that honours the precision: fp32 by FP32 FMAs or by three TF32 products per FLOP (3xTF32: a high
-and a low part of each operand, on tensor cores), and by plain TF32 only where the tolerance admits TF32's error
-(kfoundry.problem.TF32_MIN_TOLERANCE); fp16 and bf16 by their tensor-core peak. FLOPs and bytes are
+compute roof that honours the precision: fp32 by FP32 FMAs, by three TF32 products per FLOP (3xTF32: a high
+and a low part of each operand, on tensor cores) or by three fp16 products per FLOP (3xFP16: the same split of
+operands scaled by a power of two, as the composer's fp16x3 main loops do: 22 bits of each operand, as 3xTF32
+keeps); by one TF32 or one fp16 product per FLOP (TF32, FP16: TF32's 11 bits) only where a verdict admits
+TF32's error: the tolerance does (kfoundry.problem.TF32_MIN_TOLERANCE), or the reference rounds like TF32 itself
+(kfoundry.types.ReferenceRounding: cuDNN's convolutions on a GPU). fp16 and bf16 by their tensor-core peak. FLOPs and bytes are
 the roofline's (kfoundry.diagnose.performance): the flop counter counts matmuls and convolutions only, so a
 problem without them is bound by its bytes.
 
@@ -21,7 +24,7 @@ from typing import Any
 
 from kfoundry.evaluate.shared.device_facts import datasheet_for
 from kfoundry.problem import TF32_MIN_TOLERANCE
-from kfoundry.types import ProblemCost
+from kfoundry.types import ProblemCost, ReferenceRounding
 
 MEMORY = "memory"
 COMPUTE = "compute: "  # the bound of a compute floor, before the roof's name: "compute: 3xTF32"
@@ -49,7 +52,7 @@ class Floor:
 
     @property
     def roof(self) -> str:
-        """The roof that sets the floor: memory, 3xTF32, FP32, TF32, FP16, BF16."""
+        """The roof that sets the floor: memory, 3xTF32, 3xFP16, FP32, TF32, FP16, BF16."""
         return self.bound.removeprefix(COMPUTE)
 
     def of(self, ms: float | None) -> float | None:
@@ -97,16 +100,21 @@ def ceilings(facts: Mapping[str, Any] | None) -> Ceilings | None:
     return Ceilings(sheet[0], sheet[1], DATASHEET) if sheet else None
 
 
-def compute_roofs(precision: str, tolerance: float | None, peaks: Mapping[str, float]) -> dict[str, float]:
-    """The compute roofs that honour `precision` at `tolerance`: name -> the problem's TFLOP/s on it."""
+def compute_roofs(precision: str, tolerance: float | None, peaks: Mapping[str, float],
+                  reference: ReferenceRounding | None = None) -> dict[str, float]:
+    """The compute roofs that honour `precision` at `tolerance`, for a reference that rounds as `reference` says
+    (None: as fp32): name -> the problem's TFLOP/s on it."""
     roofs: dict[str, float] = {}
     if precision == "fp32":
+        tf32_level = (tolerance is not None and tolerance >= TF32_MIN_TOLERANCE) or \
+            (reference is not None and reference.tf32_level())
         if _positive(peaks.get("fp32")):
             roofs["FP32"] = peaks["fp32"]
-        if _positive(peaks.get("tf32")):
-            roofs["3xTF32"] = peaks["tf32"] / 3
-            if tolerance is not None and tolerance >= TF32_MIN_TOLERANCE:
-                roofs["TF32"] = peaks["tf32"]
+        for name, key in (("TF32", "tf32"), ("FP16", "fp16")):
+            if _positive(peaks.get(key)):
+                roofs[f"3x{name}"] = peaks[key] / 3
+                if tf32_level:
+                    roofs[name] = peaks[key]
     elif _positive(peaks.get(precision)):
         roofs[precision.upper()] = peaks[precision]
     return roofs
@@ -127,7 +135,7 @@ def speed_of_light(flops: float | None, moved: float | None, roofs: Mapping[str,
 
 def floor_of(evaluation: Mapping[str, Any] | None) -> Floor | None:
     """The floor of the problem an evaluation judged (its Evaluation.to_dict()): from its cost, device facts,
-    precision and tolerance, which every evaluation of a problem in one run shares."""
+    precision, tolerance and the reference's rounding, which every evaluation of a problem in one run shares."""
     from kfoundry.diagnose.performance import moved_bytes
 
     evaluation = evaluation or {}
@@ -139,5 +147,7 @@ def floor_of(evaluation: Mapping[str, Any] | None) -> Floor | None:
     except TypeError:  # a record from another version of the types
         return None
     correctness = evaluation.get("correctness") or {}
-    roofs = compute_roofs(correctness.get("precision") or "fp32", correctness.get("tolerance"), found.peak_tflops)
+    rounding = evaluation.get("reference_rounding")
+    roofs = compute_roofs(correctness.get("precision") or "fp32", correctness.get("tolerance"), found.peak_tflops,
+                          None if rounding is None else ReferenceRounding.from_dict(rounding))
     return speed_of_light(cost.flops, moved_bytes(cost), roofs, found.bandwidth_gbs, found.source)

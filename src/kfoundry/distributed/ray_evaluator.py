@@ -310,6 +310,7 @@ class RayEvaluator:
             error={"reasons": reasons},
             cost=self.prepared.cost if self.prepared else None,
             device_facts=self.prepared.device_facts if self.prepared else None,
+            reference_rounding=self.prepared.reference_rounding if self.prepared else None,
             settings={"seed": self.options.seed, "worker": {"attempts": len(reasons)}},
         )
         evaluation.timing.reason = "not evaluated: the worker was lost"

@@ -20,7 +20,7 @@ class RooflineEstimate:
     moved: int  # bytes: inputs and parameters read once, outputs written once
     memory_ms: float | None  # moved at the bandwidth
     compute_ms: float | None  # the FLOPs at the fastest roof the precision allows
-    roof: str | None  # that roof: FP32, 3xTF32, TF32, FP16, BF16
+    roof: str | None  # that roof: FP32, 3xTF32, 3xFP16, TF32, FP16, BF16
     device: str
     eager_ms: float | None = None
     compile_ms: float | None = None

@@ -60,5 +60,8 @@ def _scrub_tree(value: Any, redact: Redactor, rewrite: dict[str, str] | None) ->
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            setattr(value, f.name, _scrub_tree(getattr(value, f.name), redact, rewrite))
+            old = getattr(value, f.name)
+            new = _scrub_tree(old, redact, rewrite)
+            if new is not old:  # a frozen record (kfoundry.types.ReferenceRounding) is scrubbed in place too
+                object.__setattr__(value, f.name, new)
     return value

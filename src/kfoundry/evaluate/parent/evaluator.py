@@ -599,6 +599,7 @@ class Evaluator:
             warnings=list(prepared.warnings),
             cost=prepared.cost,
             device_facts=prepared.device_facts,
+            reference_rounding=prepared.reference_rounding,
         )
         evaluation.correctness = CorrectnessReport(
             seeds=list(self.trial_seeds), init_seed=self.init_seed, tolerance=opts.atol,
