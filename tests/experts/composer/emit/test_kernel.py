@@ -79,3 +79,41 @@ def test_unravel_and_accesses():
     # a value that spans the block but whose tensor has no coordinate (a scalar output): a zero offset
     access.store(y, (), "total", span=frozenset({"flat"}))
     assert kw.lines[-1].strip() == "tl.store(add_ptr + offs * 0, total.to(add_ptr.dtype.element_ty), mask=mask)"
+
+
+def _rebound_parameters(source: str) -> list[tuple[str, str]]:
+    """(kernel, parameter) for every @triton.jit kernel in `source` whose body assigns one of its own parameters."""
+    import ast
+
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef) or not any("jit" in ast.unparse(d) for d in fn.decorator_list):
+            continue
+        params = {a.arg for a in fn.args.args}
+        for node in ast.walk(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+            found += [(fn.name, n.id) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and n.id in params]
+    return found
+
+
+def test_no_template_rebinds_a_kernel_parameter():
+    """A template's literal locals are reserved: a clamp's bounds named `low` and `high` once shadowed the split
+    GEMM loop's accumulators (every fp16x3 variant of gemm_suite 3 failed to compile on the GPU: "Loop-carried
+    variable high has initial type fp32"). Checked on every golden candidate and on that problem's variants."""
+    from pathlib import Path
+
+    from kfoundry.experts.composer import compose
+    from tests.experts.composer.test_golden import golden_sources
+    from tests.helpers import GOLDEN
+
+    assert _rebound_parameters("@triton.jit\ndef k(x, low):\n    low = x\n") == [("k", "low")]
+    for path in sorted((GOLDEN / "composer").glob("*.txt")):
+        for name, source in golden_sources(path.read_text()):
+            assert _rebound_parameters(source) == [], (path.name, name)
+    suite = Path(__file__).resolve().parents[4] / "benchmarks" / "gemm_suite"
+    problem = suite / "3_linear_scale_residual_clamp_logsumexp_mish.py"
+    composed = compose(problem, max_variants=8)
+    assert any("fp16x3" in c.name for c in composed.candidates)
+    for candidate in composed.candidates:
+        assert _rebound_parameters(candidate.source) == [], candidate.name

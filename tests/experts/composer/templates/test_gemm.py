@@ -46,8 +46,8 @@ def test_epilogues_are_fused(composed):
     assert "tl.erf(" in gemm[0] and "tl.minimum(" in gemm[0]
     # fp16x3: both operands split, three fp16 products, the low ones apart, then each row's and column's factor
     assert "= _split_fp16x3(x_mat, -1)" in linear.source and "= _split_fp16x3(fc_weight_t, -2)" in linear.source
-    assert "low = tl.dot(a, b_lo, low)" in gemm[0] and "low = tl.dot(a_lo, b, low)" in gemm[0]
-    assert "acc = (acc + low * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]" in gemm[0]
+    assert "acc_lo = tl.dot(a, b_lo, acc_lo)" in gemm[0] and "acc_lo = tl.dot(a_lo, b, acc_lo)" in gemm[0]
+    assert "acc = (acc + acc_lo * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]" in gemm[0]
     tf32x3 = composed["linear_gelu_scale"][0].candidates[2]
     assert '"tf32x3" if x.dtype == torch.float32' in tf32x3.source  # three TF32 products: near-fp32 accuracy
     both = first(composed["matmul_bmm"][0]).source

@@ -20,6 +20,9 @@ KERNEL_RESERVED = frozenset({
     "oc", "ci", "k_total", "base", "v", "m_in", "n_in", "k_in", "num_m", "num_n", "tiles_in_group", "first_m",
     "rows_in_group", "k_stop",
     "triton", "c0", "kk", "k0", "a", "b", "rem", "pid_m", "pid_n", "pid_b", "pid_g", "float", "int", "range",
+    # the GEMM template's split loop writes these literally: a value named so would rebind a kernel parameter
+    # (tests/experts/composer/emit/test_kernel.py checks every composed kernel)
+    "a_lo", "b_lo", "acc_hi", "acc_lo", "k_chunk", "row_inv", "col_inv",
 })
 
 

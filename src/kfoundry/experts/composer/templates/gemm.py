@@ -328,13 +328,13 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.line(f"k_stop = tl.where({dead}, 0, {k})  # the triangle keeps nothing of this tile: no products")
         k_stop = "k_stop"
     if split:
-        kw.line("low = tl.zeros((BM, BN), dtype=tl.float32)  # the products with a low part, 2**11 times too large")
+        kw.line("acc_lo = tl.zeros((BM, BN), dtype=tl.float32)  # the products with a low part, 2**11 times too large")
         # the tensor cores' own accumulation loses bits a sum of thousands of products shows (0.15 of the fp32
         # tolerance on the H200 for K = 8192): the high products go to `acc` SPLIT_CHUNK steps at a time (0.01)
-        kw.line(f"for k1 in range(0, {k_stop}, BK * {SPLIT_CHUNK}):")
+        kw.line(f"for k_chunk in range(0, {k_stop}, BK * {SPLIT_CHUNK}):")
         kw.indent += 1
-        kw.line("high = tl.zeros((BM, BN), dtype=tl.float32)")
-        kw.line(f"for k0 in range(k1, tl.minimum(k1 + BK * {SPLIT_CHUNK}, {k}), BK):")
+        kw.line("acc_hi = tl.zeros((BM, BN), dtype=tl.float32)")
+        kw.line(f"for k0 in range(k_chunk, tl.minimum(k_chunk + BK * {SPLIT_CHUNK}, {k}), BK):")
     else:
         kw.line(f"for k0 in range(0, {k_stop}, BK):")
     kw.indent += 1
@@ -345,11 +345,11 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         a_lo_ptr, b_lo_ptr = kw.arg("a_lo_ptr", a_lo), kw.arg("b_lo_ptr", b_lo)
         kw.line(f"a_lo = tl.load({based(a_lo_ptr, a_terms)} + {a_at}, mask={a_mask}, other=0.0)")
         kw.line(f"b_lo = tl.load({based(b_lo_ptr, b_terms)} + {b_at}, mask={b_mask}, other=0.0)")
-        kw.line("high = tl.dot(a, b, high)")
-        kw.line("low = tl.dot(a, b_lo, low)")
-        kw.line("low = tl.dot(a_lo, b, low)")
+        kw.line("acc_hi = tl.dot(a, b, acc_hi)")
+        kw.line("acc_lo = tl.dot(a, b_lo, acc_lo)")
+        kw.line("acc_lo = tl.dot(a_lo, b, acc_lo)")
         kw.indent -= 1
-        kw.line("acc += high")
+        kw.line("acc += acc_hi")
     else:
         dot_step(kw, config, a, b)
     kw.indent -= 1
@@ -357,7 +357,7 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         a_inv_ptr, b_inv_ptr = kw.arg("a_inv_ptr", a_inv), kw.arg("b_inv_ptr", b_inv)
         kw.line(f"row_inv = tl.load({a_inv_ptr} + {inv_terms[0]}rm, mask=rm < {m}, other=0.0)")
         kw.line(f"col_inv = tl.load({b_inv_ptr} + {inv_terms[1]}rn, mask=rn < {n}, other=0.0)")
-        kw.line("acc = (acc + low * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]")
+        kw.line("acc = (acc + acc_lo * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]")
     kw.line("# epilogue: the ops after the product, on the accumulator tile")
     kw.line(f"m_ok = rm[:, None] < {m}")
     kw.line(f"n_ok = rn[None, :] < {n}")
