@@ -23,6 +23,14 @@ def test_each_rule_leads_with_its_moves_and_every_move_follows():
     assert moves_for(None)[0] == "fuse"  # no timing (a CPU run): fusions first
 
 
+def test_wrong_outputs_take_a_more_accurate_main_loop_first_and_a_correct_parent_last():
+    wrong = Diagnosis(status="wrong_output", summary="")
+    assert moves_for(wrong)[0] == "accurate" and sorted(moves_for(wrong)) == sorted(MOVES)
+    for rule in RULE_MOVES:
+        assert moves_for(_diagnosis(rule))[-1] == "accurate"  # a costlier loop cannot make a correct one faster
+    assert moves_for(None)[-1] == "accurate"
+
+
 def test_learned_gains_order_the_moves_the_rule_leaves():
     order = moves_for(_diagnosis("register-spills"), {"layout": 1.3, "config": 1.1, "fuse": 0.8})
     assert order[:3] == ["tiles_down", "layout", "config"] and order.index("fuse") > order.index("graph")

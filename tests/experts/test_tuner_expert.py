@@ -37,6 +37,19 @@ def test_the_tuner_switches_a_dot_precision_on_some_turns_and_remembered_ones_fi
     assert 'input_precision="tf32x3"' in asyncio.run(tuner.propose(Step(parent))).source
 
 
+def test_a_correct_parent_is_switched_only_to_a_cheaper_dot_precision(monkeypatch):
+    monkeypatch.setattr(tuner_expert, "PRECISION_SHARE", 1.0)
+    tf32x3 = GEMM.replace('input_precision="ieee"', 'input_precision="tf32x3"')
+    assert 'input_precision="tf32x3"' in tf32x3
+    correct = Individual(id="1", source=tf32x3, status="ok", fitness=1.0)
+    records = [asyncio.run(TunerExpert(is_known=lambda s: False, seed=seed).propose(Step(correct))).record
+               for seed in range(4)]
+    assert all("dot_precision" not in r["changes"] for r in records)  # IEEE would be slower: block sizes instead
+    wrong = Individual(id="2", source=tf32x3, status="wrong_output")
+    proposal = asyncio.run(TunerExpert(is_known=lambda s: False).propose(Step(wrong)))
+    assert proposal.record["changes"] == {"dot_precision": {"from": 1, "to": 0}}  # a repair: more accurate
+
+
 def test_its_random_state_comes_back():
     parent = Individual(id="1", source=AFFINE_KERNEL.read_text(), status="ok", fitness=1.0)
     first = TunerExpert(is_known=lambda s: False, seed=4)

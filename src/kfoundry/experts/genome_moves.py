@@ -4,7 +4,8 @@ experience library learned of them.
 The diagnosis's `bound` finding names the rule that bounds the parent on the GPU (kfoundry.diagnose.performance);
 each rule points at moves, nearest answer first: launch-bound -> a CUDA graph or a fusion; memory-bound -> a
 layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer precision passes or bigger tiles;
-register spills -> smaller tiles. The other moves follow, those that paid off on problems of the same class
+register spills -> smaller tiles. A parent whose outputs were wrong takes a costlier, more accurate main loop
+first ("accurate"); a correct one takes it last, as it cannot be faster. The other moves follow, those that paid off on problems of the same class
 (the library's steps of the genome experts) first, so a budget goes to the likeliest gains before the rest.
 """
 
@@ -29,6 +30,7 @@ RULE_MOVES: dict[str, tuple[str, ...]] = {
 }
 # without a rule (a CPU run is not timed): fusions and cheaper main loops first, as they pay most often
 DEFAULT_ORDER = ("fuse", "precision", "tiles_up", "layout", "graph", "tiles_down", "split", "config")
+REPAIR_MOVES = ("accurate",)  # a parent with wrong outputs
 
 
 def bound_rule(diagnosis: Any) -> str | None:
@@ -39,9 +41,10 @@ def bound_rule(diagnosis: Any) -> str | None:
 
 
 def moves_for(diagnosis: Any, learned: dict[str, float] | None = None) -> list[str]:
-    """Every move, those the diagnosis's rule points at first, then by the gain the library saw (higher first),
-    then in DEFAULT_ORDER."""
-    first = list(RULE_MOVES.get(bound_rule(diagnosis) or "", ()))
+    """Every move, those the diagnosis's rule points at first (a more accurate main loop where the outputs were
+    wrong), then by the gain the library saw (higher first), then in DEFAULT_ORDER, then the rest of MOVES."""
+    wrong = getattr(diagnosis, "status", None) == "wrong_output"
+    first = list(REPAIR_MOVES if wrong else RULE_MOVES.get(bound_rule(diagnosis) or "", ()))
     learned = learned or {}
     rest = sorted((m for m in DEFAULT_ORDER if m not in first), key=lambda m: -learned.get(m, 1.0))
     return first + rest + [m for m in MOVES if m not in first and m not in rest]

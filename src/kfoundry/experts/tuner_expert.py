@@ -35,6 +35,8 @@ class TunerExpert:
         if parent is None:
             return Proposal(None, why=step.reason)
         switched = precision_variants(parent.source)
+        if getattr(parent, "status", None) == "ok":  # a correct parent: only a cheaper main loop can be faster
+            switched = [v for v in switched if cheaper(v.changes[PRECISION_NAME])]
         remembered = self.preferred.get(PRECISION_NAME) if isinstance(self.preferred, dict) else None
         first = [v for v in switched if v.changes[PRECISION_NAME][1] == remembered]
         if switched and (first or self.rng.random() < PRECISION_SHARE):
@@ -64,6 +66,11 @@ class TunerExpert:
     def restore(self, data: list | None) -> None:
         if data:
             self.rng.setstate(random_state_from_json(data))
+
+
+def cheaper(change: tuple[int, int]) -> bool:
+    """A dot precision switch (old, new) by index in DOT_PRECISIONS, costliest first: to fewer passes."""
+    return change[1] > change[0]
 
 
 def out_of_resource(parent: Any) -> bool:

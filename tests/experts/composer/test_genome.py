@@ -78,7 +78,14 @@ def test_moves_change_what_they_name_and_stay_in_the_space(conv_pool):
                 assert tile_area(after) < tile_area(before)
             if move == "precision":  # the same tiles (its own BK, warps and stages)
                 assert f"{kernel}.precision" in changed and all(after.get(k) == before.get(k) for k in ("BM", "BN"))
-    assert set(MOVES) >= {"fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "layout", "config"}
+    # a cheaper main loop, the cheapest first (a faster child), or a costlier one, the nearest first (a repair)
+    assert [g.configs["conv_0"]["precision"] for g in space.neighbours(plain, "precision")] == ["fp16", "tf32"]
+    assert space.neighbours(plain, "accurate") == []  # TF32x3 is the most accurate loop offered here
+    cheap = next(c.genome for c in result.candidates if c.genome.configs["conv_0"]["precision"] == "fp16")
+    assert [g.configs["conv_0"]["precision"] for g in space.neighbours(cheap, "accurate")] == ["tf32", "tf32x3"]
+    assert space.neighbours(cheap, "precision") == []
+    assert set(MOVES) >= {"fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "accurate", "layout",
+                          "config"}
 
 
 def test_crossover_and_draws_stay_in_the_space(conv_pool):

@@ -25,7 +25,7 @@ PlanKey = tuple[str, ...]  # the plan's switches from the plain plan (); sorted
 REDUCTION_APART = "reduction_apart"  # a reduction over a product's features in a kernel of its own, not its epilogue
 APART = frozenset({REDUCTION_APART})  # switches that split a kernel; the others fuse two
 Options = dict[str, list[dict]]  # kernel name -> the configurations it may take
-MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "layout", "config")
+MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "accurate", "layout", "config")
 ENUMERABLE = 4096  # spaces up to this size are listed whole: exhaustion is then exact
 # cheaper main loops first (fp16 copies and TF32 one pass; fp16x3 and TF32x3 three; IEEE on the FMA units)
 PRECISION_COST = {"fp16": 0, "tf32": 1, "default": 1, "fp16x3": 2, "tf32x3": 3, "ieee": 4}
@@ -174,13 +174,17 @@ def _kernel_moves(now: dict, choices: list[dict], move: str) -> list[dict]:
         return sorted([c for c in same_kind if tile_area(c) > tile_area(now)], key=tile_area)
     if move == "tiles_down":
         return sorted([c for c in same_kind if tile_area(c) < tile_area(now)], key=tile_area, reverse=True)
-    if move == "precision":  # the same tiles at another main-loop precision, cheaper first
+    if move in ("precision", "accurate"):  # the same tiles at a cheaper main-loop precision, the cheapest first (a
+        # faster child of a correct parent), or at a costlier one, the nearest first (fewer rounding errors: a repair)
         def rest(c: dict) -> dict:
             return {k: v for k, v in c.items() if k != "precision"}
-        other = [c for c in choices if c.get("precision") != now.get("precision")]
+
+        def cost(c: dict) -> int:
+            return PRECISION_COST.get(c.get("precision"), 5)
+        other = [c for c in choices if (cost(c) < cost(now) if move == "precision" else cost(c) > cost(now))]
         found = [c for c in other if rest(c) == rest(now)] or \
             [c for c in other if all(c.get(k) == now.get(k) for k in TILE_KEYS)]  # its own BK, warps, stages
-        return sorted(found, key=lambda c: PRECISION_COST.get(c.get("precision"), 5))
+        return sorted(found, key=cost)
     if move == "layout":
         return [c for c in choices if c != now and c.get("layout") != now.get("layout")]
     if move == "config":
