@@ -73,7 +73,7 @@ def test_recompose_spends_the_space_then_says_so(tmp_path):
     seen = Seen([first.source])
     expert = RecomposeExpert(space, seen)
     parent = _individual("p", first)
-    proposed = []
+    proposed, explored = [], []
     while True:
         proposal = _propose(expert, parent)
         if proposal.source is None:
@@ -81,7 +81,11 @@ def test_recompose_spends_the_space_then_says_so(tmp_path):
         assert proposal.source not in proposed
         proposed.append(proposal.source)
         seen.add(proposal.source)
+        if proposal.record["move"]["kind"] == "explore":
+            explored.append(len(diff(first.genome, Genome.from_dict(proposal.record["genome"]))))
     assert len(proposed) == space.size() - 1  # every genome but the parent's
+    # past the parent's neighbourhood, the nearest untried genomes first
+    assert explored and explored == sorted(explored) and explored[0] >= 2, explored
     assert "spent" in proposal.why and f"{space.size()} of {space.size()} genome(s) tried" in expert.coverage()
     assert "not spent" not in expert.coverage()
     # a parent without a genome (a tuner's child) starts from an elite's; with none, any untried genome

@@ -56,11 +56,14 @@ class _Explorer:
             return None
         return built[0]
 
-    def untried(self) -> tuple[Genome, str] | None:
-        """Any genome of the space the search has not seen: listed in order where the space is small enough,
-        else drawn at random."""
-        candidates = self.space.genomes() if self.space.size() <= ENUMERABLE else \
-            (self.space.draw(self.rng) for _ in range(RANDOM_DRAWS))
+    def untried(self, near: Genome | None = None) -> tuple[Genome, str] | None:
+        """Any genome of the space the search has not seen, the fewest genes away from `near` first (a step
+        further from the parent than its spent neighbourhood, not anywhere in the space): listed where the space
+        is small enough, else drawn at random."""
+        candidates = list(self.space.genomes()) if self.space.size() <= ENUMERABLE else \
+            [self.space.draw(self.rng) for _ in range(RANDOM_DRAWS)]
+        if near is not None:
+            candidates.sort(key=lambda g: len(diff(near, g)))  # stable: the listing's order among equals
         for genome in candidates:
             source = self.fresh(genome)
             if source is not None:
@@ -106,7 +109,7 @@ class RecomposeExpert(_Explorer):
                     source = self.fresh(child)
                     if source is not None:
                         return Proposal(source, parents, _record(child, move, genome), why=step.reason)
-        found = self.untried()  # the neighbourhood is spent: any genome not tried yet
+        found = self.untried(genome)  # the neighbourhood is spent: the nearest genome not tried yet
         if found is None:
             return Proposal(None, why=f"{step.reason}; {self.coverage()}")
         child, source = found
