@@ -120,3 +120,23 @@ def test_a_genome_from_another_problem_is_not_used(composed, tmp_path: Path):
     stranger = _individual("x", other.candidates[0])
     proposal = _propose(RecomposeExpert(composed.space, Seen()), stranger)
     assert proposal.record["move"]["kind"] == "explore"  # not a move of a genome outside the space
+
+
+def test_recompose_learns_from_its_children_in_this_run(composed):
+    plain = next(c for c in composed.candidates if c.genome.plan == ())
+    seen = Seen(c.source for c in composed.candidates)
+    expert = RecomposeExpert(composed.space, seen)
+    parent = _individual("p", plain, rule="register-spills")
+    first = _propose(expert, parent)
+    assert first.record["move"]["kind"] == "tiles_down"  # the rule's move
+    for n, ratio in enumerate((0.5, 0.6)):  # two children of that move ran at half their parent's speed
+        child = Individual(id=f"c{n}", source=first.source, status="ok", fitness=ratio, record=first.record)
+        expert.observe(child, parent)
+    assert expert.run.losing() == {"tiles_down"}
+    assert _propose(expert, parent).record["move"]["kind"] != "tiles_down"  # the loser goes last
+    resumed = RecomposeExpert(composed.space, seen)
+    restore_states([resumed], states_of([expert]))
+    assert resumed.run.logs == expert.run.logs
+    failing_parent = Individual(id="f", source=plain.source, status="wrong_output")
+    expert.observe(Individual(id="c9", source="x", status="ok", fitness=1.0, record=first.record), failing_parent)
+    assert len(expert.run.logs["tiles_down"]) == 2  # no speed to compare with

@@ -1,9 +1,10 @@
 """Diagnosis rules to genome moves, and the gains the library saw for each move."""
 
+import json
 import math
 
 from kfoundry.experts.composer.genome import MOVES
-from kfoundry.experts.genome_moves import RULE_MOVES, bound_rule, move_gains, moves_for
+from kfoundry.experts.genome_moves import RULE_MOVES, RunGains, bound_rule, move_gains, moves_for
 from kfoundry.types import DiagnosticFinding, Diagnosis
 
 
@@ -44,3 +45,21 @@ def test_gains_are_geometric_means_of_timed_steps():
                {"move": {}, "speedup_before": 1.0, "speedup_after": 3.0}]
     gains = move_gains(records)
     assert math.isclose(gains["fuse"], 1.0) and math.isclose(gains["graph"], 1.5) and len(gains) == 2
+
+
+def test_what_a_move_did_in_this_run_orders_it_and_a_clear_loser_goes_last():
+    run = RunGains()
+    run.observe("graph", 2.0, 2.4, True)  # 1.2x
+    run.observe("tiles_up", 2.0, 1.0, True)  # 0.5x
+    run.observe("tiles_up", 2.0, None, False)  # failed: counts as 0.5x
+    run.observe("explore", 2.0, 1.0, True)  # not a move of MOVES: not counted
+    run.observe("config", None, 1.0, True)  # a parent without a speed: not counted
+    assert set(run.logs) == {"graph", "tiles_up"} and run.losing() == {"tiles_up"}
+    # one step of 1.2x against a prior of 1.0 (two steps' worth): 1.2 ** (1/3)
+    assert math.isclose(run.blended({})["graph"], 1.2 ** (1 / 3))
+    assert math.isclose(run.blended({"graph": 1.5})["graph"], (1.2 * 1.5 ** 2) ** (1 / 3))
+    order = moves_for(_diagnosis("compute-bound"), {}, run)  # the rule names precision, then tiles_up
+    assert order[0] == "precision" and order[-1] == "tiles_up" and sorted(order) == sorted(MOVES)
+    assert order.index("graph") < order.index("fuse")  # 1.2x in this run puts it ahead of DEFAULT_ORDER's first
+    assert RunGains.restore(json.loads(json.dumps(run.state()))).logs == run.logs
+    assert moves_for(_diagnosis("compute-bound"), {}, RunGains()) == moves_for(_diagnosis("compute-bound"))

@@ -6,6 +6,7 @@ from collections import Counter
 import pytest
 
 from kfoundry.errors import UsageError
+from kfoundry.experts.base import Proposal, Traits
 from kfoundry.experts import EXPERTS, Router, registry
 from kfoundry.types import Diagnosis
 
@@ -156,3 +157,23 @@ def test_its_state_comes_back_and_it_reads_traits_not_names():
             raise AssertionError("not called")
 
     assert _name(Router([Renamed()], seed=0, exploration=0.0), _ok("memory"), has_parent=True) == "bandwidth"
+
+
+def test_an_expert_that_observes_its_children_is_shown_each_one():
+    class Learner:
+        name, traits = "learner", Traits()
+
+        def __init__(self):
+            self.seen = []
+
+        def observe(self, child, parent):
+            self.seen.append((child, parent))
+
+        async def propose(self, step):
+            return Proposal(None)
+
+    learner = Learner()
+    router = Router([learner], seed=0)
+    router.record("learner", True, "child", "parent")
+    router.record("learner", False)  # no child given: counted only
+    assert learner.seen == [("child", "parent")] and router.stats()["learner"] == (1, 1)

@@ -7,11 +7,16 @@ layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer preci
 register spills -> smaller tiles. A parent whose outputs were wrong takes a costlier, more accurate main loop
 first ("accurate"); a correct one takes it last, as it cannot be faster. The other moves follow, those that paid off on problems of the same class
 (the library's steps of the genome experts) first, so a budget goes to the likeliest gains before the rest.
+
+Within a run, what each move did to its parents' speed so far (`RunGains`) joins what the library saw, and a
+move that has lost clearly in this run (twice or more, at a geometric mean under LOSING) goes last, even one
+the diagnosis names.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.experts.composer.genome import MOVES
@@ -33,6 +38,44 @@ DEFAULT_ORDER = ("fuse", "precision", "tiles_up", "layout", "graph", "tiles_down
 REPAIR_MOVES = ("accurate",)  # a parent with wrong outputs
 
 
+FAILED_RATIO = 0.5  # a child that failed (its parent correct) counts as this speed ratio: an evaluation spent
+PRIOR_WEIGHT = 2.0  # the library's gain (or 1.0 without one) counts as this many of the run's own steps
+LOSING = 0.8  # a move whose steps in this run average below this ratio, over two or more, goes last
+
+
+@dataclass
+class RunGains:
+    """What each genome move did in this run: the log of child / parent speed of every step timed so far."""
+
+    logs: dict[str, list[float]] = field(default_factory=dict)
+
+    def observe(self, kind: str, parent_fitness: float | None, child_fitness: float | None, child_ok: bool) -> None:
+        if kind not in MOVES or not parent_fitness or parent_fitness <= 0:
+            return
+        ratio = child_fitness / parent_fitness if child_ok and child_fitness and child_fitness > 0 else FAILED_RATIO
+        self.logs.setdefault(kind, []).append(math.log(ratio))
+
+    def blended(self, learned: dict[str, float] | None) -> dict[str, float]:
+        """Per move: the run's steps and the library's gain (PRIOR_WEIGHT steps' worth) as one geometric mean."""
+        learned = learned or {}
+        out = dict(learned)
+        for kind, logs in self.logs.items():
+            prior = math.log(learned.get(kind, 1.0))
+            out[kind] = math.exp((sum(logs) + PRIOR_WEIGHT * prior) / (len(logs) + PRIOR_WEIGHT))
+        return out
+
+    def losing(self) -> set[str]:
+        return {kind for kind, logs in self.logs.items()
+                if len(logs) >= 2 and math.exp(sum(logs) / len(logs)) < LOSING}
+
+    def state(self) -> dict[str, list[float]]:
+        return {kind: list(logs) for kind, logs in self.logs.items()}
+
+    @classmethod
+    def restore(cls, data: dict | None) -> RunGains:
+        return cls({str(k): [float(x) for x in v] for k, v in (data or {}).items()})
+
+
 def bound_rule(diagnosis: Any) -> str | None:
     """The rule of the diagnosis's `bound` finding, if any."""
     findings = getattr(diagnosis, "findings", None) or []
@@ -40,14 +83,17 @@ def bound_rule(diagnosis: Any) -> str | None:
     return bound.data.get("rule") if bound is not None else None
 
 
-def moves_for(diagnosis: Any, learned: dict[str, float] | None = None) -> list[str]:
+def moves_for(diagnosis: Any, learned: dict[str, float] | None = None, run: RunGains | None = None) -> list[str]:
     """Every move, those the diagnosis's rule points at first (a more accurate main loop where the outputs were
-    wrong), then by the gain the library saw (higher first), then in DEFAULT_ORDER, then the rest of MOVES."""
+    wrong), then by the gain the library saw and this run's steps (higher first), then in DEFAULT_ORDER, then
+    the rest of MOVES; the moves losing in this run last."""
     wrong = getattr(diagnosis, "status", None) == "wrong_output"
     first = list(REPAIR_MOVES if wrong else RULE_MOVES.get(bound_rule(diagnosis) or "", ()))
-    learned = learned or {}
-    rest = sorted((m for m in DEFAULT_ORDER if m not in first), key=lambda m: -learned.get(m, 1.0))
-    return first + rest + [m for m in MOVES if m not in first and m not in rest]
+    gains = run.blended(learned) if run is not None else (learned or {})
+    rest = sorted((m for m in DEFAULT_ORDER if m not in first), key=lambda m: -gains.get(m, 1.0))
+    order = first + rest + [m for m in MOVES if m not in first and m not in rest]
+    losing = run.losing() if run is not None else set()
+    return [m for m in order if m not in losing] + [m for m in order if m in losing]
 
 
 def move_gains(records: list[dict[str, Any]]) -> dict[str, float]:

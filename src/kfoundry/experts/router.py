@@ -36,10 +36,16 @@ class Router:
         self._wins = {e.name: 0 for e in self.experts}
         self._losses = {e.name: 0 for e in self.experts}
 
-    def record(self, expert: str, success: bool) -> None:
+    def record(self, expert: str, success: bool, child: Any = None, parent: Any = None) -> None:
+        """One judged child of `expert`: a success (it beat its parent) or not; an expert that learns from its
+        children's verdicts within a run (an `observe(child, parent)` method) is shown the child."""
         if expert not in self._wins:
             raise UsageError(f"unknown expert {expert!r} for this router")
         (self._wins if success else self._losses)[expert] += 1
+        if child is not None:
+            for e in self.experts:
+                if e.name == expert and hasattr(e, "observe"):
+                    e.observe(child, parent)
 
     def stats(self) -> dict[str, tuple[int, int]]:
         """expert name -> (successes, failures) recorded so far."""

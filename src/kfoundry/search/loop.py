@@ -241,7 +241,7 @@ class SearchLoop:
             (self.individuals.get(ind.parent_ids[0]) if ind.parent_ids else None)
         improved_parent = ind.ok and (parent is None or not parent.ok or ind.fitness > parent.fitness)
         if ind.expert in self.router.stats():
-            self.router.record(ind.expert, improved_parent)
+            self.router.record(ind.expert, improved_parent, ind, parent)
         self._emit("evaluated", id=ind.id, island=ind.island, expert=ind.expert, status=ind.status,
                    fitness=ind.fitness, inserted=inserted)
         best = self.best()
