@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.experts.base import RETRIES, Proposal, Step, Traits
-from kfoundry.experts.tuner import PRECISION_NAME, guidance, precision_variants, tune, tuning_record
+from kfoundry.experts.composer.genome import PRECISION_COST
+from kfoundry.experts.tuner import DOT_PRECISIONS, PRECISION_NAME, guidance, precision_variants, tune, tuning_record
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.types import DeviceFacts
 
@@ -69,8 +70,10 @@ class TunerExpert:
 
 
 def cheaper(change: tuple[int, int]) -> bool:
-    """A dot precision switch (old, new) by index in DOT_PRECISIONS, costliest first: to fewer passes."""
-    return change[1] > change[0]
+    """A dot precision switch (old, new), by index in DOT_PRECISIONS, to a main loop of fewer passes: the cost
+    order the genome's precision moves follow too."""
+    old, new = (PRECISION_COST[DOT_PRECISIONS[i]] for i in change)
+    return new < old
 
 
 def out_of_resource(parent: Any) -> bool:
