@@ -4,7 +4,7 @@ import json
 import math
 
 from kfoundry.experts.composer.genome import MOVES
-from kfoundry.experts.genome_moves import RULE_MOVES, RunGains, bound_rule, move_gains, moves_for
+from kfoundry.experts.genome_moves import RULE_MOVES, MoveSteps, bound_rule, move_gains, moves_for
 from kfoundry.types import DiagnosticFinding, Diagnosis
 
 
@@ -48,7 +48,7 @@ def test_gains_are_geometric_means_of_timed_steps():
 
 
 def test_what_a_move_did_in_this_run_orders_it_and_a_clear_loser_goes_last():
-    run = RunGains()
+    run = MoveSteps()
     run.observe("graph", 2.0, 2.4, True)  # 1.2x
     run.observe("tiles_up", 2.0, 1.0, True)  # 0.5x
     run.observe("tiles_up", 2.0, None, False)  # failed: counts as 0.5x
@@ -61,5 +61,5 @@ def test_what_a_move_did_in_this_run_orders_it_and_a_clear_loser_goes_last():
     order = moves_for(_diagnosis("compute-bound"), {}, run)  # the rule names precision, then tiles_up
     assert order[0] == "precision" and order[-1] == "tiles_up" and sorted(order) == sorted(MOVES)
     assert order.index("graph") < order.index("fuse")  # 1.2x in this run puts it ahead of DEFAULT_ORDER's first
-    assert RunGains.restore(json.loads(json.dumps(run.state()))).logs == run.logs
-    assert moves_for(_diagnosis("compute-bound"), {}, RunGains()) == moves_for(_diagnosis("compute-bound"))
+    assert MoveSteps.restore(json.loads(json.dumps(run.state()))).logs == run.logs
+    assert moves_for(_diagnosis("compute-bound"), {}, MoveSteps()) == moves_for(_diagnosis("compute-bound"))

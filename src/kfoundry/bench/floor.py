@@ -8,9 +8,9 @@ and a low part of each operand, on tensor cores) or by three fp16 products per F
 operands scaled by a power of two, as the composer's fp16x3 main loops do: 22 bits of each operand, as 3xTF32
 keeps); by one TF32 or one fp16 product per FLOP (TF32, FP16: TF32's 11 bits) only where a verdict admits
 TF32's error: the tolerance does (kfoundry.problem.TF32_MIN_TOLERANCE), or the reference rounds like TF32 itself
-(kfoundry.types.ReferenceRounding: cuDNN's convolutions on a GPU). fp16 and bf16 by their tensor-core peak. FLOPs and bytes are
-the roofline's (kfoundry.diagnose.performance): the flop counter counts matmuls and convolutions only, so a
-problem without them is bound by its bytes.
+(kfoundry.types.ReferenceRounding: cuDNN's convolutions on a GPU). fp16 and bf16 by their tensor-core peak.
+FLOPs and bytes are the roofline's (kfoundry.diagnose.performance): the flop counter counts matmuls and
+convolutions only, so a problem without them is bound by its bytes.
 
 Ceilings: the run's measured ones where it measured them, else the datasheet's of its GPU (the bundled table);
 a CPU run has no floor."""

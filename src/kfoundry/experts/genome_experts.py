@@ -17,7 +17,7 @@ from typing import Any
 
 from kfoundry.experts.base import Proposal, Step, Traits
 from kfoundry.experts.composer.genome import ENUMERABLE, Genome, GenomeSpace, diff
-from kfoundry.experts.genome_moves import RunGains, moves_for
+from kfoundry.experts.genome_moves import MoveSteps, moves_for
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 
 RANDOM_DRAWS = 64  # a space too large to list: untried genomes are drawn at random, this many tries a call
@@ -95,7 +95,7 @@ class RecomposeExpert(_Explorer):
     gains: dict[str, float] = field(default_factory=dict)  # move kind -> the gain the library saw
     name: str = "recompose"
     traits: Traits = Traits(changes_approach=True, fallback=True, focus=("fusion", "launch"))
-    run: RunGains = field(default_factory=RunGains)  # what its moves did in this run
+    run: MoveSteps = field(default_factory=MoveSteps)  # what its moves did in this run
 
     def observe(self, child: Any, parent: Any) -> None:
         """A child of this expert was judged: what its move did to the parent's speed orders the next moves."""
@@ -108,7 +108,7 @@ class RecomposeExpert(_Explorer):
 
     def restore(self, data: dict | None) -> None:
         super().restore(data)
-        self.run = RunGains.restore((data or {}).get("run"))
+        self.run = MoveSteps.restore((data or {}).get("run"))
 
     async def propose(self, step: Step) -> Proposal:
         parent = step.parent

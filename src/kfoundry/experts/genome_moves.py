@@ -5,10 +5,11 @@ The diagnosis's `bound` finding names the rule that bounds the parent on the GPU
 each rule points at moves, nearest answer first: launch-bound -> a CUDA graph or a fusion; memory-bound -> a
 layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer precision passes or bigger tiles;
 register spills -> smaller tiles. A parent whose outputs were wrong takes a costlier, more accurate main loop
-first ("accurate"); a correct one takes it last, as it cannot be faster. The other moves follow, those that paid off on problems of the same class
-(the library's steps of the genome experts) first, so a budget goes to the likeliest gains before the rest.
+first ("accurate"); a correct one takes it last, as it cannot be faster. The other moves follow, those that paid
+off on problems of the same class (the library's steps of the genome experts) first, so a budget goes to the
+likeliest gains before the rest.
 
-Within a run, what each move did to its parents' speed so far (`RunGains`) joins what the library saw, and a
+Within a run, what each move did to its parents' speed so far (`MoveSteps`) joins what the library saw, and a
 move that has lost clearly in this run (twice or more, at a geometric mean under LOSING) goes last, even one
 the diagnosis names.
 """
@@ -44,16 +45,24 @@ LOSING = 0.8  # a move whose steps in this run average below this ratio, over tw
 
 
 @dataclass
-class RunGains:
-    """What each genome move did in this run: the log of child / parent speed of every step timed so far."""
+class MoveSteps:
+    """What each genome move did: the log of child / parent speed of every step, per move kind (this run's
+    steps, or the library's)."""
 
     logs: dict[str, list[float]] = field(default_factory=dict)
 
+    def add(self, kind: str, ratio: float) -> None:
+        self.logs.setdefault(kind, []).append(math.log(ratio))
+
     def observe(self, kind: str, parent_fitness: float | None, child_fitness: float | None, child_ok: bool) -> None:
+        """A judged child of a move in this run (a failed one counts FAILED_RATIO)."""
         if kind not in MOVES or not parent_fitness or parent_fitness <= 0:
             return
-        ratio = child_fitness / parent_fitness if child_ok and child_fitness and child_fitness > 0 else FAILED_RATIO
-        self.logs.setdefault(kind, []).append(math.log(ratio))
+        self.add(kind, child_fitness / parent_fitness if child_ok and child_fitness and child_fitness > 0
+                 else FAILED_RATIO)
+
+    def geomeans(self) -> dict[str, float]:
+        return {kind: math.exp(sum(logs) / len(logs)) for kind, logs in self.logs.items()}
 
     def blended(self, learned: dict[str, float] | None) -> dict[str, float]:
         """Per move: the run's steps and the library's gain (PRIOR_WEIGHT steps' worth) as one geometric mean."""
@@ -65,14 +74,13 @@ class RunGains:
         return out
 
     def losing(self) -> set[str]:
-        return {kind for kind, logs in self.logs.items()
-                if len(logs) >= 2 and math.exp(sum(logs) / len(logs)) < LOSING}
+        return {kind for kind, gain in self.geomeans().items() if len(self.logs[kind]) >= 2 and gain < LOSING}
 
     def state(self) -> dict[str, list[float]]:
         return {kind: list(logs) for kind, logs in self.logs.items()}
 
     @classmethod
-    def restore(cls, data: dict | None) -> RunGains:
+    def restore(cls, data: dict | None) -> MoveSteps:
         return cls({str(k): [float(x) for x in v] for k, v in (data or {}).items()})
 
 
@@ -83,7 +91,7 @@ def bound_rule(diagnosis: Any) -> str | None:
     return bound.data.get("rule") if bound is not None else None
 
 
-def moves_for(diagnosis: Any, learned: dict[str, float] | None = None, run: RunGains | None = None) -> list[str]:
+def moves_for(diagnosis: Any, learned: dict[str, float] | None = None, run: MoveSteps | None = None) -> list[str]:
     """Every move, those the diagnosis's rule points at first (a more accurate main loop where the outputs were
     wrong), then by the gain the library saw and this run's steps (higher first), then in DEFAULT_ORDER, then
     the rest of MOVES; the moves losing in this run last."""
@@ -99,11 +107,10 @@ def moves_for(diagnosis: Any, learned: dict[str, float] | None = None, run: RunG
 def move_gains(records: list[dict[str, Any]]) -> dict[str, float]:
     """From the library's genome steps ({"move", "speedup_before", "speedup_after"}): per move kind, the
     geometric mean of after / before over the steps that were timed."""
-    logs: dict[str, list[float]] = {}
+    steps = MoveSteps()
     for record in records or []:
         kind = (record.get("move") or {}).get("kind")
         before, after = record.get("speedup_before"), record.get("speedup_after")
-        if not kind or not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in (before, after)):
-            continue
-        logs.setdefault(kind, []).append(math.log(after / before))
-    return {kind: math.exp(sum(values) / len(values)) for kind, values in logs.items()}
+        if kind and all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in (before, after)):
+            steps.add(kind, after / before)
+    return steps.geomeans()
