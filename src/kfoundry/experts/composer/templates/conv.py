@@ -590,16 +590,28 @@ def _channels_last_loop(kw: KernelWriter, host: HostContext, lines: list[str], g
     w_cl = _channels_last_copy(kw, host, lines, config, w, scales)
     wc_ptr = kw.arg("wc_ptr", w_cl)
     swc = [kw.arg(f"stride_wc{i}", f"{w_cl}.stride({i})") for i in range(nd + 1)]  # out channel, then kernel
+    # a row's input position is its corner (position * stride - padding) plus the tap's offset: the corners and
+    # their offset into the copy are the same at every step, so only a scalar (the tap's offset) changes in the
+    # loop; without padding every tap of an output position lies inside the input, and no row test remains
+    corners, base_terms = [], [f"{sample} * {sxc[0]}"]
+    for d in range(nd):
+        s, p = int(attrs["stride"][d]), int(attrs["padding"][d])
+        corner = kw.local(f"corner{d}")
+        kw.line(f"{corner} = {positions[d]}" + (f" * {s}" if s != 1 else "") + (f" - {p}" if p else ""))
+        corners.append(corner)
+        base_terms.append(f"{corner} * {sxc[1 + d]}")
+    row_base = kw.local("row_base")
+    kw.line(f"{row_base} = {' + '.join(base_terms)}")
     kc, koffs = _tap_loop(kw, cin_group, kernel, "kd")
     row_ok = kw.local("row_ok")
     row_off = kw.local("row_off")
-    ok_terms, off_terms = ["m_in"], [f"{sample} * {sxc[0]}"]
+    ok_terms, off_terms = ["m_in"], [row_base]
     for d in range(nd):
-        s, p, dil = attrs["stride"][d], attrs["padding"][d], attrs["dilation"][d]
-        i = kw.local(f"i{d}")
-        kw.line(f"{i} = {positions[d]} * {s} - {p} + {koffs[d]} * {dil}")
-        ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
-        off_terms.append(f"{i} * {sxc[1 + d]}")
+        p, dil = int(attrs["padding"][d]), int(attrs["dilation"][d])
+        shift = f"{koffs[d]} * {dil}" if dil != 1 else koffs[d]
+        if p:
+            ok_terms.append(f"({corners[d]} >= -{shift}) & ({corners[d]} < {in_sizes[d]} - {shift})")
+        off_terms.append(f"{shift} * {sxc[1 + d]}")
     tap_terms = " + ".join(f"{koffs[d]} * {swc[1 + d]}" for d in range(nd))
     _tap_step(kw, config, group, row_ok, row_off, ok_terms, off_terms, kc, cin_group,
               f"{xc_ptr} + {row_off}[:, None] + {{channel}}[None, :]{channel_stride}",
@@ -708,15 +720,18 @@ def _phases_loop(kw: KernelWriter, host: HostContext, lines: list[str], group: G
         first.append(k0)
         shift.append(c)
         taps.append(t)
+    # the rows' offset into the copy at their quotients, the same at every step: the loop adds a scalar per tap
+    row_base = kw.local("row_base")
+    kw.line(f"{row_base} = {sample} * {sxc[0]} + " + " + ".join(f"{quotients[d]} * {sxc[1 + d]}" for d in range(nd)))
     kc, j = _tap_loop(kw, cin_group, taps, "j")
-    ks, ok_terms, off_terms = [], ["m_in"], [f"{sample} * {sxc[0]}"]
+    ks, ok_terms, off_terms = [], ["m_in"], [row_base]
     for d in range(nd):
-        k, i = kw.local(f"k{d}"), kw.local(f"i{d}")
+        k, back = kw.local(f"k{d}"), kw.local(f"back{d}")
         kw.line(f"{k} = {first[d]} + {j[d]} * {strides[d]}")
-        kw.line(f"{i} = {quotients[d]} + {shift[d]} - {j[d]}")
+        kw.line(f"{back} = {j[d]} - {shift[d]}")  # input position i = quotient - back
         ks.append(k)
-        ok_terms.append(f"({i} >= 0) & ({i} < {in_sizes[d]})")
-        off_terms.append(f"{i} * {sxc[1 + d]}")
+        ok_terms.append(f"({quotients[d]} >= {back}) & ({quotients[d]} < {in_sizes[d]} + {back})")
+        off_terms.append(f"-{back} * {sxc[1 + d]}")
     row_ok, row_off = kw.local("row_ok"), kw.local("row_off")
     tap_terms = " + ".join(f"{ks[d]} * {swc[1 + d]}" for d in range(nd))
     _tap_step(kw, config, group, row_ok, row_off, ok_terms, off_terms, kc, cin_group,

@@ -6,7 +6,9 @@ template) instead.
 
 from __future__ import annotations
 
-from kfoundry.experts.composer.emit.host import HostContext
+import math
+
+from kfoundry.experts.composer.emit.host import HostContext, product
 from kfoundry.experts.composer.emit.kernel import (
     Access,
     Emitter,
@@ -21,6 +23,11 @@ from kfoundry.experts.composer.emit.kernel import (
 from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
 from kfoundry.types import DeviceFacts
+
+# planes (the leading dims' elements) at least this large get programs of their own: a lane's leading coordinates
+# are then the program's (one scalar division) instead of a division chain per lane; smaller planes stay flat, where
+# one program spans several planes and no lane idles
+PLANAR_MIN = 1024
 
 CONFIGS = [{"BLOCK": 256, "num_warps": 4}, {"BLOCK": 512, "num_warps": 4}, {"BLOCK": 128, "num_warps": 2},
            {"BLOCK": 1024, "num_warps": 8}]
@@ -42,7 +49,7 @@ def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     nd = len(attrs["output_size"]) if adaptive else len(attrs["kernel"])
     lead = out.rank - nd
     is_max = "max" in op.name
-    kw, lines, sizes, total, coords = _per_output(group, host, config)
+    kw, lines, sizes, coords, grid = _per_output(group, host, config, lead)
     xn = host.name(x)
     xs = host.formula(x) if group.prologue is not None else host.shape(x)  # with a prologue, x is never stored
     if group.prologue is None:
@@ -100,28 +107,47 @@ def pool_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.indent -= nd
     if not is_max:
         kw.line(f"acc = acc / {_divisor(kw, attrs, coords[lead:], in_sizes, windows, adaptive, nd)}")
-    return _after_pooling(kw, host, group, coords, lines, total, config)
+    return _after_pooling(kw, host, group, coords, lines, grid, config)
 
 
-def _per_output(group: Group, host: HostContext, config: dict
-                ) -> tuple[KernelWriter, list[str], list[str], str, list[str]]:
-    """The start of a kernel with one lane per output element: (writer, host lines, space sizes, element count,
-    each lane's coordinates)."""
+def _per_output(group: Group, host: HostContext, config: dict, lead: int
+                ) -> tuple[KernelWriter, list[str], list[str], list[str], str]:
+    """The start of a kernel with one lane per output element: (writer, host lines, space sizes, each lane's
+    coordinates, the launch grid). `lead`: the output's dims before the pooled ones. Where a plane (the pooled
+    dims) holds PLANAR_MIN elements or more, each program takes a block of one plane: `offs` is still the flat
+    index, `mask` the block's lanes inside the plane."""
     out = group.anchor.out
     kw = KernelWriter(kernel_name(group))
     lines = allocate(host, group.exports)
     sizes = space_sizes(group, host, [(out, tuple(range(out.rank)))])
     block = kw.constexpr("BLOCK", str(config["BLOCK"]))
+    inner_dims = list(range(lead, out.rank))
+    if 0 < lead and math.prod(int(out.shape[d]) for d in inner_dims) >= PLANAR_MIN:
+        planes_host, plane_host = product(sizes[:lead]), product([sizes[d] for d in inner_dims])
+        plane_size = kw.arg("plane_size", plane_host)
+        kw.line(f"blocks = tl.cdiv({plane_size}, {block})")
+        kw.line("plane = tl.program_id(0) // blocks")
+        kw.line(f"inner = (tl.program_id(0) % blocks) * {block} + tl.arange(0, {block})")
+        kw.line(f"offs = plane * {plane_size} + inner")
+        kw.line(f"mask = inner < {plane_size}")
+        coords = []
+        for d, scalar in enumerate(unravel(kw, "plane", [[d] for d in range(lead)], sizes, "p")):
+            lanes = kw.local(f"lane_i{d}")  # the program's coordinate in every lane (a masked load needs a block)
+            kw.line(f"{lanes} = tl.zeros_like(inner) + {scalar}")
+            coords.append(lanes)
+        coords += unravel(kw, "inner", [[d] for d in inner_dims], sizes, "i")
+        return kw, lines, sizes, coords, f"({planes_host} * triton.cdiv({plane_host}, {config['BLOCK']}),)"
     total = space_numel(group, host, sizes)
     kw.line("pid = tl.program_id(0)")
     n = kw.arg("n_elements", total)
     kw.line(f"offs = pid * {block} + tl.arange(0, {block})")
     kw.line(f"mask = offs < {n}")
-    return kw, lines, sizes, total, unravel(kw, "offs", [[d] for d in range(out.rank)], sizes, "i")
+    coords = unravel(kw, "offs", [[d] for d in range(out.rank)], sizes, "i")
+    return kw, lines, sizes, coords, f"(triton.cdiv({total}, {config['BLOCK']}),)"
 
 
 def _after_pooling(kw: KernelWriter, host: HostContext, group: Group, coords: list[str], lines: list[str],
-                   total: str, config: dict) -> KernelCode:
+                   grid: str, config: dict) -> KernelCode:
     """The pointwise ops after the pooling on `acc`, the stores and the launch."""
     out = group.anchor.out
     space = _flat_space(group.space, coords)
@@ -131,7 +157,7 @@ def _after_pooling(kw: KernelWriter, host: HostContext, group: Group, coords: li
         emitter.pointwise(fused)
     for value in group.exports:
         emitter.store(value, group.vmap[value], extra_mask="mask")
-    lines.append(kw.launch(f"(triton.cdiv({total}, {config['BLOCK']}),)", {"num_warps": str(config["num_warps"])}))
+    lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
 
 
@@ -148,22 +174,28 @@ def window_tail(group: Group, host: HostContext, config: dict) -> KernelCode:
     window read at its first element), the larger of the results (or the one mean), then the ops after."""
     windows = group.windows
     out = group.anchor.out
-    kw, lines, sizes, total, coords = _per_output(group, host, config)
+    kernel = (1,) * (out.rank - len(windows.kernel)) + tuple(windows.kernel)
+    kw, lines, sizes, coords, grid = _per_output(group, host, config, out.rank - len(windows.kernel))
     source_sizes = host.shape(windows.source)
-    kernel = (1, 1) + windows.kernel
-    # the flat index of the window's first element in the conv output, and so in every value of the chain (each
-    # is the output's shape, or a reshape of it)
-    first = f"{coords[0]}"
-    for d in range(1, out.rank):
-        corner = f"{coords[d]} * {kernel[d]}" if kernel[d] > 1 else coords[d]
-        first = f"({first}) * {kw.arg(f'source_size{d}', source_sizes[d])} + {corner}"
-    kw.line(f"first = {first}")
+    # the coordinates of the window's first element in the conv output; a value of the chain shaped otherwise (a
+    # reshape of it) takes them from the flat index
+    corners = [f"{coords[d]} * {kernel[d]}" if kernel[d] > 1 else coords[d] for d in range(out.rank)]
+    first = None
     places = []
     for k, link in enumerate(windows.chain):
         # sizes from the export's shape formula: the entry is a view of a tensor never written
         link_sizes = space_sizes(link.group, host, [(link.export, link.group.vmap[link.export])])
+        if list(link_sizes) == list(source_sizes):
+            places.append(_flat_space(link.group.space, [f"({c})" for c in corners]))
+            continue
+        if first is None:
+            first = corners[0]
+            for d in range(1, out.rank):
+                first = f"({first}) * {kw.arg(f'source_size{d}', source_sizes[d])} + {corners[d]}"
+            kw.line(f"first = {first}")
+            first = "first"
         entries = [[d] for d in range(len(link.group.space))]
-        places.append(_flat_space(link.group.space, unravel(kw, "first", entries, link_sizes, f"l{k}_")))
+        places.append(_flat_space(link.group.space, unravel(kw, first, entries, link_sizes, f"l{k}_")))
     buffers = host.windows[windows]
     for kind in windows.kinds:
         value = kw.local(f"window_{kind}")
@@ -175,7 +207,7 @@ def window_tail(group: Group, host: HostContext, config: dict) -> KernelCode:
                 emitter.pointwise(op)
             value = emitter.env[link.export]
         kw.line(f"acc = {value}" if kind == windows.kinds[0] else f"acc = tl.maximum(acc, {value})")
-    return _after_pooling(kw, host, group, coords, lines, total, config)
+    return _after_pooling(kw, host, group, coords, lines, grid, config)
 
 
 def _p(expr: str) -> str:
