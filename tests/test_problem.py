@@ -326,6 +326,16 @@ def test_measure_cost_of_a_linear(problems_dir):
     assert cost.output_bytes == 8 * 16 * 4
     assert cost.parameter_bytes == (16 * 8 + 16) * 4
     assert cost.min_bytes == cost.input_bytes + cost.output_bytes
+    assert cost.conv_flops == 0  # a GEMM: TF32 convolutions leave its reference fp32
+
+
+def test_measure_cost_counts_the_convolutions_flops():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(144, 2))
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        cost = measure_cost(model, [x], model(x))
+    conv = 2 * 2 * 4 * 6 * 6 * 3 * 3 * 3  # batch, out channels, output positions, in channels x taps
+    assert cost.conv_flops == conv and cost.flops == conv + 2 * 2 * 144 * 2
 
 
 def test_torch_dtype():

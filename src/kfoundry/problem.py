@@ -352,17 +352,21 @@ def measure_cost(model, inputs: list, outputs: Any) -> ProblemCost:
     from torch.utils.flop_counter import FlopCounterMode
 
     flops: int | None
+    conv_flops: int | None
     try:
         counter = FlopCounterMode(display=False)
         with counter, torch.no_grad():
             model(*inputs)
         flops = int(counter.get_total_flops())
+        by_op = counter.get_flop_counts().get("Global", {})
+        conv_flops = int(sum(n for op, n in by_op.items() if "convolution" in str(op)))
     except Exception:
-        flops = None
+        flops = conv_flops = None
     parameter_bytes = sum(tensor_bytes(p) for p in model.parameters()) + sum(tensor_bytes(b) for b in model.buffers())
     return ProblemCost(
         flops=flops,
         input_bytes=tensor_bytes(inputs),
         output_bytes=tensor_bytes(outputs),
         parameter_bytes=parameter_bytes,
+        conv_flops=conv_flops,
     )

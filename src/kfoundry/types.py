@@ -37,6 +37,7 @@ class ProblemCost:
     output_bytes: int
     parameter_bytes: int
     flop_counter: str = "torch.utils.flop_counter"
+    conv_flops: int | None = None  # of flops, those of convolutions (None: not counted)
 
     @property
     def min_bytes(self) -> int:

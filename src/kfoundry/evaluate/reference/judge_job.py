@@ -181,7 +181,9 @@ def prepare(ref: Reference, channel) -> dict[str, Any]:
         "device_facts": to_jsonable(facts),
         "tier": ref.tier,
         "sets_seconds": round(sets_seconds, 3),
-        "reference_rounding": {"error_ratio": own_error, "conv_tf32": convs_run_tf32(device)},
+        # TF32 convolutions make the reference TF32-level only where it runs a convolution (a GEMM's stays fp32)
+        "reference_rounding": {"error_ratio": own_error,
+                               "conv_tf32": convs_run_tf32(device) and cost.conv_flops != 0},
         # each set's tensor layouts: a worker allocates its buffers from these, with no order to ask for them
         "input_layouts": layouts,
     }
