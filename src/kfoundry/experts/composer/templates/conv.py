@@ -291,8 +291,12 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     else:
         padded, position, sample = kw.local("padded"), kw.local("position"), kw.local(f"{prefix}0")
         kw.line(f"{padded} = {sample_rows}")
-        kw.line(f"{sample} = rm // {padded}")
-        kw.line(f"{position} = rm % {padded}")
+        if statistics is not None:  # a sample's rows are whole tiles: the tile's sample is one scalar
+            kw.line(f"{sample} = pid_m // {tiles}")
+            kw.line(f"{position} = (pid_m % {tiles}) * BM + tl.arange(0, BM)")
+        else:
+            kw.line(f"{sample} = rm // {padded}")
+            kw.line(f"{position} = rm % {padded}")
         rows_in = f"(rm < {m_total}) & ({position} < {positions_arg})"
         if plain_rows:
             positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
@@ -355,7 +359,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         _close_phase_windows(kw, host, lines, emitter, windows, found, sample, quotients, sizes[1])
     elif windows is not None:
         _store_windows(kw, host, lines, emitter, windows, padded, kw.arg("n_windows", product(pooled_host)), samples,
-                       sizes[1])
+                       sizes[1], tiles if statistics is not None else None)
     tiles = tile_grid(m_total_host, cout_group_host, config)
     if grid_phases > 1:
         tiles = f"{tiles} * {grid_phases}"
@@ -488,17 +492,22 @@ def _close_phase_windows(kw: KernelWriter, host: HostContext, lines: list[str], 
 
 
 def _store_windows(kw: KernelWriter, host: HostContext, lines: list[str], emitter: Emitter, windows,
-                   sample_rows: str, n_windows: str, samples: str, channels: str) -> None:
+                   sample_rows: str, n_windows: str, samples: str, channels: str, tiles: str | None) -> None:
     """Each pooling window of the tile (`rows` consecutive rows) reduced to its largest and smallest output (or
-    its mean), stored in tensors shaped like the pooling's output: the conv output itself is never written."""
+    its mean), stored in tensors shaped like the pooling's output: the conv output itself is never written.
+    `tiles`: the kernel's name for the tiles of a sample where its rows are padded to whole tiles, else None."""
     value = emitter.env[windows.source]
     rows = windows.rows
     names = _window_buffers(host, lines, windows)
     kw.line("# each pooling window of the tile reduced to what the pooling kernel needs: only that is stored")
     w, w_sample, w_place, w_ok = (kw.local(n) for n in ("w_row", "w_sample", "w_place", "w_ok"))
-    kw.line(f"{w} = pid_m * (BM // {rows}) + tl.arange(0, BM // {rows})")
-    kw.line(f"{w_sample} = {w} // ({sample_rows} // {rows})")
-    kw.line(f"{w_place} = {w} % ({sample_rows} // {rows})")
+    if tiles is not None:  # a sample's rows are whole tiles (a norm's moments gathered too): one sample a tile
+        kw.line(f"{w_sample} = pid_m // {tiles}")
+        kw.line(f"{w_place} = (pid_m % {tiles}) * (BM // {rows}) + tl.arange(0, BM // {rows})")
+    else:
+        kw.line(f"{w} = pid_m * (BM // {rows}) + tl.arange(0, BM // {rows})")
+        kw.line(f"{w_sample} = {w} // ({sample_rows} // {rows})")
+        kw.line(f"{w_place} = {w} % ({sample_rows} // {rows})")
     kw.line(f"{w_ok} = ({w_sample} < {samples}) & ({w_place} < {n_windows})")
     offset = f"({w_sample}[:, None] * {kw.arg('channels', channels)} + oc[None, :]) * {n_windows} + " \
              f"{w_place}[:, None]"
