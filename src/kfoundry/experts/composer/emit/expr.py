@@ -50,38 +50,38 @@ def _channels_last_kernel(src, dst, stats, C, S, size1, size2, stride_n, stride_
     # 3: the copy at scale 1 (stats[1] = 1) and its largest magnitude into stats[0], then 4: mode 2 where
     # scale 1 does not fit that magnitude (1 <= amax < 2**15 fits: no value overflows, and only those under
     # 2**-14 of amax's size lose bits), else nothing: one pass over the tensor instead of two
-    n = tl.program_id(2).to(tl.int64)
-    rs = tl.program_id(0) * BS + tl.arange(0, BS)
-    rc = tl.program_id(1) * BC + tl.arange(0, BC)
-    if FLAT:  # the spatial dims lie flat in memory: consecutive positions are stride_s2 apart
-        pos = rs * stride_s2
-    else:
-        pos = (rs // (size1 * size2)) * stride_s0 + ((rs // size2) % size1) * stride_s1 + (rs % size2) * stride_s2
-    mask = (rs < S)[:, None] & (rc < C)[None, :]
-    first = (tl.program_id(0) == 0) & (tl.program_id(1) == 0) & (tl.program_id(2) == 0)
+    copy = True
     if MODE == 2 or MODE == 4:
         amax = tl.load(stats)
         finite = (amax > 0) & (amax < float("inf"))
         scale = tl.where(finite, tl.exp2(14.0 - tl.ceil(tl.log2(amax))), 1.0)
-        if MODE == 4:  # nothing is loaded or stored where the copy of mode 3 (scale 1) stands
-            redo = finite & ((amax < 1.0) | (amax >= 32768.0))
-            mask = tl.where(redo, mask, False)
-            scale = tl.where(redo, scale, 1.0)
-    v = tl.load(src + n * stride_n + pos[:, None] + rc[None, :] * stride_c, mask=mask)
-    if MODE == 1 or MODE == 3:
-        tl.atomic_max(stats, tl.max(tl.max(tl.where(mask, tl.abs(v), 0.0), axis=1), axis=0))
-    if MODE != 1:
-        if ROUND_TF32:  # to the nearest TF32 value (ties away from zero), as cuDNN does; the tensor cores truncate
-            bits = (v.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000
-            v = tl.where(v == v, bits.to(tl.float32, bitcast=True), v)
-        if MODE == 2 or MODE == 4:
-            v = v * scale
-            if first:
-                tl.store(stats + 1, scale)
-        if MODE == 3:
-            if first:
-                tl.store(stats + 1, 1.0)
-        tl.store(dst + n * S * C + rs[:, None] * C + rc[None, :], v, mask=mask)
+        if MODE == 4:  # a program does nothing more where the copy of mode 3 (scale 1) stands
+            copy = finite & ((amax < 1.0) | (amax >= 32768.0))
+    if copy:
+        n = tl.program_id(2).to(tl.int64)
+        rs = tl.program_id(0) * BS + tl.arange(0, BS)
+        rc = tl.program_id(1) * BC + tl.arange(0, BC)
+        if FLAT:  # the spatial dims lie flat in memory: consecutive positions are stride_s2 apart
+            pos = rs * stride_s2
+        else:
+            pos = (rs // (size1 * size2)) * stride_s0 + ((rs // size2) % size1) * stride_s1 + (rs % size2) * stride_s2
+        mask = (rs < S)[:, None] & (rc < C)[None, :]
+        first = (tl.program_id(0) == 0) & (tl.program_id(1) == 0) & (tl.program_id(2) == 0)
+        v = tl.load(src + n * stride_n + pos[:, None] + rc[None, :] * stride_c, mask=mask)
+        if MODE == 1 or MODE == 3:
+            tl.atomic_max(stats, tl.max(tl.max(tl.where(mask, tl.abs(v), 0.0), axis=1), axis=0))
+        if MODE != 1:
+            if ROUND_TF32:  # to the nearest TF32 value (ties away from zero), as cuDNN does; the tensor cores truncate
+                bits = (v.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000
+                v = tl.where(v == v, bits.to(tl.float32, bitcast=True), v)
+            if MODE == 2 or MODE == 4:
+                v = v * scale
+                if first:
+                    tl.store(stats + 1, scale)
+            if MODE == 3:
+                if first:
+                    tl.store(stats + 1, 1.0)
+            tl.store(dst + n * S * C + rs[:, None] * C + rc[None, :], v, mask=mask)
 
 
 def _channels_last_launch(t, out, stats, mode, tf32):
