@@ -38,6 +38,13 @@ def test_the_panel_shows_the_figures_and_notable_events_get_a_line():
     assert "[" not in text.replace("\x1b[", "")  # no timestamped log lines on a terminal
 
 
+def test_a_reseeded_island_gets_a_line():
+    view, out = _view(quiet=False)
+    with view:
+        view.event({"event": "reseeded", "islands": [[1, "7", ["2", "5"]], [3, "7", ["4"]]], "generation": 2}, 0.0)
+    assert "island(s) 1, 3 far behind the best, reseeded from it" in out.getvalue()
+
+
 def test_the_panel_is_recomputed_between_events(monkeypatch):
     now = [100.0]
     monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: now[0]))

@@ -44,7 +44,10 @@ def test_improves_the_synthetic_objective_and_reports_the_best():
     assert result.best.fitness == max(i.fitness for i in loop.individuals.values() if i.ok)
     assert result.state.evals == 120 and "evaluation budget" in result.reason
     kinds = {e["event"] for e in events}
-    assert {"proposed", "evaluated", "best", "migrated", "generation", "stop"} <= kinds
+    assert {"proposed", "evaluated", "best", "migrated", "reseeded", "generation", "stop"} <= kinds
+    # islands far behind were reseeded from the best of that moment, which never left
+    reseeds = [island for e in events if e["event"] == "reseeded" for island in e["islands"]]
+    assert reseeds and all(best not in gone and gone for _, best, gone in reseeds)
     experts = {i.expert for i in loop.individuals.values()}
     assert {"initializer", "repair"} <= experts and experts & {"memory", "compute", "fusion", "algorithm"}
     # each failing parent was handed to the repair expert at most max_repair_tries times

@@ -71,3 +71,35 @@ def test_state_roundtrip_keeps_sent_bookkeeping():
     assert [[i.id for i in isl.population] for isl in again.islands] == \
         [[i.id for i in isl.population] for isl in arch.islands]
     assert sorted(again.migrate()) == sorted(arch.migrate())
+
+
+
+def test_a_stalled_island_far_behind_is_reseeded_from_the_search_s_best():
+    arch = Archipelago(k=3)
+    for ind in (ok("fast", 3.0, island=0), ok("fast_child", 2.9, island=0),
+                ok("accurate", 1.6, island=1), ok("accurate_child", 1.7, island=1),  # both under 0.6 x 3.0
+                ok("close", 1.9, island=2), ok("weak", 1.0, island=2)):  # its best above the line
+        arch.insert(ind)
+    for island in arch.islands:
+        island.end_generation()
+    assert arch.reseed_lagging() == []  # every island improved in the generation just ended
+    for island in arch.islands:
+        island.end_generation()
+    assert arch.reseed_lagging() == [(1, "fast", ["accurate", "accurate_child"])]
+    assert [ind.id for ind in arch.islands[1].population] == ["fast"]
+    assert arch.islands[1].best_fitness == 3.0 and arch.islands[1].best().id == "fast"
+    assert {ind.id for ind in arch.islands[2].population} == {"close", "weak"}  # not lagging: untouched
+    assert {ind.id for ind in arch.islands[0].population} == {"fast", "fast_child"}
+    for island in arch.islands:
+        island.end_generation()
+    assert arch.reseed_lagging() == []  # nobody lags now
+
+
+def test_one_island_and_an_empty_search_are_never_reseeded():
+    assert Archipelago(k=1).reseed_lagging() == []
+    assert Archipelago(k=2).reseed_lagging() == []
+    single = Archipelago(k=1)
+    single.insert(ok("only", 1.0, island=0))
+    single.islands[0].end_generation()
+    single.islands[0].end_generation()
+    assert single.reseed_lagging() == []

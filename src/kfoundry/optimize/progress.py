@@ -17,7 +17,7 @@ from kfoundry.llm.cost_text import cost_text
 from kfoundry import logs
 from kfoundry.phase_log import PhaseLog
 
-NOTABLE = {"best", "migrated", "stop", "borrowed", "propose_error", "evaluate_error"}
+NOTABLE = {"best", "migrated", "reseeded", "stop", "borrowed", "propose_error", "evaluate_error"}
 
 
 class ProgressView:
@@ -109,6 +109,9 @@ class ProgressView:
             self.note(f"generation {self.generation}: new best, candidate {event['id']} ({what})")
         elif kind == "migrated" and event.get("moves"):
             self.note(f"generation {self.generation}: {len(event['moves'])} migrant(s) between islands")
+        elif kind == "reseeded" and event.get("islands"):
+            islands = ", ".join(str(index) for index, _, _ in event["islands"])
+            self.note(f"generation {self.generation}: island(s) {islands} far behind the best, reseeded from it")
         elif kind in ("propose_error", "evaluate_error"):
             self.note(f"{kind.replace('_', ' ')}: {event.get('error')}")
         self._refresh()
