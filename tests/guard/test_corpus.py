@@ -107,6 +107,21 @@ def test_corpus_candidate(corpus_evaluator, path):
         assert f"[{rule}]" in evaluation.message or rule in rules
 
 
+def test_without_its_extra_runs_the_guard_still_judges_the_source_and_what_the_trials_ran(problems_dir,
+                                                                                         candidates_dir):
+    """guard_runs=False (the composer's correctness tests): no ghost, caching or outlier run, and the verdict
+    says so; a cheat the static rules miss is still caught from the operators its trials ran."""
+    options = EvalOptions(device="cpu", trials=1, seed=7, timeout_s=120, guard_runs=False)
+    with Evaluator(problems_dir / "affine.py", options, spare=False) as evaluator:
+        ok = evaluator.evaluate(candidates_dir / "affine_ok.py")
+        alias = evaluator.evaluate(GUARD_DIR / "dyn_aten_alias.py")
+    assert ok.status == "ok", ok.message
+    assert ok.guard["extra_runs_skipped"] and "guard_s" not in ok.durations_s  # the worker had no guard phase
+    assert ok.guard["findings"] == [] and ok.guard["launches_per_trial"] == [1]
+    assert alias.status == "cheating" and "[aten-compute]" in alias.message, alias.message
+    assert "guard_s" not in alias.durations_s
+
+
 # -- the checks only a GPU can make ------------------------------------------------------------------
 
 GPU_FIXTURES = GUARD_DIR.parent / "gpu"

@@ -431,6 +431,7 @@ class Evaluator:
                     "timing": {"trials": self.options.timing_trials, "budget_s": self.options.timing_budget_s}
                     if self.device != "cpu" else None,
                     "static_target": target,
+                    "guard_runs": self.options.guard_runs,
                     # the target compile's rows this very source got before (target_rows.py): its worker compiles none
                     "target_rows": target_rows.known(self.cache_dir, source, target, _versions())
                     if target and not self.options.no_cache else None,
@@ -671,6 +672,8 @@ class Evaluator:
                                        for name, value in (result.get("seconds") or {}).items()})
         evaluation.guard.setdefault("kernel_names", (result.get("guard") or {}).get("kernel_names", []))
         self._check_trials(evaluation, checks)
+        if not self.options.guard_runs:  # its verdict judged no ghost, caching or outlier run: say so
+            evaluation.guard["extra_runs_skipped"] = True
         if evaluation.status == "ok" and self.options.guard:
             dynamic_guard(evaluation, result.get("guard") or {}, checks, self.options.policy, self.prepared.weak)
         if evaluation.status == "ok" and "timing" in result:

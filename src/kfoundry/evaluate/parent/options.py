@@ -49,6 +49,10 @@ class EvalOptions:
     ncu: bool = False  # GPU: re-run a working candidate under Nsight Compute for the diagnosis
     sanitize: bool = False  # GPU: re-run a crashing or wrong candidate under compute-sanitizer memcheck
     guard: bool = True  # False only to judge plain correctness (harness tests, the reference against itself)
+    # False: the worker skips the guard's extra runs (kernels off, new data in the same tensors, the same data in
+    # new tensors, outliers) and on a GPU the kernel profile they end with; the guard still judges the source and
+    # what the trials ran (tests that judge a candidate's correctness, in half the interpreted runs)
+    guard_runs: bool = True
     sandbox: str = "on"  # on: every restriction the kernel has, a warning for the rest; strict: all or refuse; off
     # CPU: compile each Triton kernel as launched for this compute capability ("9.0") and report its registers,
     # spills and shared memory (target_compile.py); None: not derived (a few seconds a kernel: LLM runs ask for it)
