@@ -1,5 +1,16 @@
 """Shared by the composer's tests: fixture paths, composing and evaluating candidates with the real evaluator
-(strict guard on) two at a time, and a reference interpreter of the composer's IR written with PyTorch ops."""
+(strict guard on) two at a time, and a reference interpreter of the composer's IR written with PyTorch ops.
+
+`guard_runs=False` judges a candidate without the guard's extra runs (kernels off, refilled, moved and outlier
+inputs: on the interpreter more runs than its trial and repeat), its static rules and its checks of what the trials
+ran still on (tests/guard/test_corpus.py). A test whose claim is a candidate's correctness asks for it where the
+evaluation is long, and says so. Judged with every run, by template family: pointwise (templates/test_pointwise.py),
+pooling (templates/test_pool.py), rows (templates/test_reduction.py's example and norms, read/test_norm.py), GEMM
+(templates/test_gemm.py's `composed`), convolution (templates/test_conv.py's GUARDED), a norm's moments in a conv's
+epilogue (plan/test_conv_statistics.py's GUARDED), pooled stores (plan/test_window_store.py, but for
+CORRECTNESS_ONLY), scans (plan/test_scans.py, test_compose.py's coverage problems), recurrences
+(templates/test_recurrent.py's fp16 candidate, plan/test_recurrence.py, plan/test_rolling.py); and
+tests/guard/test_golden.py holds the static guard's verdict on every golden candidate."""
 
 from __future__ import annotations
 
@@ -109,21 +120,23 @@ def _evaluate_all(problem: Path, paths: list[Path], options) -> list:
 
 
 def submit_all(problem: Path, sources: list[str], set_values: dict | None = None, eval_mode: bool = False,
-               label: str = "candidate", precision: str = "fp32", tolerance: float | None = None) -> Future:
+               label: str = "candidate", precision: str = "fp32", tolerance: float | None = None,
+               guard_runs: bool = True) -> Future:
     """Evaluate candidate sources on the CPU in the background; the future gives their Evaluations."""
     from kfoundry.evaluate import EvalOptions
 
     paths = [write_candidate(source, label) for source in sources]
     options = EvalOptions(device="cpu", trials=1, seed=EVAL_SEED, set_values=dict(set_values or {}),
                           eval_mode=eval_mode, measure_device=False, timeout_s=240, precision=precision,
-                          tolerance=tolerance)
+                          tolerance=tolerance, guard_runs=guard_runs)
     return _POOL.submit(_evaluate_all, problem, paths, options)
 
 
 def submit(problem: Path, source: str, set_values: dict | None = None, eval_mode: bool = False,
-           label: str = "candidate", precision: str = "fp32", tolerance: float | None = None) -> Future:
+           label: str = "candidate", precision: str = "fp32", tolerance: float | None = None,
+           guard_runs: bool = True) -> Future:
     """Evaluate one candidate source on the CPU in the background; the future gives its Evaluation."""
-    future = submit_all(problem, [source], set_values, eval_mode, label, precision, tolerance)
+    future = submit_all(problem, [source], set_values, eval_mode, label, precision, tolerance, guard_runs)
     single: Future = Future()
     future.add_done_callback(lambda f: single.set_exception(f.exception()) if f.exception()
                              else single.set_result(f.result()[0]))
@@ -131,14 +144,16 @@ def submit(problem: Path, source: str, set_values: dict | None = None, eval_mode
 
 
 def compose_then_judge(problems: dict[str, Path], judged_sources: Callable[[str, ComposeResult], list[str]],
-                       max_variants: Callable[[str], int] = lambda case: 4,
-                       tolerance: float = 1e-4) -> dict[str, tuple[ComposeResult, Future]]:
+                       max_variants: Callable[[str], int] = lambda case: 4, tolerance: float = 1e-4,
+                       guard_runs: Callable[[str], bool] = lambda case: True
+                       ) -> dict[str, tuple[ComposeResult, Future]]:
     """case -> (its problem composed in this process, the future of the sources `judged_sources` picks from it,
-    judged in the background two problems at a time)."""
+    judged in the background two problems at a time, with the guard's extra runs where `guard_runs(case)`)."""
     found = {}
     for case, path in problems.items():
         result = compose(path, max_variants=max_variants(case), tolerance=tolerance)
-        found[case] = (result, submit_all(path, judged_sources(case, result), tolerance=tolerance))
+        found[case] = (result, submit_all(path, judged_sources(case, result), tolerance=tolerance,
+                                          guard_runs=guard_runs(case)))
     return found
 
 

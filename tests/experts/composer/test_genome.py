@@ -109,7 +109,8 @@ def test_a_child_one_move_away_is_a_correct_candidate(conv_pool):
                  c.genome.configs["conv_0"]["precision"] == "tf32x3")
     child = space.neighbours(plain, "fuse")[-1]
     assert child.plan == ("moments", "pooled") and child.configs["conv_0"] == plain.configs["conv_0"]
-    evaluation, = submit_all(path, [space.build(child)[0]], tolerance=1e-4).result()
+    # correctness, without the guard's extra runs (helpers.py: the composer's own variants are judged with them)
+    evaluation, = submit_all(path, [space.build(child)[0]], tolerance=1e-4, guard_runs=False).result()
     verdict(evaluation)
 
 
@@ -128,7 +129,7 @@ def test_a_reduction_in_the_epilogue_may_be_kept_apart(tmp_path):
     assert [g.plan for g in space.neighbours(apart, "fuse")] == [()]
     source, label = space.build(apart)
     assert label.endswith("_2kernels_reduction_apart") and "def _row_" in source
-    evaluation, = submit_all(path, [source], tolerance=1e-4).result()
+    evaluation, = submit_all(path, [source], tolerance=1e-4, guard_runs=False).result()  # correctness, as above
     verdict(evaluation)
 
 

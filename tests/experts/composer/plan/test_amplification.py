@@ -72,7 +72,7 @@ def test_a_conv_before_a_groupnorm_leads_with_main_loops_close_to_fp32():
     # so the fast variants follow for the search to try
     assert _conv_precisions(result)[:2] == ["tf32x3"] * 2, _conv_precisions(result)
     # the CPU emulates the GPU's TF32 products: the lead variant holds at 1e-4 after the norm
-    verdict(submit(path, result.candidates[0].source, tolerance=1e-4))
+    verdict(submit(path, result.candidates[0].source, tolerance=1e-4, guard_runs=False))  # correctness (helpers.py)
     # without a norm after it, or at a tolerance TF32's error passes, the fast variants lead
     loose = compose_ok(path, max_variants=4, tolerance=1e-2)
     assert _conv_precisions(loose)[0] in ("tf32", "fp16"), _conv_precisions(loose)

@@ -66,7 +66,10 @@ def composed():
     result = compose_ok(fixture("reductions"), set_values=sizes)
     looped = looped_source(fixture("reductions"), sizes)
     split = split_source(fixture("reductions"), sizes)
-    both = submit_all(fixture("reductions"), [first(result).source, looped, split], sizes, label="reductions")
+    # the reductions fixture's three candidates (this file's longest evaluations): correctness, without the
+    # guard's extra runs (helpers.py); the example and the norms below are judged with them
+    both = submit_all(fixture("reductions"), [first(result).source, looped, split], sizes, label="reductions",
+                      guard_runs=False)
     ex = compose_ok(example("row_softmax"))  # composed at full size, evaluated small
     # BatchNorm: 50 columns a row, chunks of 8 (two blocks): the 7th program of each row has 2, the 8th none
     norms = {"batchnorm_relu": split_source(fixture("batchnorm_relu"), SIZES["batchnorm_relu"], BR=2, SPLIT=8),
@@ -104,7 +107,9 @@ def one_pass():
     looped = looped_source(problem, sizes)
     norms = {name: looped_source(fixture(name), SIZES[name]) for name in ("batchnorm_relu", "layer_rms_norm")}
     return {"looped": looped, "norms": norms,
-            "evaluations": submit_all(problem, [first(result).source, looped], sizes, label="one_pass_rows"),
+            # correctness, without the guard's extra runs (helpers.py); the looped norms below are judged with them
+            "evaluations": submit_all(problem, [first(result).source, looped], sizes, label="one_pass_rows",
+                                      guard_runs=False),
             "norm_evaluations": {name: submit(fixture(name), source, SIZES[name], label=f"{name}_looped")
                                  for name, source in norms.items()}}
 
