@@ -9,12 +9,16 @@ the float64 truth the way the evaluator does (error ratio within max(1, 2 x the 
 
     python benchmarks/composer_variants.py --problems 5,16-22 [--max-variants 8] [--compile] [--json PATH]
         [--tolerance 1e-4] [--timeout 600] [--conv-grid] [--suite benchmarks/conv_suite] [--graph]
-        [--rounding device|fp32]
+        [--rounding device|fp32] [--row-modes]
 
 --rounding device (the default) composes as an optimize run on this machine does: where cuDNN's fp32
 convolutions run TF32 here (a GPU of compute capability 8 or more, PyTorch's defaults), the composer is told the
 reference rounds like TF32 and puts the fast main loops first after a norm; fp32 composes as for an fp32
 reference (TF32x3 first after a norm), the composer's order before the judge reported the reference's rounding.
+
+--row-modes adds, beside each variant with a row kernel in the nested mode (a scalar loop over a norm's outer
+reduced coordinates), the same genome with those kernels' flat loop (one flat column index per lane, divided into
+coordinates) at the same block and warps: the two row modes side by side in one run.
 
 --graph adds, for eager, torch.compile and every variant, the kernels one forward launches and its time replayed
 as one CUDA graph: the difference from the plain time is the host's launch path.
@@ -199,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounding", choices=("device", "fp32"), default="device",
                         help="how the composer is told the reference rounds: as the judge sees it on this machine "
                              "(device), or as an fp32 reference (fp32)")
+    parser.add_argument("--row-modes", action="store_true",
+                        help="beside each variant with nested row kernels, the same with flat row loops")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -236,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
                 path = Path(tmp) / f"{i:02d}_{c.name}{'_' + layout if layout else ''}.py"
                 path.write_text(c.source)
                 paths.append(path)
+                flat = flat_rows(composed.space, c.genome) if args.row_modes else None
+                if flat is not None:
+                    paths.append(Path(tmp) / f"{i:02d}_{c.name}_flat_rows.py")
+                    paths[-1].write_text(flat)
             cmd = [sys.executable, __file__, "--tolerance", str(args.tolerance), "--worker", str(problem),
                    *map(str, paths)] + (["--compile"] if args.compile else []) + (["--graph"] if args.graph else [])
             try:
@@ -272,6 +282,20 @@ CONV_GRID = [
     (256, 128, 32, 8, 3, "tf32", "taps"),
     (128, 64, 32, 4, 4, "tf32", "taps"),
 ]
+
+
+def flat_rows(space, genome) -> str | None:
+    """The genome's candidate with every nested row kernel looping flat (same BR, BC, warps); None where it has
+    none or the space cannot write it."""
+    from kfoundry.experts.composer.genome import Genome
+
+    if space is None or genome is None:
+        return None
+    configs = {name: dict(c, mode="looped") if c.get("mode") == "nested" else c for name, c in genome.configs.items()}
+    if configs == genome.configs:
+        return None
+    built = space.build(Genome(genome.plan, configs, genome.graph))
+    return None if isinstance(built, str) else built[0]
 
 
 def use_conv_grid() -> None:

@@ -69,3 +69,17 @@ def test_the_composer_is_told_the_rounding_the_judge_would_report(cv, tmp_path, 
     assert document["rounding"] == {"error_ratio": None, "conv_tf32": False}
     assert document["command"][1:] == ["benchmarks/composer_variants.py", "--problems", "5", "--max-variants", "1",
                                        "--json", str(target), "--rounding", "fp32"]
+
+
+def test_row_modes_put_the_flat_loop_beside_each_nested_row_kernel(cv):
+    from kfoundry.experts.composer import compose
+
+    composed = compose(REPO / "benchmarks" / "conv_suite" / "18_conv_transpose2d_gelu_groupnorm.py", max_variants=2)
+    # the plan without the statistics in the conv's epilogue: the GroupNorm's rows, 4 channels of 98 x 98 positions
+    first = next(c for c in composed.candidates if any(k.get("mode") == "nested" for k in c.genome.configs.values()))
+    flat = cv.flat_rows(composed.space, first.genome)
+    assert flat is not None and flat != first.source
+    assert "n_outer" in first.source and "n_outer" not in flat
+    assert cv.flat_rows(composed.space, None) is None
+    plain = compose(REPO / "benchmarks" / "suite" / "20_conv2d_stride2_hardswish.py", max_variants=1)
+    assert cv.flat_rows(plain.space, plain.candidates[0].genome) is None  # no row kernel

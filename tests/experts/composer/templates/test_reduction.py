@@ -14,7 +14,7 @@ from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.plan.steps import Group
 from kfoundry.experts.composer.read.model_init import init_parts
 from kfoundry.experts.composer.read.trace import load_sample
-from kfoundry.experts.composer.templates.reduction import configs, splittable
+from kfoundry.experts.composer.templates.reduction import configs, nestable, reduced_entries, splittable
 from tests.experts.composer.helpers import (
     EXAMPLE_SIZES,
     check_variants,
@@ -29,6 +29,7 @@ from tests.experts.composer.helpers import (
 
 LOOPED = {"mode": "looped", "BR": 2, "BC": 4, "num_warps": 1}
 SPLIT = {"mode": "split", "BR": 4, "BC": 4, "num_warps": 1, "SPLIT": 2}
+NESTED = {"mode": "nested", "BR": 2, "BC": 4, "num_warps": 1}
 # the fixtures composed and judged at fewer rows and columns than their own (the interpreter runs every program
 # and every block of columns in turn); each row is still several blocks of 4 columns, the last partly filled
 SIZES = {
@@ -58,6 +59,65 @@ def split_source(problem, set_values: dict | None = None, **changes) -> str:
     choice = {g.name: split if g.kind == "row" and splittable(g) else LOOPED for g in the_plan.groups}
     assert any(c is split for c in choice.values())
     return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "split")
+
+
+def nested_source(problem, set_values: dict | None = None) -> str:
+    """A candidate whose row kernels over several reduced coordinates loop over the outer ones one at a time and
+    the innermost in blocks of 4 (several, the last partly filled); the others as the composer picks."""
+    sample = load_sample(problem, set_values)
+    the_plan = plan(capture(sample).graph)
+    choice = {g.name: NESTED if g.kind == "row" and len(reduced_entries(g)) > 1
+              else group_configs(g, "fp32", None)[0] for g in the_plan.groups}
+    assert NESTED in choice.values()
+    return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "nested")
+
+
+@pytest.fixture(scope="module")
+def nested():
+    # GroupNorm rows: 2 channels (a scalar loop) of 15 positions (blocks of 4); BatchNorm in training mode:
+    # each channel's row over 2 samples of 25 positions
+    sources = {name: nested_source(fixture(name), SIZES[name]) for name in ("group_instance_norm", "batchnorm_relu")}
+    return {"sources": sources,
+            "evaluations": {name: submit(fixture(name), source, SIZES[name], label=f"{name}_nested")
+                            for name, source in sources.items()}}
+
+
+@pytest.mark.parametrize("name", ["group_instance_norm", "batchnorm_relu"])
+def test_nested_rows_pass_the_evaluator(nested, name):
+    verdict(nested["evaluations"][name])
+
+
+def test_nested_rows_take_coordinates_without_division(nested):
+    gn = nested["sources"]["group_instance_norm"].split("def _row_")[1]
+    # the statistics' pass and the writing pass, each a scalar loop over the group's channels around blocks of
+    # their positions; the channel's weight and bias: one value per row, not per lane
+    assert len(re.findall(r"for outer_col(_\d)? in range\(0, n_outer\):", gn)) == 2
+    assert gn.count("for c0 in range(0, n_inner, BC):") == 2
+    assert "//" not in gn.split("for outer_col")[1] and "%" not in gn.split("for outer_col")[1]
+    assert re.search(r"gn_weight_grouped_ptr \+ o1 \* gn_weight_grouped_s0 \+ outer_col_2 \* ", gn)
+    assert "/ tl.minimum(n_inner, BC)" in gn  # the shift: the mean of the first block of the first channel
+    instance = nested["sources"]["group_instance_norm"].split("def _row_")[2]
+    assert "n_outer" not in instance  # InstanceNorm's positions merge into one coordinate: the flat kernel
+    bn = nested["sources"]["batchnorm_relu"].split("def _row_")[1]
+    assert "for c0 in range(0, n_inner, BC):" in bn and "relu_ptr + rows * relu_s1 + outer_col_2 * relu_s0" in bn
+
+
+def test_nested_configs_come_first_where_the_reduced_dims_do_not_merge():
+    def row_groups(name, sizes):
+        sample = load_sample(fixture(name), sizes)
+        return [g for g in plan(capture(sample).graph).groups if g.kind == "row"]
+
+    gn, instance = row_groups("group_instance_norm", {"batch": 2, "height": 96, "width": 96})
+    assert nestable(gn) == 96 * 96 and configs(gn)[0]["mode"] == "nested"
+    assert {c["BC"] for c in configs(gn) if c["mode"] == "nested"} == {1024, 2048, 4096}
+    assert nestable(instance) is None and "nested" not in {c["mode"] for c in configs(instance)}
+    short, _ = row_groups("group_instance_norm", {"batch": 2, "height": 20, "width": 20})  # 800 positions
+    assert nestable(short) is None
+    bn, = row_groups("batchnorm_relu", {"batch": 64, "channels": 3, "height": 64, "width": 64})
+    assert nestable(bn) == 64 * 64  # few long rows: split first, then nested before the flat loops
+    modes = [c["mode"] for c in configs(bn)]
+    assert modes[0] == "split" and modes.index("nested") < modes.index("looped")
+    assert nestable(_group((128, 64, 4096), (1, 2), "argmax")) is None
 
 
 @pytest.fixture(scope="module")

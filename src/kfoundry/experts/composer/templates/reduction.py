@@ -10,6 +10,10 @@ Each program owns BR rows of the outer (kept) dims and walks the reduced dims in
   (`row_passes`): the sum of exp(x - max(x)) and the mean of squared deviations from mean(x) ride in the
   pass of their max / mean (online softmax, shifted sums); a sum of where(index == t, v, 0) along the row
   (cross-entropy's pick of the target) is v read at column t of each row (a gather).
+* ``nested``: ``looped`` where the reduced dims do not merge into one coordinate (a GroupNorm's channels of a
+  group and their positions, weighed per channel): a scalar loop over the outer reduced coordinates around the
+  loop over blocks of the innermost, so no lane divides its column index into coordinates and the affine
+  weights are one scalar per channel. Not for argmax / argmin (their index is the row's flat column).
 * ``split``: for few, very long rows (a BatchNorm's channels over N x H x W): each row's columns are cut into
   SPLIT chunks, one program each (grid: row blocks x SPLIT). The host launches the kernel once per pass and
   once more (constexpr STAGE = 1 .. passes + 1): at stage P each program reduces its chunk for the
@@ -48,6 +52,7 @@ SPLIT_PROGRAMS = 1024  # the number of programs a split kernel aims for
 SPLIT_MAX = 512
 SPLIT_MIN_BLOCKS = 4  # each program walks at least this many blocks of its row
 SPLITTABLE = ("sum", "mean", "amax", "amin")  # reductions whose partial results combine
+NESTED_MIN_INNER = 1024  # the innermost reduced extent a nested loop needs (blocks of at least 1024 columns)
 
 
 def splittable(group: Group) -> bool:
@@ -67,6 +72,26 @@ def split_count(rows: int, cols: int, br: int, bc: int) -> int:
     while split > 2 and cols < split * SPLIT_MIN_BLOCKS * bc:
         split //= 2
     return split
+
+
+def reduced_entries(group: Group) -> list[list[int]]:
+    """The reduced dims merged into coordinates (outer to inner) as the row kernel indexes them."""
+    reduced = [d for d in range(len(group.space)) if d in group.reduced]
+    return merge_dims([reduced], accesses_of(group), group.space)[0]
+
+
+def nestable(group: Group) -> int | None:
+    """The innermost reduced extent where a nested loop fits the group: its reduced dims are several coordinates,
+    the innermost at least NESTED_MIN_INNER long, and no reduction needs the flat column (argmax, argmin)."""
+    if any(op.name in ("argmax", "argmin") for op in group.ops):
+        return None
+    entries = reduced_entries(group)
+    if len(entries) < 2:
+        return None
+    inner = 1
+    for d in entries[-1]:
+        inner *= group.space[d]
+    return inner if inner >= NESTED_MIN_INNER else None
 
 
 def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
@@ -91,6 +116,10 @@ def _configs(group: Group) -> list[dict]:
     looped = [{"mode": "looped", "BR": 1, "BC": 1024, "num_warps": 4},
               {"mode": "looped", "BR": 1, "BC": 2048, "num_warps": 8},
               {"mode": "looped", "BR": 4, "BC": 256, "num_warps": 4}]
+    inner = nestable(group) if cols > 8192 else None
+    if inner is not None:  # before the flat loops: no lane divides its column index into coordinates
+        looped = [{"mode": "nested", "BR": 1, "BC": bc, "num_warps": warps}
+                  for bc, warps in ((2048, 8), (1024, 4), (4096, 16)) if bc <= inner] + looped
     if cols >= SPLIT_MIN_COLS and rows < SPLIT_MAX_ROWS and splittable(group):
         # few rows: one program per row would leave most of the GPU idle (128 BatchNorm channels of
         # 602112 values each: 128 programs); each row is split over several programs instead
@@ -158,6 +187,7 @@ class RowKernel:
         cols_expr = product([product([self.sizes[d] for d in e]) for e in self.red_entries])
         br = kw.constexpr("BR", str(self.config["BR"]))
         single = self.config["mode"] == "single"
+        self.nested = self.config["mode"] == "nested"
         bc = kw.constexpr("BC", f"triton.next_power_of_2({cols_expr})" if single else str(self.config["BC"]))
         kw.line("pid = tl.program_id(0)")
         kw.line(f"rows = pid * {br} + tl.arange(0, {br})[:, None]")
@@ -171,6 +201,14 @@ class RowKernel:
         self.space = space
         self.access = Access(kw, self.host, space, self.merged)
         self.emitter = Emitter(kw, self.host, self.group, self.access)
+        if self.nested:  # the outer reduced coordinates are scalars of a loop: no lane axis, always in range
+            outer = len(self.outer_entries)
+            for entry in range(outer, outer + len(self.red_entries) - 1):
+                space.masks[entry] = None
+                space.axes[entry] = None
+            self.n_outer = kw.arg("n_outer", product([product([self.sizes[d] for d in e])
+                                                      for e in self.red_entries[:-1]]))
+            self.n_inner = kw.arg("n_inner", product([self.sizes[d] for d in self.red_entries[-1]]))
         if single:
             self._single(bc)
         elif self.config["mode"] == "split":
@@ -182,11 +220,17 @@ class RowKernel:
         self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}))
         return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
 
-    def _columns(self, start: str | None, bc: str, end: str | None = None) -> None:
+    def _columns(self, start: str | None, bc: str, end: str | None = None, outer: list[str] | None = None) -> None:
+        """A block of columns from `start`; in the nested mode, of the innermost reduced coordinate, the outer
+        ones being `outer` (scalars; None: the first, 0)."""
         kw = self.kw
         kw.line(f"cols = {start + ' + ' if start else ''}tl.arange(0, {bc})[None, :]")
-        kw.line(f"col_ok = cols < {end or self.n_cols}")
-        coords = unravel(kw, "cols", self.red_entries, self.sizes, "r")
+        if self.nested:
+            kw.line(f"col_ok = cols < {self.n_inner}")
+            coords = (outer or ["0"] * (len(self.red_entries) - 1)) + ["cols"]
+        else:
+            kw.line(f"col_ok = cols < {end or self.n_cols}")
+            coords = unravel(kw, "cols", self.red_entries, self.sizes, "r")
         self.space.coords[len(self.outer_entries):] = coords
 
     # -- one block per row --------------------------------------------------------------------------
@@ -238,6 +282,18 @@ class RowKernel:
     def _loop(self, bc: str, body, start: str = "0", end: str | None = None) -> None:
         """A loop over the row (or the columns [start, end) of it) in blocks of bc."""
         kw = self.kw
+        if self.nested:  # the row's outer reduced coordinates one at a time, the innermost in blocks
+            flat = kw.local("outer_col")
+            kw.line(f"for {flat} in range(0, {self.n_outer}):")
+            kw.indent += 1
+            outer = unravel(kw, flat, self.red_entries[:-1], self.sizes, "r")
+            kw.line(f"for c0 in range(0, {self.n_inner}, {bc}):")
+            kw.indent += 1
+            self._columns("c0", bc, outer=outer)
+            with self.emitter.scope():
+                body()
+            kw.indent -= 2
+            return
         kw.line(f"for c0 in range({start}, {end or self.n_cols}, {bc}):")
         kw.indent += 1
         self._columns("c0", bc, end)
@@ -347,8 +403,9 @@ class RowKernel:
                 for op in self._full_closure([mean.args[0]]):
                     self.emitter.pointwise(op)
                 shifts[mean] = kw.local(f"shift_{mean.out.name}")
+                first = self.n_inner if self.nested else self.n_cols
                 kw.line(f"{shifts[mean]} = tl.sum(tl.where(col_ok, {self._input(mean)}, 0.0), axis=1, "
-                        f"keep_dims=True) / tl.minimum({self.n_cols}, {bc})")
+                        f"keep_dims=True) / tl.minimum({first}, {bc})")
         return shifts
 
     def _finish_online(self, op: Op, top: Op, acc: str, top_acc: str) -> None:
