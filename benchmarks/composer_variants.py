@@ -16,9 +16,9 @@ convolutions run TF32 here (a GPU of compute capability 8 or more, PyTorch's def
 reference rounds like TF32 and puts the fast main loops first after a norm; fp32 composes as for an fp32
 reference (TF32x3 first after a norm), the composer's order before the judge reported the reference's rounding.
 
---row-modes adds, beside each variant with a row kernel in the nested mode (a scalar loop over a norm's outer
+--row-modes adds, beside each variant with a row kernel in a nested mode (a scalar loop over a norm's outer
 reduced coordinates), the same genome with those kernels' flat loop (one flat column index per lane, divided into
-coordinates) at the same block and warps: the two row modes side by side in one run.
+coordinates; split rows stay split) at the same block and warps: the two row modes side by side in one run.
 
 --graph adds, for eager, torch.compile and every variant, the kernels one forward launches and its time replayed
 as one CUDA graph: the difference from the plain time is the host's launch path.
@@ -285,13 +285,24 @@ CONV_GRID = [
 
 
 def flat_rows(space, genome) -> str | None:
-    """The genome's candidate with every nested row kernel looping flat (same BR, BC, warps); None where it has
-    none or the space cannot write it."""
+    """The genome's candidate with every nested row kernel looping flat (same BR, BC, warps; a split one split as
+    the composer would split it); None where it has none or the space holds no such twin."""
     from kfoundry.experts.composer.genome import Genome
 
     if space is None or genome is None:
         return None
-    configs = {name: dict(c, mode="looped") if c.get("mode") == "nested" else c for name, c in genome.configs.items()}
+    flat_mode = {"nested": "looped", "nested_split": "split"}
+    configs = {}
+    for name, config in genome.configs.items():
+        if config.get("mode") not in flat_mode:
+            configs[name] = config
+            continue
+        same = {k: config[k] for k in ("BR", "BC", "num_warps")}
+        twin = [c for c in space.options[genome.plan][name]
+                if c.get("mode") == flat_mode[config["mode"]] and all(c.get(k) == v for k, v in same.items())]
+        if not twin:
+            return None
+        configs[name] = twin[0]
     if configs == genome.configs:
         return None
     built = space.build(Genome(genome.plan, configs, genome.graph))

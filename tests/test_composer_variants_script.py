@@ -83,3 +83,10 @@ def test_row_modes_put_the_flat_loop_beside_each_nested_row_kernel(cv):
     assert cv.flat_rows(composed.space, None) is None
     plain = compose(REPO / "benchmarks" / "suite" / "20_conv2d_stride2_hardswish.py", max_variants=1)
     assert cv.flat_rows(plain.space, plain.candidates[0].genome) is None  # no row kernel
+    # few long rows (conv_suite 23's GroupNorm: 1024 rows of 4 x 128 x 128): runs of channels, twinned with the
+    # flat split the composer would write
+    split = compose(REPO / "benchmarks" / "conv_suite" / "23_depthwise_conv2d_groupnorm_silu.py", max_variants=2)
+    nested_split = next(c for c in split.candidates if "row_0" in c.genome.configs)
+    assert nested_split.genome.configs["row_0"]["mode"] == "nested_split"
+    twin = cv.flat_rows(split.space, nested_split.genome)
+    assert twin is not None and "chunk = tl.cdiv(n_outer, SPLIT)" in nested_split.source and "n_outer" not in twin

@@ -14,7 +14,13 @@ from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.plan.steps import Group
 from kfoundry.experts.composer.read.model_init import init_parts
 from kfoundry.experts.composer.read.trace import load_sample
-from kfoundry.experts.composer.templates.reduction import configs, nestable, reduced_entries, splittable
+from kfoundry.experts.composer.templates.reduction import (
+    configs,
+    nestable,
+    reduced_entries,
+    split_count,
+    splittable,
+)
 from tests.experts.composer.helpers import (
     EXAMPLE_SIZES,
     check_variants,
@@ -30,6 +36,7 @@ from tests.experts.composer.helpers import (
 LOOPED = {"mode": "looped", "BR": 2, "BC": 4, "num_warps": 1}
 SPLIT = {"mode": "split", "BR": 4, "BC": 4, "num_warps": 1, "SPLIT": 2}
 NESTED = {"mode": "nested", "BR": 2, "BC": 4, "num_warps": 1}
+NESTED_SPLIT = {"mode": "nested_split", "BR": 2, "BC": 4, "num_warps": 1, "SPLIT": 2}
 # the fixtures composed and judged at fewer rows and columns than their own (the interpreter runs every program
 # and every block of columns in turn); each row is still several blocks of 4 columns, the last partly filled
 SIZES = {
@@ -61,30 +68,52 @@ def split_source(problem, set_values: dict | None = None, **changes) -> str:
     return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "split")
 
 
-def nested_source(problem, set_values: dict | None = None) -> str:
+def nested_source(problem, set_values: dict | None = None, config: dict = NESTED) -> str:
     """A candidate whose row kernels over several reduced coordinates loop over the outer ones one at a time and
     the innermost in blocks of 4 (several, the last partly filled); the others as the composer picks."""
     sample = load_sample(problem, set_values)
     the_plan = plan(capture(sample).graph)
-    choice = {g.name: NESTED if g.kind == "row" and len(reduced_entries(g)) > 1
+    choice = {g.name: config if g.kind == "row" and len(reduced_entries(g)) > 1
               else group_configs(g, "fp32", None)[0] for g in the_plan.groups}
-    assert NESTED in choice.values()
-    return generate(the_plan, init_parts(sample.source.text), choice, sample.model, "nested")
+    assert config in choice.values()
+    return generate(the_plan, init_parts(sample.source.text), choice, sample.model, config["mode"])
+
+
+# BatchNorm over 3 samples split in 2: runs of 2 samples and of 1
+NESTED_SPLIT_SIZES = {"batchnorm_relu": {**SIZES["batchnorm_relu"], "batch": 3}}
 
 
 @pytest.fixture(scope="module")
 def nested():
     # GroupNorm rows: 2 channels (a scalar loop) of 15 positions (blocks of 4); BatchNorm in training mode:
     # each channel's row over 2 samples of 25 positions
-    sources = {name: nested_source(fixture(name), SIZES[name]) for name in ("group_instance_norm", "batchnorm_relu")}
-    return {"sources": sources,
+    names = ("group_instance_norm", "batchnorm_relu")
+    sources = {name: nested_source(fixture(name), SIZES[name]) for name in names}
+    split = {name: nested_source(fixture(name), NESTED_SPLIT_SIZES.get(name, SIZES[name]), NESTED_SPLIT)
+             for name in names}
+    return {"sources": sources, "split": split,
             "evaluations": {name: submit(fixture(name), source, SIZES[name], label=f"{name}_nested")
-                            for name, source in sources.items()}}
+                            for name, source in sources.items()},
+            "split_evaluations": {name: submit(fixture(name), source, NESTED_SPLIT_SIZES.get(name, SIZES[name]),
+                                               label=f"{name}_nested_split", guard_runs=False)
+                                  for name, source in split.items()}}
 
 
 @pytest.mark.parametrize("name", ["group_instance_norm", "batchnorm_relu"])
 def test_nested_rows_pass_the_evaluator(nested, name):
     verdict(nested["evaluations"][name])
+
+
+@pytest.mark.parametrize("name", ["group_instance_norm", "batchnorm_relu"])
+def test_nested_split_rows_pass_the_evaluator(nested, name):
+    verdict(nested["split_evaluations"][name])
+
+
+def test_nested_split_rows_give_each_program_a_run_of_outer_coordinates(nested):
+    bn = nested["split"]["batchnorm_relu"].split("def _row_")[1]
+    assert "chunk = tl.cdiv(n_outer, SPLIT)" in bn and "col_hi = tl.minimum(col_lo + chunk, n_outer)" in bn
+    assert len(re.findall(r"for outer_col(_\d)? in range\(col_lo, col_hi\):", bn)) == 2  # statistics, outputs
+    assert "//" not in bn.split("if STAGE == 1")[1] and "%" not in bn.split("if STAGE == 1")[1]
 
 
 def test_nested_rows_take_coordinates_without_division(nested):
@@ -113,10 +142,23 @@ def test_nested_configs_come_first_where_the_reduced_dims_do_not_merge():
     assert nestable(instance) is None and "nested" not in {c["mode"] for c in configs(instance)}
     short, _ = row_groups("group_instance_norm", {"batch": 2, "height": 20, "width": 20})  # 800 positions
     assert nestable(short) is None
-    bn, = row_groups("batchnorm_relu", {"batch": 64, "channels": 3, "height": 64, "width": 64})
-    assert nestable(bn) == 64 * 64  # few long rows: split first, then nested before the flat loops
-    modes = [c["mode"] for c in configs(bn)]
-    assert modes[0] == "split" and modes.index("nested") < modes.index("looped")
+    bn, = row_groups("batchnorm_relu", {"batch": 6, "channels": 3, "height": 128, "width": 128})
+    # few long rows: split; 6 samples give runs of samples in 4 chunks at most: as many as the flat split of
+    # 4096 columns gives (first), fewer than those of 2048 and 1024 (8, 16: after the flat ones); then nested
+    # before the flat loops
+    assert nestable(bn) == 128 * 128
+    found = configs(bn)
+    modes = [c["mode"] for c in found]
+    assert modes.index("nested_split") < modes.index("nested") < modes.index("looped")
+    flat = [i for i, m in enumerate(modes) if m == "split"]
+    for i, c in enumerate(found):
+        if c["mode"] == "nested_split":
+            assert c["SPLIT"] == 4
+            assert (i < min(flat)) if split_count(3, 6 * 128 * 128, 1, c["BC"]) == 4 else (i > max(flat)), c
+    # 64 samples: as many chunks as the flat split's, runs of samples first
+    many, = row_groups("batchnorm_relu", {"batch": 64, "channels": 3, "height": 64, "width": 64})
+    first = configs(many)[0]
+    assert first["mode"] == "nested_split" and first["SPLIT"] == split_count(3, 64 * 64 * 64, 1, first["BC"])
     assert nestable(_group((128, 64, 4096), (1, 2), "argmax")) is None
 
 

@@ -14,6 +14,7 @@ Each program owns BR rows of the outer (kept) dims and walks the reduced dims in
   group and their positions, weighed per channel): a scalar loop over the outer reduced coordinates around the
   loop over blocks of the innermost, so no lane divides its column index into coordinates and the affine
   weights are one scalar per channel. Not for argmax / argmin (their index is the row's flat column).
+  ``nested_split`` is ``split`` so: each program takes a run of the outer coordinates (a BatchNorm's samples).
 * ``split``: for few, very long rows (a BatchNorm's channels over N x H x W): each row's columns are cut into
   SPLIT chunks, one program each (grid: row blocks x SPLIT). The host launches the kernel once per pass and
   once more (constexpr STAGE = 1 .. passes + 1): at stage P each program reduces its chunk for the
@@ -94,6 +95,10 @@ def nestable(group: Group) -> int | None:
     return inner if inner >= NESTED_MIN_INNER else None
 
 
+def _floor_power_of_2(n: int) -> int:
+    return 1 << (n.bit_length() - 1)
+
+
 def configs(group: Group, device: DeviceFacts | DeviceLimits | None = None) -> list[dict]:
     """The configurations that fit `device` (device_limits; None: the default target):
     a program keeps BR rows of BC columns, the whole row in the single mode."""
@@ -126,6 +131,13 @@ def _configs(group: Group) -> list[dict]:
         split = [{"mode": "split", "BR": 1, "BC": bc, "num_warps": warps,
                   "SPLIT": split_count(rows, cols, 1, bc)}
                  for bc, warps in ((2048, 8), (1024, 4), (4096, 8))]
+        if inner is not None:  # the chunks as runs of the outer coordinates, where there are as many of them
+            runs = [dict(c, mode="nested_split", SPLIT=min(c["SPLIT"], _floor_power_of_2(cols // inner)))
+                    for c in split if c["BC"] <= inner and cols // inner >= 2]
+            # first where a row keeps as many programs as the flat split gives it (not yet timed on a GPU: the
+            # flat loop's lanes divide their index, these do not); after the flat ones where it would have fewer
+            whole = [c for c in runs if c["SPLIT"] == split_count(rows, cols, 1, c["BC"])]
+            split = whole + split + [c for c in runs if c not in whole]
         return split + looped
     if cols <= 8192:
         rows_per_program = 16 if cols <= 64 else 4 if cols <= 512 else 1
@@ -187,7 +199,7 @@ class RowKernel:
         cols_expr = product([product([self.sizes[d] for d in e]) for e in self.red_entries])
         br = kw.constexpr("BR", str(self.config["BR"]))
         single = self.config["mode"] == "single"
-        self.nested = self.config["mode"] == "nested"
+        self.nested = self.config["mode"] in ("nested", "nested_split")
         bc = kw.constexpr("BC", f"triton.next_power_of_2({cols_expr})" if single else str(self.config["BC"]))
         kw.line("pid = tl.program_id(0)")
         kw.line(f"rows = pid * {br} + tl.arange(0, {br})[:, None]")
@@ -211,7 +223,7 @@ class RowKernel:
             self.n_inner = kw.arg("n_inner", product([self.sizes[d] for d in self.red_entries[-1]]))
         if single:
             self._single(bc)
-        elif self.config["mode"] == "split":
+        elif self.config["mode"] in ("split", "nested_split"):
             self._split(bc, rows_expr)
             return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
         else:
@@ -284,7 +296,7 @@ class RowKernel:
         kw = self.kw
         if self.nested:  # the row's outer reduced coordinates one at a time, the innermost in blocks
             flat = kw.local("outer_col")
-            kw.line(f"for {flat} in range(0, {self.n_outer}):")
+            kw.line(f"for {flat} in range({start}, {end or self.n_outer}):")
             kw.indent += 1
             outer = unravel(kw, flat, self.red_entries[:-1], self.sizes, "r")
             kw.line(f"for c0 in range(0, {self.n_inner}, {bc}):")
@@ -519,9 +531,14 @@ class RowKernel:
         part = kw.arg("part_ptr", partials)
         pid_s, chunk, lo, hi = (kw.local(n) for n in ("pid_s", "chunk", "col_lo", "col_hi"))
         kw.line(f"{pid_s} = tl.program_id(1)")
-        kw.line(f"{chunk} = tl.cdiv(tl.cdiv({self.n_cols}, {split}), {bc}) * {bc}  # whole blocks of columns")
+        if self.nested:  # a run of the outer reduced coordinates, each walked whole
+            kw.line(f"{chunk} = tl.cdiv({self.n_outer}, {split})")
+            end = self.n_outer
+        else:
+            kw.line(f"{chunk} = tl.cdiv(tl.cdiv({self.n_cols}, {split}), {bc}) * {bc}  # whole blocks of columns")
+            end = self.n_cols
         kw.line(f"{lo} = {pid_s} * {chunk}")
-        kw.line(f"{hi} = tl.minimum({lo} + {chunk}, {self.n_cols})")
+        kw.line(f"{hi} = tl.minimum({lo} + {chunk}, {end})")
 
         def row_base(op: Op) -> str:  # the offset of a row's partials of one reduction
             k = slot[op]
