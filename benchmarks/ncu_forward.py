@@ -17,11 +17,12 @@ issued instructions, DRAM and SM throughput (the kernels in launch order: the re
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 METRICS = {"Duration": "duration_us", "Registers Per Thread": "registers", "Achieved Occupancy": "occupancy_pct",
            "Issued Instructions": "issued_instructions", "DRAM Throughput": "dram_pct",
@@ -30,11 +31,13 @@ TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "mse
 
 
 def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The module of a problem file (its folder on sys.path first, as for optimize: its own imports load) or of a
+    candidate file."""
+    from kfoundry.problem import load_module, load_problem_module, read_problem
+
+    if name.endswith("problem"):
+        return load_problem_module(read_problem(path))
+    return load_module(path, path.read_text(), name)
 
 
 def summarize(text: str) -> list[dict]:

@@ -17,7 +17,6 @@ may be missing, and the forward's failure is printed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -26,21 +25,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
 PHASE_ENV = "KFOUNDRY_SASS_LAUNCHES"  # set in the compiling process: the recorded launches' file
 TOOLS = "backends/nvidia/bin"
 
 
 def _load(path: Path, name: str):
-    """The module of a problem or candidate file, its `.is_cuda` tests reading true."""
-    source = re.sub(r"\b([A-Za-z_][\w.]*)\.is_cuda\b", "True", path.read_text())
-    folder = Path(tempfile.mkdtemp(prefix="sass_offline_"))
-    copy = folder / path.name
-    copy.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, copy)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The module of a problem file (its folder on sys.path first, as for optimize) or of a candidate file, the
+    candidate's `.is_cuda` tests reading true (host code only: Triton reads the kernels' lines from the file)."""
+    from kfoundry.problem import load_module, load_problem_module, read_problem
+
+    if name.endswith("problem"):
+        return load_problem_module(read_problem(path))
+    return load_module(path, re.sub(r"\b([A-Za-z_][\w.]*)\.is_cuda\b", "True", path.read_text()), name)
 
 
 def _launch_spec(fn, args: tuple, kwargs: dict) -> dict:
