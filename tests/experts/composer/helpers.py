@@ -157,6 +157,18 @@ def compose_then_judge(problems: dict[str, Path], judged_sources: Callable[[str,
     return found
 
 
+def retiled(source: str, bm: int) -> str:
+    """`source` with the conv's BM set to `bm` as the tuner sets it (its BM tunable, rewritten in place)."""
+    from kfoundry.experts.tunables import find_tunables
+    from kfoundry.experts.tunables.tunable import apply_values
+
+    tunables = [t for t in find_tunables(source) if t.name == "BM"]
+    assert len(tunables) == 1, [t.name for t in find_tunables(source)]
+    changed = apply_values(source, tunables, {"BM": bm})
+    assert changed is not None and changed != source
+    return changed
+
+
 def compose_ok(problem: Path, **kwargs: Any) -> ComposeResult:
     result = compose(problem, **kwargs)
     assert result.candidates, f"{problem.name}: {result.message} {result.notes}"

@@ -9,7 +9,7 @@ import pytest
 
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
 from kfoundry.experts.composer.plan.fusion import plan
-from tests.experts.composer.helpers import compose_then_judge, conv_norm_problem, verdict
+from tests.experts.composer.helpers import compose_then_judge, conv_norm_problem, retiled, verdict
 from tests.experts.composer.plan.test_rolling import _graph
 
 # two input channels: the conv's loop over them, at half the interpreted work of four
@@ -52,19 +52,15 @@ def _kinds(result) -> tuple[list, list]:
     return gathered, [c for c in result.candidates if c not in gathered]
 
 
-def _launch(candidate) -> str:
-    return f"BM={candidate.config['conv_0']['BM']}, "
-
-
 def _judged_sources(case: str, result) -> list[str]:
-    """The first variant of each kind; for groupnorm the first gathering one retiled too (the tuner rewrites the
-    conv's BM in its launch alone: the moments must still add up)."""
+    """The first variant of each kind; for groupnorm the first gathering one retiled too (as the tuner retiles it:
+    the launch and the moments' slots take the one host constant; the moments must still add up)."""
     gathered, plain = _kinds(result)
     if not (gathered and plain):
         return []
     source = gathered[0].source
-    retiled = [source.replace(_launch(gathered[0]), f"BM={bm}, ") for bm in RETILED] if case == "groupnorm" else []
-    return [source, plain[0].source, *retiled]
+    tiles = [retiled(source, bm) for bm in RETILED] if case == "groupnorm" else []
+    return [source, plain[0].source, *tiles]
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +83,9 @@ def test_the_conv_epilogue_gathers_the_norms_moments(composed, case):
     sources = _judged_sources(case, result)
     assert sources[:2] == [source, plain[0].source]
     if case == "groupnorm":
-        assert source.count(_launch(gathered[0])) == 1  # the retiled copies changed the launch's BM alone
+        # one host constant sets the launch's BM and the moments' slots (a slot per tile of the launch)
+        bm = gathered[0].config["conv_0"]["BM"]
+        assert f"        BM = {bm}\n" in source and "BM=BM, " in source and ", BM)\n" in source
         assert len(sources) == 2 + len(RETILED) and source not in sources[2:]  # neither is the default tile
     evaluations = judged.result()
     assert len(evaluations) == len(sources)

@@ -44,7 +44,6 @@ from kfoundry.problem import TF32_MIN_TOLERANCE
 from kfoundry.types import DeviceFacts, ReferenceRounding
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, composer_dot_need, fit_configs
 from kfoundry.experts.composer.templates.moments import Partials
-from kfoundry.experts.tunables import BLOCK_2D
 from kfoundry.experts.composer.templates.gemm import (
     BASE_CONFIGS,
     HALF,
@@ -62,7 +61,6 @@ from kfoundry.experts.composer.templates.gemm import (
 
 MIN_CHANNELS_LAST = 8  # input channels per group: fewer (a depthwise conv) would leave most of a BK chunk empty
 MAX_FMA_TAPS = 64  # the fma loop unrolls the kernel positions
-MIN_TILE_ROWS = min(BLOCK_2D)  # the least BM the tuner gives a tile
 
 # tiles of the TF32 implicit GEMM, best first as measured on the H200 (benchmarks/composer_variants.py --conv-grid:
 # 128x128 and 256x128 with 8 warps led on 2D convolutions, 128x64 on a Conv3d with 64 output channels)
@@ -121,9 +119,20 @@ def _next_power_of_2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+NARROW_STAGES = 4  # pipeline stages of a tile narrowed to 64 output channels or fewer
+
+
 def _narrow(tile: dict, cout: int) -> dict:
-    """BN no wider than the output channels of a group need (at least 16, the dot's minimum)."""
-    return dict(tile, BN=min(tile["BN"], max(16, _next_power_of_2(cout))))
+    """BN no wider than the output channels of a group need (at least 16, the dot's minimum). A tile narrowed to
+    BN <= 64 prefetches NARROW_STAGES steps: its K loop is short (a 3x3 kernel over 32 channels: 9 steps) and
+    its steps small. The searches of 2026-12-05 moved every such lead tile from 3 stages to 4 where they tried:
+    on the H200, conv_suite 18's 128 x 64 tile at 8 warps 0.952 -> 0.799 ms; on an H100, to 4 stages and 4 warps,
+    1-17% on 14, 16, 17, 18, 20 and 22 (benchmarks/results/programmatic_suite-conv_suite-*-20261205*.json)."""
+    bn = min(tile["BN"], max(16, _next_power_of_2(cout)))
+    narrowed = dict(tile, BN=bn)
+    if bn < tile["BN"] and bn <= 64:
+        narrowed["num_stages"] = max(tile["num_stages"], NARROW_STAGES)
+    return narrowed
 
 
 def configs(group: Group, precision: str = "fp32", tolerance: float | None = None,
@@ -256,9 +265,13 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     else:
         samples, positions_arg = kw.arg("n_samples", row_sizes[0]), kw.arg("positions", positions_host)
     if statistics is not None:  # each sample's rows padded to whole tiles: a tile's moments are one sample's
-        # slots for the most tiles a sample can have (BM 16, the least the tuner tries): a tuned BM keeps its own
+        # a slot per tile of the launch: BM is one host constant for the launch and the slots, so the tuner
+        # rewrites both at once (slots sized for the least BM left 7 of 8 of them zeros at BM 128)
+        bm_host = host.fresh("BM")
+        lines.append(f"        {bm_host} = {config['BM']}")
+        config = dict(config, BM=bm_host)
         tiles_host = host.fresh(f"{group.name}_tile_slots")
-        lines.append(f"        {tiles_host} = triton.cdiv({positions_host}, {MIN_TILE_ROWS})")
+        lines.append(f"        {tiles_host} = triton.cdiv({positions_host}, {bm_host})")
         m_total_host = f'{row_sizes[0]} * triton.cdiv({positions_host}, META["BM"]) * META["BM"]'
         m_total, tiles = kw.local("rows_total"), kw.local("tiles")
         kw.line(f"{tiles} = tl.cdiv({positions_arg}, BM)")
@@ -373,8 +386,8 @@ def _gather_moments(kw: KernelWriter, host: HostContext, lines: list[str], emitt
     """The epilogue's part of the norm after the convolution (plan/conv_statistics.py): per output channel, the
     count of this tile's rows, their mean and the sum of their squared deviations from it, at the slot
     (channel, sample, tile, phase) of the partial moments (the tile's pid_m is sample * tiles + tile): channel
-    first, so that the moments kernel reads each channel's entries in one run. The slots of tiles a larger BM
-    does not have stay zero: a count of zero adds nothing."""
+    first, so that the moments kernel reads each channel's entries in one run. A tile whose rows are all
+    padding writes a count of zero, which adds nothing."""
     value = emitter.env[statistics.source]
     host.partials[statistics] = partials
     lines.append(f"        {partials.buffer} = torch.zeros(({partials.samples} * {partials.tiles} * {partials.phases}"
