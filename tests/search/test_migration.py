@@ -4,7 +4,7 @@ import pytest
 
 from kfoundry.errors import UsageError
 from kfoundry.search import Archipelago
-from tests.search.helpers import ok
+from tests.search.helpers import failing, ok
 
 
 def _filled(k=4, topology="ring"):
@@ -93,6 +93,26 @@ def test_a_stalled_island_far_behind_is_reseeded_from_the_search_s_best():
     for island in arch.islands:
         island.end_generation()
     assert arch.reseed_lagging() == []  # nobody lags now
+
+
+def test_after_the_first_population_an_island_far_behind_is_reseeded_at_once():
+    arch = Archipelago(k=3)
+    for ind in (ok("fp16", 1.6, island=0), ok("tf32x3", 0.85, island=1),  # 0.53 x the best: under the line
+                ok("close", 1.0, island=2)):  # 0.63 x: above it
+        arch.insert(ind)
+    for island in arch.islands:
+        island.end_generation()  # each island's first best: none has stalled
+    assert arch.reseed_lagging() == []
+    assert arch.reseed_lagging(first_population=True) == [(1, "fp16", ["tf32x3"])]
+    assert {ind.id for ind in arch.islands[2].population} == {"close"}
+    # an island with no correct member is left as it is (its failing start may be repaired)
+    lone = Archipelago(k=2)
+    lone.insert(ok("fast", 2.0, island=0))
+    lone.insert(failing("broken", island=1))
+    for island in lone.islands:
+        island.end_generation()
+    assert lone.reseed_lagging(first_population=True) == []
+    assert lone.islands[1].best() is None
 
 
 def test_one_island_and_an_empty_search_are_never_reseeded():

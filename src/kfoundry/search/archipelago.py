@@ -75,9 +75,15 @@ class Archipelago:
                 moved.append((best.id, source, dest))
         return moved
 
-    def reseed_lagging(self) -> list[tuple[int, str, list[str]]]:
+    def reseed_lagging(self, first_population: bool = False) -> list[tuple[int, str, list[str]]]:
         """Each stalled island whose best is below LAGGING x the search's best: its members below that line
-        leave it and the search's best joins it. (island, the best's id, the ids that left) for each."""
+        leave it and the search's best joins it. (island, the best's id, the ids that left) for each.
+        `first_population`: right after the first population, where no island has had a generation to stall,
+        an island whose correct start is that far behind is reseeded at once: its start is a variant with a
+        costlier main loop, and children that tune tiles did not close such a gap (conv_suite 18 on 2026-12-05:
+        6 of the first 13 children on an H100, 7 of the first 15 on the H200, went to the islands of TF32x3
+        starts, none near the best; a whole search gained at most 1.41x). An island with no correct member
+        keeps its own for repair."""
         best = self.best()
         if best is None or len(self.islands) == 1:
             return []
@@ -85,7 +91,7 @@ class Archipelago:
         reseeded = []
         for island in self.islands:
             own = island.best()
-            if own is None or own.fitness >= line or island.stalled < 1:
+            if own is None or own.fitness >= line or (island.stalled < 1 and not first_population):
                 continue
             gone = [ind.id for ind in island.population if ind.fitness < line]
             island.population = [ind for ind in island.population if ind.fitness >= line]

@@ -345,7 +345,7 @@ class SearchLoop:
             self.search.stalled_generations = 0 if self._improved else self.search.stalled_generations + 1
         self.search.empty_generations = 0 if evaluated else self.search.empty_generations + 1
         self.search.generation += 1
-        reseeded = self.archipelago.reseed_lagging()
+        reseeded = self.archipelago.reseed_lagging(first_population=self.search.generation == 1)
         if reseeded:
             self._emit("reseeded", islands=[[index, best, gone] for index, best, gone in reseeded])
         if self.search.generation % self.archipelago.migrate_every == 0:
