@@ -81,6 +81,9 @@ def nested_source(problem, set_values: dict | None = None, config: dict = NESTED
 
 # BatchNorm over 3 samples split in 2: runs of 2 samples and of 1
 NESTED_SPLIT_SIZES = {"batchnorm_relu": {**SIZES["batchnorm_relu"], "batch": 3}}
+# 4 x 5 positions: the strides along the outer coordinates and the innermost extent divide by 4 (ALIGN 4)
+ALIGNED_SIZES = {"group_instance_norm": {**SIZES["group_instance_norm"], "height": 4},
+                 "batchnorm_relu": {**SIZES["batchnorm_relu"], "height": 4, "width": 5}}
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +94,14 @@ def nested():
     sources = {name: nested_source(fixture(name), SIZES[name]) for name in names}
     split = {name: nested_source(fixture(name), NESTED_SPLIT_SIZES.get(name, SIZES[name]), NESTED_SPLIT)
              for name in names}
-    return {"sources": sources, "split": split,
+    aligned = {name: nested_source(fixture(name), ALIGNED_SIZES[name], NESTED_SPLIT if name == "batchnorm_relu"
+                                   else NESTED) for name in names}
+    return {"sources": sources, "split": split, "aligned": aligned,
             "evaluations": {name: submit(fixture(name), source, SIZES[name], label=f"{name}_nested")
                             for name, source in sources.items()},
+            "aligned_evaluations": {name: submit(fixture(name), source, ALIGNED_SIZES[name],
+                                                 label=f"{name}_aligned", guard_runs=False)
+                                    for name, source in aligned.items()},
             "split_evaluations": {name: submit(fixture(name), source, NESTED_SPLIT_SIZES.get(name, SIZES[name]),
                                                label=f"{name}_nested_split", guard_runs=False)
                                   for name, source in split.items()}}
@@ -109,11 +117,30 @@ def test_nested_split_rows_pass_the_evaluator(nested, name):
     verdict(nested["split_evaluations"][name])
 
 
+@pytest.mark.parametrize("name", ["group_instance_norm", "batchnorm_relu"])
+def test_nested_rows_in_whole_fours_pass_the_evaluator(nested, name):
+    verdict(nested["aligned_evaluations"][name])
+
+
+def test_nested_rows_read_strides_and_the_row_end_in_whole_fours(nested):
+    gn = nested["sources"]["group_instance_norm"]
+    kernel = gn.split("def _row_")[1]
+    # the host passes ALIGN = 4 only where the innermost extent and the big tensors' outer strides divide by 4
+    assert "def _whole_fours(*sizes):" in gn and re.search(r"align = _whole_fours\(\w+\.shape\[3\], ", gn)
+    assert "ALIGN=align" in gn and "col_ok = cols < (n_inner // ALIGN) * ALIGN" in kernel
+    assert "outer_col * ((grouped_s2 // ALIGN) * ALIGN)" in kernel
+    # the weights run along the channel alone: their strides (1) are read as they are, and not tested
+    assert re.search(r"gn_weight_grouped_ptr \+ o1 \* gn_weight_grouped_s0 \+ outer_col_2 \* gn_weight_grouped_s1,", kernel)
+    assert "gn_weight_grouped.stride(1)" not in gn.split("align = _whole_fours(")[1].split(")")[0]
+    assert "ALIGN" in nested["split"]["batchnorm_relu"].split("def _row_")[1]
+
+
 def test_nested_split_rows_give_each_program_a_run_of_outer_coordinates(nested):
     bn = nested["split"]["batchnorm_relu"].split("def _row_")[1]
     assert "chunk = tl.cdiv(n_outer, SPLIT)" in bn and "col_hi = tl.minimum(col_lo + chunk, n_outer)" in bn
     assert len(re.findall(r"for outer_col(_\d)? in range\(col_lo, col_hi\):", bn)) == 2  # statistics, outputs
-    assert "//" not in bn.split("if STAGE == 1")[1] and "%" not in bn.split("if STAGE == 1")[1]
+    stages = bn.split("if STAGE == 1")[1].replace("// ALIGN", "")
+    assert "//" not in stages and "%" not in stages
 
 
 def test_nested_rows_take_coordinates_without_division(nested):
@@ -122,13 +149,14 @@ def test_nested_rows_take_coordinates_without_division(nested):
     # their positions; the channel's weight and bias: one value per row, not per lane
     assert len(re.findall(r"for outer_col(_\d)? in range\(0, n_outer\):", gn)) == 2
     assert gn.count("for c0 in range(0, n_inner, BC):") == 2
-    assert "//" not in gn.split("for outer_col")[1] and "%" not in gn.split("for outer_col")[1]
+    loops = gn.split("for outer_col")[1].replace("// ALIGN", "")  # a scalar's, by a constexpr
+    assert "//" not in loops and "%" not in loops
     assert re.search(r"gn_weight_grouped_ptr \+ o1 \* gn_weight_grouped_s0 \+ outer_col_2 \* ", gn)
     assert "/ tl.minimum(n_inner, BC)" in gn  # the shift: the mean of the first block of the first channel
     instance = nested["sources"]["group_instance_norm"].split("def _row_")[2]
     assert "n_outer" not in instance  # InstanceNorm's positions merge into one coordinate: the flat kernel
     bn = nested["sources"]["batchnorm_relu"].split("def _row_")[1]
-    assert "for c0 in range(0, n_inner, BC):" in bn and "relu_ptr + rows * relu_s1 + outer_col_2 * relu_s0" in bn
+    assert "for c0 in range(0, n_inner, BC):" in bn and "relu_ptr + rows * relu_s1 + outer_col_2 * ((relu_s0 // ALIGN) * ALIGN)" in bn
 
 
 def test_nested_configs_come_first_where_the_reduced_dims_do_not_merge():

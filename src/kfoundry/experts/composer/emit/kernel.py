@@ -45,6 +45,12 @@ class Space:
     # its tensor does not run along: every lane of that axis writes the same element, the masked ones not)
     zeros: dict[str, str] = field(default_factory=dict)
     axis_masks: dict[str, str] = field(default_factory=dict)
+    # entries whose strides are read as multiples of a constexpr (entry -> its name) by the tensors that also run
+    # along the last (innermost) entry: (stride // Q) * Q, equal to the stride where the host passes Q = 4 only if
+    # every such stride divides by 4 (else 1), tells Triton the offsets divide by 4 elements so that it may load
+    # 16 bytes at a time; `quantized` gathers those strides' host expressions for the host's test
+    quantum: dict[int, str] = field(default_factory=dict)
+    quantized: list[str] = field(default_factory=list)
 
     def axis(self, entry: int) -> str | None:
         return self.axes[entry] if entry < len(self.axes) else None
@@ -183,11 +189,17 @@ class Access:
         """(offset expression, mask, block axes) of a tensor whose dim i runs along space dim vmap[i]."""
         terms, masks, axes = [], [], set()
         base = value.name
+        along_last = bool(self.space.dims) and any(d in self.space.dims[-1] for d in vmap)
         for entry, dims in enumerate(self.space.dims):
             inside = [i for i, d in enumerate(vmap) if d in dims]
             if not inside:
                 continue
             stride = self.kw.arg(f"{base}_s{inside[-1]}", f"{host_name}.stride({inside[-1]})")
+            quantum = self.space.quantum.get(entry) if along_last else None
+            if quantum:
+                stride = f"(({stride} // {quantum}) * {quantum})"
+                if f"{host_name}.stride({inside[-1]})" not in self.space.quantized:
+                    self.space.quantized.append(f"{host_name}.stride({inside[-1]})")
             terms.append(f"{self.space.coords[entry]} * {stride}")
             masks.append(self.space.masks[entry])
             if self.space.axis(entry):

@@ -215,12 +215,16 @@ class RowKernel:
         self.emitter = Emitter(kw, self.host, self.group, self.access)
         if self.nested:  # the outer reduced coordinates are scalars of a loop: no lane axis, always in range
             outer = len(self.outer_entries)
+            self.align_host = self.host.fresh("align")
+            self.align = kw.constexpr("ALIGN", self.align_host)
             for entry in range(outer, outer + len(self.red_entries) - 1):
                 space.masks[entry] = None
                 space.axes[entry] = None
+                space.quantum[entry] = self.align
             self.n_outer = kw.arg("n_outer", product([product([self.sizes[d] for d in e])
                                                       for e in self.red_entries[:-1]]))
-            self.n_inner = kw.arg("n_inner", product([self.sizes[d] for d in self.red_entries[-1]]))
+            self.n_inner_host = product([self.sizes[d] for d in self.red_entries[-1]])
+            self.n_inner = kw.arg("n_inner", self.n_inner_host)
         if single:
             self._single(bc)
         elif self.config["mode"] in ("split", "nested_split"):
@@ -228,17 +232,27 @@ class RowKernel:
             return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
         else:
             self._looped(bc)
+            self._align_test()
         grid = f"(triton.cdiv({rows_expr}, {self.config['BR']}),)"
         self.lines.append(kw.launch(grid, {"num_warps": str(self.config["num_warps"])}))
         return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
+
+    def _align_test(self) -> None:
+        """The host's ALIGN of a nested kernel: 4 where the innermost extent and every stride of an outer reduced
+        coordinate divide by 4 (then offsets and the mask run in whole groups of 4 elements), else 1."""
+        if not self.nested:
+            return
+        self.kw.helpers.add("_whole_fours")
+        sizes = ", ".join([self.n_inner_host, *self.space.quantized])
+        self.kw.prelude.append(wrap_call(f"{self.align_host} = _whole_fours({sizes})", width=108))
 
     def _columns(self, start: str | None, bc: str, end: str | None = None, outer: list[str] | None = None) -> None:
         """A block of columns from `start`; in the nested mode, of the innermost reduced coordinate, the outer
         ones being `outer` (scalars; None: the first, 0)."""
         kw = self.kw
         kw.line(f"cols = {start + ' + ' if start else ''}tl.arange(0, {bc})[None, :]")
-        if self.nested:
-            kw.line(f"col_ok = cols < {self.n_inner}")
+        if self.nested:  # ALIGN divides n_inner: each run of ALIGN lanes is in range or out of it as one
+            kw.line(f"col_ok = cols < ({self.n_inner} // ALIGN) * ALIGN")
             coords = (outer or ["0"] * (len(self.red_entries) - 1)) + ["cols"]
         else:
             kw.line(f"col_ok = cols < {end or self.n_cols}")
@@ -592,6 +606,7 @@ class RowKernel:
             kw.line("pass")
         kw.indent -= 1
 
+        self._align_test()
         indent = "        "
         self.lines.append(f"{indent}{split_host} = {self.config['SPLIT']}")
         self.lines.append(wrap_call(f"{indent}{partials} = torch.empty(({len(reductions)}, {rows_expr}, "
