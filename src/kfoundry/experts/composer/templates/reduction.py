@@ -213,18 +213,24 @@ class RowKernel:
         self.space = space
         self.access = Access(kw, self.host, space, self.merged)
         self.emitter = Emitter(kw, self.host, self.group, self.access)
-        if self.nested:  # the outer reduced coordinates are scalars of a loop: no lane axis, always in range
-            outer = len(self.outer_entries)
+        # a loop over blocks of one contiguous coordinate (the innermost reduced one) reads in whole fours where
+        # the host finds the sizes divide by 4: the other coordinates' strides and the block's end as multiples
+        # of ALIGN (_align_test)
+        self.aligned = self.nested or (self.config["mode"] in ("looped", "split") and len(self.red_entries) == 1)
+        if self.aligned:
             self.align_host = self.host.fresh("align")
             self.align = kw.constexpr("ALIGN", self.align_host)
+            self.extent_host = product([self.sizes[d] for d in self.red_entries[-1]])
+            for entry in range(len(space.dims) - 1):
+                space.quantum[entry] = self.align
+        if self.nested:  # the outer reduced coordinates are scalars of a loop: no lane axis, always in range
+            outer = len(self.outer_entries)
             for entry in range(outer, outer + len(self.red_entries) - 1):
                 space.masks[entry] = None
                 space.axes[entry] = None
-                space.quantum[entry] = self.align
             self.n_outer = kw.arg("n_outer", product([product([self.sizes[d] for d in e])
                                                       for e in self.red_entries[:-1]]))
-            self.n_inner_host = product([self.sizes[d] for d in self.red_entries[-1]])
-            self.n_inner = kw.arg("n_inner", self.n_inner_host)
+            self.n_inner = kw.arg("n_inner", self.extent_host)
         if single:
             self._single(bc)
         elif self.config["mode"] in ("split", "nested_split"):
@@ -238,12 +244,12 @@ class RowKernel:
         return KernelCode(kw.source(), self.lines, kw.helpers, kw.name)
 
     def _align_test(self) -> None:
-        """The host's ALIGN of a nested kernel: 4 where the innermost extent and every stride of an outer reduced
-        coordinate divide by 4 (then offsets and the mask run in whole groups of 4 elements), else 1."""
-        if not self.nested:
+        """The host's ALIGN: 4 where the innermost reduced extent and every stride read as a multiple of ALIGN
+        divide by 4 (then offsets and the mask run in whole groups of 4 elements), else 1."""
+        if not self.aligned:
             return
         self.kw.helpers.add("_whole_fours")
-        sizes = ", ".join([self.n_inner_host, *self.space.quantized])
+        sizes = ", ".join([self.extent_host, *self.space.quantized])
         self.kw.prelude.append(wrap_call(f"{self.align_host} = _whole_fours({sizes})", width=108))
 
     def _columns(self, start: str | None, bc: str, end: str | None = None, outer: list[str] | None = None) -> None:
@@ -255,7 +261,8 @@ class RowKernel:
             kw.line(f"col_ok = cols < ({self.n_inner} // ALIGN) * ALIGN")
             coords = (outer or ["0"] * (len(self.red_entries) - 1)) + ["cols"]
         else:
-            kw.line(f"col_ok = cols < {end or self.n_cols}")
+            bound = end or self.n_cols
+            kw.line(f"col_ok = cols < ({bound} // ALIGN) * ALIGN" if self.aligned else f"col_ok = cols < {bound}")
             coords = unravel(kw, "cols", self.red_entries, self.sizes, "r")
         self.space.coords[len(self.outer_entries):] = coords
 
