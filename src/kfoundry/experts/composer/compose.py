@@ -188,7 +188,8 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
         name = f"{group.anchor.attrs['kind'].split('_')[0].lower()}_steps_bm{config['BM']}_bn{config['BN']}" \
             f"_bk{config['BK']}_w{config['num_warps']}_{config['precision']}"
     else:
-        name = f"{group.kind}_b{config['BLOCK']}_w{config['num_warps']}"
+        name = f"{group.kind}_{'planar_' if config.get('mode') == 'planar' else ''}b{config['BLOCK']}" \
+            f"_w{config['num_warps']}"
     return name + (f"_{kernels}kernels" if kernels > 1 else "")
 
 

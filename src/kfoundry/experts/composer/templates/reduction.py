@@ -250,7 +250,7 @@ class RowKernel:
             return
         self.kw.helpers.add("_whole_fours")
         sizes = ", ".join([self.extent_host, *self.space.quantized])
-        self.kw.prelude.append(wrap_call(f"{self.align_host} = _whole_fours({sizes})", width=108))
+        self.kw.prelude.extend(wrap_call(f"{self.align_host} = _whole_fours({sizes})", width=108).split("\n"))
 
     def _columns(self, start: str | None, bc: str, end: str | None = None, outer: list[str] | None = None) -> None:
         """A block of columns from `start`; in the nested mode, of the innermost reduced coordinate, the outer
