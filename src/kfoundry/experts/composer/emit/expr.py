@@ -20,7 +20,7 @@ TL_DTYPES = {
 
 HELPERS = {
     "_whole_fours": '''def _whole_fours(*sizes):
-    """4 where every size divides by 4 (a nested row kernel then reads 16 bytes at a time), else 1."""
+    """4 where every size divides by 4 (the kernel then reads 16 bytes at a time), else 1."""
     return 4 if all(size % 4 == 0 for size in sizes) else 1
 ''',
     "_tanh": '''@triton.jit

@@ -118,6 +118,14 @@ class KernelWriter:
         return "\n".join([indent + line for line in (self.prelude if with_prelude else [])] + [launch])
 
 
+def whole_fours_test(kw: KernelWriter, align_host: str, extent_host: str, space: Space) -> None:
+    """The host line that sets a kernel's ALIGN (Space.quantum) before its launch: 4 where `extent_host` (the
+    innermost coordinate's extent) and every stride the kernel reads as a multiple of ALIGN divide by 4, else 1."""
+    kw.helpers.add("_whole_fours")
+    sizes = ", ".join([extent_host, *space.quantized])
+    kw.prelude.extend(wrap_call(f"{align_host} = _whole_fours({sizes})", width=108).split("\n"))
+
+
 def wrap_call(line: str, width: int = 116) -> str:
     """A long `... = f(a, b, c)` line broken after the top-level commas of its first call, the arguments
     lined up under its opening parenthesis."""

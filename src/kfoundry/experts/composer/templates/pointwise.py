@@ -27,7 +27,7 @@ from kfoundry.experts.composer.emit.kernel import (
     space_numel,
     space_sizes,
     unravel,
-    wrap_call,
+    whole_fours_test,
 )
 from kfoundry.experts.composer.plan.steps import Group, kernel_name
 from kfoundry.experts.composer.templates.device_limits import DeviceLimits, fit_configs, tile_need
@@ -107,9 +107,7 @@ def pointwise_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
     for value in group.exports:
         emitter.store(value, group.vmap[value], extra_mask="mask")
     if planar:
-        kw.helpers.add("_whole_fours")
-        sizes_text = ", ".join([plane_host, *space.quantized])
-        kw.prelude.extend(wrap_call(f"{align_host} = _whole_fours({sizes_text})", width=108).split("\n"))
+        whole_fours_test(kw, align_host, plane_host, space)
         grid = f"({planes_host} * triton.cdiv({plane_host}, {config['BLOCK']}),)"
     else:
         grid = f"(triton.cdiv({total}, {config['BLOCK']}),)"

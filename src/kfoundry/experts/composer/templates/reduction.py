@@ -38,6 +38,7 @@ from kfoundry.experts.composer.emit.kernel import (
     neutral_of,
     space_sizes,
     unravel,
+    whole_fours_test,
     wrap_call,
 )
 from kfoundry.experts.composer.ir.graph import Op, Value, category
@@ -246,11 +247,8 @@ class RowKernel:
     def _align_test(self) -> None:
         """The host's ALIGN: 4 where the innermost reduced extent and every stride read as a multiple of ALIGN
         divide by 4 (then offsets and the mask run in whole groups of 4 elements), else 1."""
-        if not self.aligned:
-            return
-        self.kw.helpers.add("_whole_fours")
-        sizes = ", ".join([self.extent_host, *self.space.quantized])
-        self.kw.prelude.extend(wrap_call(f"{self.align_host} = _whole_fours({sizes})", width=108).split("\n"))
+        if self.aligned:
+            whole_fours_test(self.kw, self.align_host, self.extent_host, self.space)
 
     def _columns(self, start: str | None, bc: str, end: str | None = None, outer: list[str] | None = None) -> None:
         """A block of columns from `start`; in the nested mode, of the innermost reduced coordinate, the outer
