@@ -124,3 +124,21 @@ def test_transposed_convolutions_run_by_output_phase(composed):
     assert "phase = 0" in same and "program_id(0) %" not in same  # stride 1: one phase, a program per tile
     depthwise = source.split("def _conv2d_relu6_2_kernel")[1].split("@triton.jit")[0]
     assert "tl.dot" not in depthwise and depthwise.count("acc += ") == 9  # the 3x3 taps, unrolled
+
+
+def test_the_epilogue_writes_a_samples_positions_as_one_aligned_run(composed):
+    """A row's output position is one coordinate of the epilogue, and ALIGN (4 where the positions and the other
+    strides divide by 4) tells Triton that runs of 4 rows are one sample's, aligned: it then stores 16 bytes a
+    lane (STG.E.128 on sm_90, benchmarks/sass_offline.py). Not where the rows are pooling windows or the phases
+    of a stride > 1. Both ALIGN cases are judged above: conv2d_relu's 5 x 4 positions (4), channels_last's 6 x 9
+    and 2 x 9 x 11 (1)."""
+    plain = first(composed["conv2d_relu"][0]).source
+    assert "flat_sample = ((rm // ALIGN) * ALIGN) // ((positions // ALIGN) * ALIGN)" in plain
+    assert "m_in = rm < (M // ALIGN) * ALIGN" in plain
+    assert "+ flat_position[:, None] * mul_s3" in plain and "mul_s2" not in plain  # H and W read as one
+    assert "align = _whole_fours(mul.shape[2] * mul.shape[3], mul.stride(0), mul.stride(1)," in plain
+    source = first(composed["phases_depthwise"][0]).source
+    same = source.split("def _conv_transpose2d_tanh_3_kernel")[1].split("@triton.jit")[0]
+    assert "flat_position" in same and "< out_size" not in same  # stride 1: every row an output position
+    up = source.split("def _conv_transpose2d_clamp_0_kernel")[1].split("@triton.jit")[0]
+    assert "flat_position" not in up and "ALIGN" not in up  # stride 2: a tile's rows are every other position

@@ -32,10 +32,13 @@ from kfoundry.experts.composer.emit.kernel import (
     KernelCode,
     KernelWriter,
     Space,
+    accesses_of,
     allocate,
+    merge_dims,
     rest_after,
     space_sizes,
     unravel,
+    whole_fours_test,
 )
 from kfoundry.experts.composer.ir.graph import number
 from kfoundry.experts.composer.plan.amplification import amplification_fails
@@ -259,6 +262,10 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
             covered = [f"{p} * {k}" for p, k in zip(pooled_host, windows.kernel)]
             positions_host += f" + {product(spatial_host)} - {product(covered)}"
     plain_rows = windows is None or phase_windows
+    spatial, merged = _flat_spatial(group, nd, phases, strides, windows)
+    if spatial is not None:  # the epilogue reads and writes a sample's positions as one run (_flat_spatial)
+        align_host = host.fresh("align")
+        kw.constexpr("ALIGN", align_host)
     if statistics is None and plain_rows:
         m_total_host = product([row_sizes[0]] + [row_sizes[2 + d] for d in range(nd)])
         m_total = kw.arg("M", m_total_host)
@@ -300,7 +307,14 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     if statistics is None and plain_rows:
         coords = unravel(kw, "rm", [[0]] + [[2 + d] for d in range(nd)], row_sizes, prefix)
         sample, positions = coords[0], coords[1:]
-        rows_in = f"rm < {m_total}"
+        rows_in = f"rm < ({m_total} // ALIGN) * ALIGN" if spatial is not None else f"rm < {m_total}"
+        if spatial is not None:
+            # the sample of each run of ALIGN rows, which the host found lie in one sample (ALIGN divides the
+            # positions), and the row's position in it: Triton then knows the runs are whole and aligned
+            positions_arg = kw.arg("positions", positions_host)
+            flat_sample, flat_position = kw.local("flat_sample"), kw.local("flat_position")
+            kw.line(f"{flat_sample} = ((rm // ALIGN) * ALIGN) // (({positions_arg} // ALIGN) * ALIGN)")
+            kw.line(f"{flat_position} = rm - {flat_sample} * (({positions_arg} // ALIGN) * ALIGN)")
     else:
         padded, position, sample = kw.local("padded"), kw.local("position"), kw.local(f"{prefix}0")
         kw.line(f"{padded} = {sample_rows}")
@@ -310,7 +324,11 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         else:
             kw.line(f"{sample} = rm // {padded}")
             kw.line(f"{position} = rm % {padded}")
-        rows_in = f"(rm < {m_total}) & ({position} < {positions_arg})"
+        if spatial is not None:  # the tile's sample is one scalar and its positions one aligned run
+            flat_sample, flat_position = sample, position
+            rows_in = f"(rm < {m_total}) & ({position} < ({positions_arg} // ALIGN) * ALIGN)"
+        else:
+            rows_in = f"(rm < {m_total}) & ({position} < {positions_arg})"
         if plain_rows:
             positions = unravel(kw, position, [[2 + d] for d in range(nd)], row_sizes, prefix)
         else:
@@ -335,9 +353,11 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         for d in range(nd):
             o = kw.local(f"o{d}")
             kw.line(f"{o} = {quotients[d]} * {strides[d]} + {phase_of[d]}")
-            in_phase.append(f"({o} < {out_sizes[d]})")
+            if strides[d] != 1:  # at stride 1 the one phase's rows are the output's: all in range
+                in_phase.append(f"({o} < {out_sizes[d]})")
             positions.append(o)
-        kw.line(f"m_in = {'m_rows' if phase_windows else 'm_in'} & {' & '.join(in_phase)}")
+        if in_phase:
+            kw.line(f"m_in = {'m_rows' if phase_windows else 'm_in'} & {' & '.join(in_phase)}")
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
     scales: list[str] = []
     if layout in ("channels_last", "taps") and not transposed:
@@ -354,14 +374,27 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     kw.line("m_ok = m_in[:, None]")
     kw.line("n_ok = n_in[None, :]")
     entries, ecoords, masks, axes = [], [], [], []
-    for d, coord, mask in [(0, f"{sample}[:, None]", "m_ok"), (1, "oc[None, :]", "n_ok")] + \
-            [(2 + d, f"{positions[d]}[:, None]", "m_ok") for d in range(nd)]:
+    if spatial is not None:
+        sample_coord = f"{flat_sample}[:, None]" if statistics is None else flat_sample  # a tile's one sample
+        dims = [(0, sample_coord, "m_ok"), (1, "oc[None, :]", "n_ok")]
+    else:
+        dims = [(0, f"{sample}[:, None]", "m_ok"), (1, "oc[None, :]", "n_ok")] + \
+            [(2 + d, f"{positions[d]}[:, None]", "m_ok") for d in range(nd)]
+    for d, coord, mask in dims:
         if group.space[d] != 1:
             entries.append([d])
             ecoords.append(coord)
             masks.append(mask)
             axes.append("n" if d == 1 else "m")
-    access = Access(kw, host, Space(entries, ecoords, masks, axes, TILE_ZEROS, TILE_MASKS))
+    if spatial is not None:
+        entries.append(spatial)
+        ecoords.append(f"{flat_position}[:, None]")
+        masks.append("m_ok")
+        axes.append("m")
+    space = Space(entries, ecoords, masks, axes, TILE_ZEROS, TILE_MASKS)
+    if spatial is not None:
+        space.quantum = {entry: "ALIGN" for entry in range(len(entries) - 1)}
+    access = Access(kw, host, space, merged - set(group.exports))
     emitter = Emitter(kw, host, group, access)
     emitter.bind(out, "acc", {"m", "n"})
     epilogue(emitter, access, group, 1, cout_group)
@@ -373,12 +406,31 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     elif windows is not None:
         _store_windows(kw, host, lines, emitter, windows, padded, kw.arg("n_windows", product(pooled_host)), samples,
                        sizes[1], tiles if statistics is not None else None)
+    if spatial is not None:
+        whole_fours_test(kw, align_host, positions_host, space)
     tiles = tile_grid(m_total_host, cout_group_host, config)
     if grid_phases > 1:
         tiles = f"{tiles} * {grid_phases}"
     lines.append(kw.launch(f"lambda META: ({tiles}, {groups})",
                            {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
+
+
+def _flat_spatial(group: Group, nd: int, phases: bool, strides: list[int], windows
+                  ) -> tuple[list[int] | None, set]:
+    """The output's spatial dims as one coordinate of the epilogue (a sample's position), where every tensor it
+    reads or writes holds them contiguously (merge_dims; leaves are passed `.contiguous()`) and a row is one
+    output position: not for pooling windows, nor for a transposed conv's phases of stride > 1. A tile's rows of
+    one sample are then consecutive elements, which Triton stores 16 bytes at a time where the host finds the
+    positions and the other strides divide by 4 (ALIGN). Returns the dims (None where they stay apart) and the
+    tensors read through them."""
+    if windows is not None or (phases and any(s != 1 for s in strides)):
+        return None, set()
+    dims = [2 + d for d in range(nd) if group.space[2 + d] != 1]
+    if not dims:
+        return None, set()
+    entries, merged = merge_dims([dims], accesses_of(group), group.space)
+    return (dims, merged) if entries == [dims] else (None, set())
 
 
 def _gather_moments(kw: KernelWriter, host: HostContext, lines: list[str], emitter: Emitter, statistics,
