@@ -185,7 +185,7 @@ def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict
     precisions = dot_precisions(precision, tolerance, tf32_fair=True)
     cout = channels_per_group(group)[1]
     if fma_fits(group):
-        bn = "full" if group.reduced else min(64, max(2, _next_power_of_2(cout)))
+        bn = "full" if group.reduced else min(64, _next_power_of_2(cout))
         tiles = [dict(t, BN=bn) for t in FMA_TILES]
         return [dict(t, precision="default", layout="fma") for t in tiles]
     # the phase loop's rows go phase by phase, not window by window (plan/window_store.py): it takes pooling windows
