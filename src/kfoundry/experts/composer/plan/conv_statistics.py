@@ -51,7 +51,9 @@ def with_conv_statistics(plan: Plan) -> Plan | None:
             if statistics is None:
                 continue
             own[id(conv)].statistics = statistics
-            steps[steps.index(own[id(row)])] = _without_statistics(row, statistics)
+            applied = _without_statistics(row, statistics)
+            steps[steps.index(own[id(row)])] = applied
+            _apply_in_next_row(plan, steps, applied)
             finish = Group("moments", 0, tuple(statistics.mean.out.shape), anchor=statistics.mean,
                            exports=[statistics.mean.out] + [v.out for v in statistics.variances],
                            shaped=statistics.mean.out, statistics=statistics)
@@ -59,6 +61,34 @@ def with_conv_statistics(plan: Plan) -> Plan | None:
             found = True
             break
     return renumbered(plan, steps) if found else None
+
+
+def _apply_in_next_row(plan: Plan, steps: list, applied: Group) -> None:
+    """Where the norm's apply (a pointwise kernel once its moments come from the conv) computes one tensor that only
+    a later row kernel of the same space reads, element for element, the apply's ops run in that row kernel instead
+    (BatchNorm then a max over channels): the normalised tensor is never written and read back."""
+    if applied.kind != "pointwise" or len(applied.exports) != 1:
+        return
+    x = applied.exports[0]
+    users = plan.graph.users().get(x, [])
+    if x in plan.graph.outputs or not users:
+        return
+    rows = [s for s in steps if isinstance(s, Group) and s.kind == "row" and s.index > applied.index
+            and any(op in s.ops for op in users)]
+    if len(rows) != 1:
+        return
+    row = rows[0]
+    reads = [(op, i) for op in row.ops for i, arg in enumerate(op.args) if arg is x]
+    if row.space != applied.space or x in row.vmap or any(op not in row.ops for op in users) or \
+            any(row.leaf_map(op, i) != applied.vmap[x] for op, i in reads):
+        return
+    merged = copy.copy(row)
+    merged.ops = list(applied.ops) + list(row.ops)
+    merged.vmap = {**applied.vmap, **row.vmap}
+    merged.leaf_maps = {**applied.leaf_maps, **{(id(op), i): m for (op_id, i), m in row.leaf_maps.items()
+                                                 for op in row.ops if id(op) == op_id and op.args[i] is not x}}
+    steps[steps.index(row)] = merged
+    steps.remove(applied)
 
 
 def _statistics(plan: Plan, conv: Group, row: Group) -> Statistics | None:
