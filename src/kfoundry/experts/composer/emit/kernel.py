@@ -118,6 +118,12 @@ class KernelWriter:
         return "\n".join([indent + line for line in (self.prelude if with_prelude else [])] + [launch])
 
 
+def rounded_down(expr: str, quantum: str = "ALIGN") -> str:
+    """`expr` as a multiple of the constexpr `quantum` (Space.quantum): equal to it where the host set the quantum
+    to a divisor of it, and then known to Triton to divide by it."""
+    return f"({expr} // {quantum}) * {quantum}"
+
+
 def whole_fours_test(kw: KernelWriter, align_host: str, extent_host: str, space: Space) -> None:
     """The host line that sets a kernel's ALIGN (Space.quantum) before its launch: 4 where `extent_host` (the
     innermost coordinate's extent) and every stride the kernel reads as a multiple of ALIGN divide by 4, else 1."""
@@ -205,7 +211,7 @@ class Access:
             stride = self.kw.arg(f"{base}_s{inside[-1]}", f"{host_name}.stride({inside[-1]})")
             quantum = self.space.quantum.get(entry) if along_last else None
             if quantum:
-                stride = f"(({stride} // {quantum}) * {quantum})"
+                stride = f"({rounded_down(stride, quantum)})"
                 if f"{host_name}.stride({inside[-1]})" not in self.space.quantized:
                     self.space.quantized.append(f"{host_name}.stride({inside[-1]})")
             terms.append(f"{self.space.coords[entry]} * {stride}")

@@ -85,8 +85,9 @@ def _apply_in_next_row(plan: Plan, steps: list, applied: Group) -> None:
     merged = copy.copy(row)
     merged.ops = list(applied.ops) + list(row.ops)
     merged.vmap = {**applied.vmap, **row.vmap}
-    merged.leaf_maps = {**applied.leaf_maps, **{(id(op), i): m for (op_id, i), m in row.leaf_maps.items()
-                                                 for op in row.ops if id(op) == op_id and op.args[i] is not x}}
+    computed_here = {(id(op), i) for op, i in reads}  # x is no longer read from memory
+    merged.leaf_maps = {**applied.leaf_maps,
+                        **{key: m for key, m in row.leaf_maps.items() if key not in computed_here}}
     steps[steps.index(row)] = merged
     steps.remove(applied)
 

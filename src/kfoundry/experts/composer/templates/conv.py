@@ -36,6 +36,7 @@ from kfoundry.experts.composer.emit.kernel import (
     allocate,
     merge_dims,
     rest_after,
+    rounded_down,
     space_sizes,
     unravel,
     whole_fours_test,
@@ -307,14 +308,16 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     if statistics is None and plain_rows:
         coords = unravel(kw, "rm", [[0]] + [[2 + d] for d in range(nd)], row_sizes, prefix)
         sample, positions = coords[0], coords[1:]
-        rows_in = f"rm < ({m_total} // ALIGN) * ALIGN" if spatial is not None else f"rm < {m_total}"
         if spatial is not None:
             # the sample of each run of ALIGN rows, which the host found lie in one sample (ALIGN divides the
             # positions), and the row's position in it: Triton then knows the runs are whole and aligned
-            positions_arg = kw.arg("positions", positions_host)
+            rows_in = f"rm < {rounded_down(m_total)}"
+            whole_positions = f"({rounded_down(kw.arg('positions', positions_host))})"
             flat_sample, flat_position = kw.local("flat_sample"), kw.local("flat_position")
-            kw.line(f"{flat_sample} = ((rm // ALIGN) * ALIGN) // (({positions_arg} // ALIGN) * ALIGN)")
-            kw.line(f"{flat_position} = rm - {flat_sample} * (({positions_arg} // ALIGN) * ALIGN)")
+            kw.line(f"{flat_sample} = ({rounded_down('rm')}) // {whole_positions}")
+            kw.line(f"{flat_position} = rm - {flat_sample} * {whole_positions}")
+        else:
+            rows_in = f"rm < {m_total}"
     else:
         padded, position, sample = kw.local("padded"), kw.local("position"), kw.local(f"{prefix}0")
         kw.line(f"{padded} = {sample_rows}")
@@ -326,7 +329,7 @@ def conv_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
             kw.line(f"{position} = rm % {padded}")
         if spatial is not None:  # the tile's sample is one scalar and its positions one aligned run
             flat_sample, flat_position = sample, position
-            rows_in = f"(rm < {m_total}) & ({position} < ({positions_arg} // ALIGN) * ALIGN)"
+            rows_in = f"(rm < {m_total}) & ({position} < {rounded_down(positions_arg)})"
         else:
             rows_in = f"(rm < {m_total}) & ({position} < {positions_arg})"
         if plain_rows:

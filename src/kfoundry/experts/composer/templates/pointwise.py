@@ -27,6 +27,7 @@ from kfoundry.experts.composer.emit.kernel import (
     space_numel,
     space_sizes,
     unravel,
+    rounded_down,
     whole_fours_test,
 )
 from kfoundry.experts.composer.plan.steps import Group, kernel_name
@@ -88,7 +89,7 @@ def pointwise_kernel(group: Group, host: HostContext, config: dict) -> KernelCod
         kw.line(f"{blocks} = tl.cdiv({n}, {block})")
         kw.line(f"plane = pid // {blocks}")
         kw.line(f"offs = (pid % {blocks}) * {block} + tl.arange(0, {block})")
-        kw.line(f"mask = offs < ({n} // ALIGN) * ALIGN")
+        kw.line(f"mask = offs < {rounded_down(n)}")
         coords = unravel(kw, "plane", entries[:-1], sizes, "i") + ["offs"]
         outer = len(entries) - 1
         space = Space(entries, coords, [None] * outer + ["mask"], [None] * outer + ["flat"], {"flat": "offs * 0"},

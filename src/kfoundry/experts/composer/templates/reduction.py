@@ -38,6 +38,7 @@ from kfoundry.experts.composer.emit.kernel import (
     neutral_of,
     space_sizes,
     unravel,
+    rounded_down,
     whole_fours_test,
     wrap_call,
 )
@@ -256,11 +257,11 @@ class RowKernel:
         kw = self.kw
         kw.line(f"cols = {start + ' + ' if start else ''}tl.arange(0, {bc})[None, :]")
         if self.nested:  # ALIGN divides n_inner: each run of ALIGN lanes is in range or out of it as one
-            kw.line(f"col_ok = cols < ({self.n_inner} // ALIGN) * ALIGN")
+            kw.line(f"col_ok = cols < {rounded_down(self.n_inner)}")
             coords = (outer or ["0"] * (len(self.red_entries) - 1)) + ["cols"]
         else:
             bound = end or self.n_cols
-            kw.line(f"col_ok = cols < ({bound} // ALIGN) * ALIGN" if self.aligned else f"col_ok = cols < {bound}")
+            kw.line(f"col_ok = cols < {rounded_down(bound) if self.aligned else bound}")
             coords = unravel(kw, "cols", self.red_entries, self.sizes, "r")
         self.space.coords[len(self.outer_entries):] = coords
 
