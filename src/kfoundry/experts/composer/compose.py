@@ -16,7 +16,7 @@ from kfoundry.errors import ProblemError
 from kfoundry.problem import on_host
 from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
-from kfoundry.experts.composer.genome import REDUCTION_APART, Genome, GenomeSpace
+from kfoundry.experts.composer.genome import REDUCTION_APART, TAIL_IN_ROW, Genome, GenomeSpace
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.plan.steps import Group, Plan, describe_groups
@@ -336,6 +336,7 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     graph = with_recurrences(copy_unwritten_outputs(captured.graph))
     # planning rewrites the graph: a second plan starts from a copy of it
     unplanned = copy.deepcopy(graph) if _tile_reduction_likely(graph) else None
+    tailed = copy.deepcopy(graph) if unplanned is not None else None
     the_plan = plan_rolled(graph)
     if not the_plan.groups:
         return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
@@ -346,6 +347,12 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     plans = {key: p for key, p in ((("moments", "pooled"), gathered and with_pooling_before_store(gathered)),
                                    (("moments",), gathered), (("pooled",), with_pooling_before_store(the_plan)),
                                    ((), the_plan)) if p is not None}
+    # a costly function ending a product's epilogue, computed in the norm's row kernel instead, is also first: which
+    # side of the boundary pays less is for the GPU to say (on the H200, erf-GELU cost conv_suite 18's conv kernel
+    # about a third of its time)
+    tails = plan(tailed, tails_in_rows=True) if tailed is not None and not the_plan.loops else None
+    if tails is not None:
+        plans[(TAIL_IN_ROW,)] = tails
     first = list(plans)  # the plans of the first variants; a reduction kept apart is the genome experts' to try
     if unplanned is not None and not the_plan.loops and any(g.reduced for g in the_plan.groups if g.anchor):
         plans[(REDUCTION_APART,)] = plan(unplanned, tile_reductions=False)
@@ -392,7 +399,8 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
 
 
 def _tile_reduction_likely(graph: Graph) -> bool:
-    """A GEMM or convolution and a reduction in one graph: a plan may reduce in the product's epilogue."""
+    """A GEMM or convolution and a reduction in one graph: a plan may reduce in the product's epilogue, or move a
+    costly tail of it to the row kernel after it."""
     kinds = {category(op.name) for op in graph.ops}
     return "reduction" in kinds and bool(kinds & {"gemm", "conv"})
 

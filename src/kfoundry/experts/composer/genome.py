@@ -1,7 +1,8 @@
 """The composer's decisions for one candidate as a genome, and the space of a problem's genomes.
 
 A genome holds every choice behind a composed candidate: which of the composer's plans it uses (the fusions
-switched on: a norm's statistics gathered in the conv epilogue, pooling before the conv's store), each
+switched on: a norm's statistics gathered in the conv epilogue, pooling before the conv's store; or off: a
+reduction, or a costly function ending the epilogue, moved to a kernel after it), each
 kernel's configuration (tiles, warps, stages, the dot's precision, a conv's layout; whatever its template
 offers, split-K and persistence included), and whether the forward replays from a CUDA graph. The space knows
 each plan's kernels and the configurations each may take (fitted to the device's limits, precisions the
@@ -23,7 +24,8 @@ from kfoundry.source_identity import source_hash
 
 PlanKey = tuple[str, ...]  # the plan's switches from the plain plan (); sorted
 REDUCTION_APART = "reduction_apart"  # a reduction over a product's features in a kernel of its own, not its epilogue
-APART = frozenset({REDUCTION_APART})  # switches that split a kernel; the others fuse two
+TAIL_IN_ROW = "tail_in_row"  # a costly function ending a product's epilogue computed in the norm's row kernel instead
+APART = frozenset({REDUCTION_APART, TAIL_IN_ROW})  # switches that move work out of a kernel; the others fuse two
 Options = dict[str, list[dict]]  # kernel name -> the configurations it may take
 MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "accurate", "layout", "config")
 ENUMERABLE = 4096  # spaces up to this size are listed whole: exhaustion is then exact

@@ -53,6 +53,7 @@ VIEWS = frozenset({"reshape", "permute", "transpose", "unsqueeze", "squeeze", "e
 # sym_attr(path=): a number the module holds (self.scale, self.norm.num_groups), read when forward runs
 SYMS = frozenset({"sym_size", "sym_numel", "sym_dim", "sym_attr", "sym_add", "sym_sub", "sym_mul", "sym_floordiv",
                   "sym_mod", "sym_neg", "sym_truediv", "sym_pow"})
+RESHAPES = frozenset({"reshape", "flatten", "unsqueeze", "squeeze"})  # views that keep the element order
 SHAPE_QUERIES = frozenset({"sym_size", "sym_numel"})  # they read a tensor's shape, which the host computes itself
 ALL_OPS = POINTWISE | REDUCTIONS | GEMMS | CONVS | POOLS | SCANS | LAYOUTS | RECURRENT | VIEWS | SYMS
 

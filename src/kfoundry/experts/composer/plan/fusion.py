@@ -27,6 +27,7 @@ from kfoundry.experts.composer.ir.graph import (
     INPUT,
     PARAM,
     POINTWISE,
+    RESHAPES,
     SYM,
     TENSOR,
     Graph,
@@ -40,6 +41,7 @@ from kfoundry.experts.composer.plan.concat import computed, sink_through_cats
 from kfoundry.experts.composer.plan.scans import directed_scans
 from kfoundry.experts.composer.plan.sizes import SameSizes
 from kfoundry.experts.composer.plan.steps import Group, HostStep, Map, Plan, name_groups
+from kfoundry.experts.composer.plan.tails import raised_tails
 
 SEALED = ("scan", "recurrent")  # kernels nothing fuses into
 TILE_REDUCTION_MAX = 512  # widest output-channel extent a GEMM / convolution epilogue reduces in one tile
@@ -389,9 +391,6 @@ def _split_off(group: Group, value: Value) -> Group | None:
     return split
 
 
-RESHAPES = frozenset({"reshape", "flatten", "unsqueeze", "squeeze"})
-
-
 def sink_views(graph: Graph) -> Graph:
     """Move views below the pointwise ops that read them (f(view(v), w) = view(f(v, w')), so that the ops join
     the kernel that computes v: GroupNorm's view back to (N, C, H, W) no longer splits it from the activation
@@ -510,7 +509,11 @@ def substituted(arg, replace: dict):
     return arg
 
 
-def plan(graph: Graph, tile_reductions: bool = True) -> Plan:
-    """Cut the graph into kernels and host steps, in execution order (`tile_reductions`: Planner's)."""
-    graph = sink_through_cats(directed_scans(graph))
-    return Planner(sink_views(common_subexpressions(trivial_reductions(graph))), tile_reductions).plan()
+def plan(graph: Graph, tile_reductions: bool = True, tails_in_rows: bool = False) -> Plan | None:
+    """Cut the graph into kernels and host steps, in execution order (`tile_reductions`: Planner's).
+    `tails_in_rows`: a costly tail of a product's epilogue runs in the norm's row kernel after it (plan/tails.py);
+    None where the graph has no such tail."""
+    graph = sink_views(common_subexpressions(trivial_reductions(sink_through_cats(directed_scans(graph)))))
+    if tails_in_rows and not raised_tails(graph):
+        return None
+    return Planner(graph, tile_reductions).plan()

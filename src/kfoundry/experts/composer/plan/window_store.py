@@ -17,8 +17,8 @@ import copy
 import math
 from dataclasses import dataclass
 
-from kfoundry.experts.composer.ir.graph import Op, Value, category
-from kfoundry.experts.composer.plan.fusion import RESHAPES, own_map, view_root
+from kfoundry.experts.composer.ir.graph import RESHAPES, Op, Value, category
+from kfoundry.experts.composer.plan.fusion import own_map, view_root
 from kfoundry.experts.composer.plan.steps import Group, Plan, renumbered
 
 MAX_WINDOW_ROWS = 16  # a window's rows in a tile (its volume, rounded up to a power of two): at most the least BM
