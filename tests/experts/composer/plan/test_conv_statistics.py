@@ -32,8 +32,11 @@ CASES = {
                   "torch.nn.functional.silu(self.gn(y))"),
     # the norm's apply runs in the row kernel of the max over channels after it (APPLIED_IN_ROW)
     "batchnorm_channel_max": (CONV2D, "torch.sigmoid(torch.amax(self.bn(y), dim=1))"),
+    # and in the mean over all but the batch after GroupNorm's view back to (N, C, H, W): the mean reads the
+    # grouped view instead (fusion.reductions_through_views)
+    "groupnorm_mean": (CONV2D, "self.gn(y).mean(dim=(1, 2, 3))"),
 }
-APPLIED_IN_ROW = {"batchnorm_channel_max"}
+APPLIED_IN_ROW = {"batchnorm_channel_max", "groupnorm_mean"}
 
 
 # judged with the guard's every run; the other cases (each judged as two variants or more) for their correctness,
@@ -86,7 +89,7 @@ def test_the_conv_epilogue_gathers_the_norms_moments(composed, case):
     if case in APPLIED_IN_ROW:  # the normalised tensor is never written: one row kernel applies the norm and reduces
         assert "def _pointwise_" not in source and source.count("def _row_") == 1
         row = source.split("def _row_")[1].split("@triton.jit")[0]
-        assert "rsqrt" in row and "tl.max(" in row
+        assert "rsqrt" in row and ("tl.max(" in row if "max" in case else "tl.sum(" in row)
     else:
         assert "def _row_" not in source  # the norm's pass over the conv output is gone
     sources = _judged_sources(case, result)

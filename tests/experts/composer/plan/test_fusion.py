@@ -3,7 +3,7 @@
 import torch
 
 from kfoundry.experts.composer.ir.builder import GraphBuilder
-from kfoundry.experts.composer.plan.fusion import common_subexpressions, plan, sink_views
+from kfoundry.experts.composer.plan.fusion import common_subexpressions, plan, reductions_through_views, sink_views
 from kfoundry.experts.composer.plan.steps import HostStep
 
 
@@ -142,6 +142,43 @@ def test_views_sink_below_binary_ops_with_a_same_shaped_partner():
     views = [s.op for s in the_plan.steps if isinstance(s, HostStep) and s.op.name == "reshape"]
     assert any(v.args[0] is residual for v in views)  # the residual is read regrouped like the norm's input
     assert views[-1].out is out
+
+
+def _regrouped(sizes):
+    """A (2, 4, 3, 5) input reshaped to `sizes`: the builder and the view."""
+    b = GraphBuilder()
+    x = b.input("x", 0, torch.randn(2, 4, 3, 5))
+    return b, x, b.op("reshape", [b.op("exp", [x])], sizes=sizes)
+
+
+def test_a_reduction_over_a_views_trailing_dims_reads_its_source():
+    b, x, view = _regrouped((2, 2, 2, 15))
+    total = b.op("sum", [view], dims=(1, 2, 3), keepdim=False)  # everything but the kept first dim
+    tail = b.op("amax", [view], dims=(-1, -2), keepdim=False)  # the view's (2, 2) before them is not the source's
+    b.graph.outputs = [total, tail]
+    graph = reductions_through_views(b.graph)
+    source = view.producer.args[0]
+    assert total.producer.args[0] is source and total.producer.attrs["dims"] == (1, 2, 3)
+    assert tail.producer.args[0] is view
+    assert graph.ops.count(view.producer) == 1  # still read by the max
+    # in the plan, the sum joins the kernel of the exp (a row kernel over the source's space), the view is gone
+    b2, x2, view2 = _regrouped((2, 60))
+    mean = b2.op("mean", [view2], dims=(1,), keepdim=False)
+    b2.graph.outputs = [mean]
+    the_plan = plan(b2.graph)
+    assert kinds(the_plan) == [("row", ["exp", "mean"])] and the_plan.groups[0].reduced == (1, 2, 3)
+    assert not any(isinstance(s, HostStep) and s.op.name == "reshape" for s in the_plan.steps)
+
+
+def test_reductions_that_keep_dims_or_split_a_kept_dim_read_the_view():
+    b, x, view = _regrouped((2, 60))
+    kept = b.op("sum", [view], dims=(1,), keepdim=True)  # (2, 1): its shape is the view's
+    b3, x3, view3 = _regrouped((8, 15))  # the first dim of the view is not the source's
+    split = b3.op("sum", [view3], dims=(1,), keepdim=False)
+    b.graph.outputs, b3.graph.outputs = [kept], [split]
+    reductions_through_views(b.graph)
+    reductions_through_views(b3.graph)
+    assert kept.producer.args[0] is view and split.producer.args[0] is view3
 
 
 def test_reductions_over_size_one_dims_are_the_identity():

@@ -66,7 +66,8 @@ def with_conv_statistics(plan: Plan) -> Plan | None:
 def _apply_in_next_row(plan: Plan, steps: list, applied: Group) -> None:
     """Where the norm's apply (a pointwise kernel once its moments come from the conv) computes one tensor that only
     a later row kernel of the same space reads, element for element, the apply's ops run in that row kernel instead
-    (BatchNorm then a max over channels): the normalised tensor is never written and read back."""
+    (BatchNorm then a max over channels; GroupNorm then a mean over all but the batch, which reads the grouped view):
+    the normalised tensor is never written and read back."""
     if applied.kind != "pointwise" or len(applied.exports) != 1:
         return
     x = applied.exports[0]

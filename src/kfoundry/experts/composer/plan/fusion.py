@@ -469,6 +469,28 @@ def trivial_reductions(graph: Graph) -> Graph:
     return graph
 
 
+def reductions_through_views(graph: Graph) -> Graph:
+    """A sum, mean, max or min over the trailing dims of a reshape of a kernel's result that keeps the dims before
+    them reduces the source over its trailing dims instead (GroupNorm's view back to (N, C, D, H, W), then a mean over all
+    but N): the same elements, in a space the kernel computing the source shares, so that a norm's apply can run
+    in the reduction's kernel (plan/conv_statistics.py) and the normalised tensor is never written."""
+    for op in graph.ops:
+        if op.name not in ("sum", "mean", "amax", "amin") or op.attrs.get("keepdim") or op.attrs.get("correction"):
+            continue
+        view = op.args[0]
+        if view.producer is None or view.producer.name not in RESHAPES:
+            continue
+        source = view.producer.args[0]
+        dims = norm_dims(op.attrs["dims"], view.rank)
+        first = min(dims, default=view.rank)
+        # a kernel's result (laid out as its shape): the source's trailing dims are then one run, as the view's
+        if computed(source) and set(dims) == set(range(first, view.rank)) and first < source.rank and \
+                tuple(source.shape[:first]) == tuple(view.shape[:first]):
+            op.args = [source, *op.args[1:]]
+            op.attrs = dict(op.attrs, dims=tuple(range(first, source.rank)))
+    return dead_code_eliminated(graph)
+
+
 def common_subexpressions(graph: Graph) -> Graph:
     """One op where the graph computes the same thing twice (logsumexp's max beside softmax's, a size read
     twice), so that a kernel does not redo it."""
@@ -513,7 +535,8 @@ def plan(graph: Graph, tile_reductions: bool = True, tails_in_rows: bool = False
     """Cut the graph into kernels and host steps, in execution order (`tile_reductions`: Planner's).
     `tails_in_rows`: a costly tail of a product's epilogue runs in the norm's row kernel after it (plan/tails.py);
     None where the graph has no such tail."""
-    graph = sink_views(common_subexpressions(trivial_reductions(sink_through_cats(directed_scans(graph)))))
+    graph = reductions_through_views(sink_views(common_subexpressions(trivial_reductions(
+        sink_through_cats(directed_scans(graph))))))
     if tails_in_rows and not raised_tails(graph):
         return None
     return Planner(graph, tile_reductions).plan()
