@@ -54,7 +54,11 @@ def moments_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     part = kw.arg("moments_ptr", partials.buffer)
     mean_out = statistics.mean.out
     rows_host = f"{host.name(mean_out)}.numel()"
-    cg = kw.arg("channels_per_row", str(statistics.channels_per_row))
+    # channels in a row: the norm's rows of a sample split its channels (GroupNorm's channels per group, read from
+    # the row count at call time: a candidate holds at other channel and group counts); one for BatchNorm
+    per_row = f"{partials.channels} * {partials.samples} // {rows_host}" if statistics.per_sample else \
+        str(statistics.channels_per_row)
+    cg = kw.arg("channels_per_row", per_row)
     span = kw.arg("span", f"{partials.tiles} * {partials.phases}")  # entries of one channel of one sample
     samples = kw.arg("n_samples", partials.samples)
     block = kw.constexpr("BLOCK", str(config["BLOCK"]))
