@@ -1,8 +1,8 @@
 """The programmatic suite: `kfoundry optimize --llm none` with a fixed budget, against eager and torch.compile.
 
 Every problem of benchmarks/suite/ gets a search with no LLM (the composer and the tuner alone) and a fixed number
-of evaluations; then one table: eager, torch.compile and our times, both speedups, the evaluations used, and the
-summary the issue asks for (the correct fraction of the suite, our geomean speedup over eager against
+of evaluations; then one table: eager, torch.compile and our times, both speedups, the evaluations used, whether
+the best held when its run judged it at other sizes, and the summary the issue asks for (the correct fraction of the suite, our geomean speedup over eager against
 torch.compile's on the same problems, and over all problems).
 
 It runs `kfoundry bench SUITE --method optimize` through the Python API (kfoundry.bench.runner.run_bench with a
@@ -148,6 +148,7 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
             "speedup_reduce_overhead": (extra["reduce_overhead_ms"] / ours_ms
                                         if extra.get("reduce_overhead_ms") and ours_ms else None),
             "graph_replays": extra.get("graph_replays"),
+            "other_sizes": extra.get("other_sizes") if correct else None,
             **floor_fields(floor, ours_ms, eager_ms, compile_ms),
             "message": p.get("message", ""),
             "run_dir": p.get("run_dir"),
@@ -218,6 +219,11 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "improved": sum(g > 1.0 for g in gains),
         },
         "floor": floor_metrics(rows),
+        "other_sizes": {
+            "checked": sum(_holds(r) is not None for r in correct),
+            "hold": sum(_holds(r) is True for r in correct),
+            "fail": [r["name"] for r in correct if _holds(r) is False],
+        },
         "autotune": {
             "ours_vs": geomean(r["speedup_autotune"] for r in solved if r.get("speedup_autotune") is not None),
             "over": sum(r.get("speedup_autotune") is not None for r in solved),
@@ -230,6 +236,11 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "ours_at_least_compile_all": _at_least(ours_all, compile_all),
         },
     }
+
+
+def _holds(row: dict[str, Any]) -> bool | None:
+    """Whether the problem's best held at the other sizes its run judged it at; None where none were judged."""
+    return (row.get("other_sizes") or {}).get("holds")
 
 
 def _at_least(ours: float | None, theirs: float | None) -> bool | None:
@@ -255,7 +266,7 @@ def _verdict(value: bool | None) -> str:
 
 
 COLUMNS = ("#", "problem", "status", "eager ms", "compile ms", "ours ms", "vs eager", "vs compile",
-           "compile vs eager", "evals", "correct")
+           "compile vs eager", "evals", "correct", "other sizes")
 LEFT = {"problem", "status", "correct"}
 
 
@@ -271,7 +282,7 @@ def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             _ms(r["eager_ms"]) + mark, _ms(r["compile_ms"]) + mark,
             none or _ms(r["ours_ms"]), none or _x(r["speedup_eager"]), none or _x(r["speedup_compile"]),
             _x(r["compile_vs_eager"]) + mark, NONE if r["evaluations"] is None else str(r["evaluations"]),
-            "yes" if r["correct"] else "no",
+            "yes" if r["correct"] else "no", none or _verdict(_holds(r)),
         ])
     widths = [max([len(c)] + [len(line[i]) for line in body]) for i, c in enumerate(COLUMNS)]
 
@@ -355,6 +366,10 @@ def summary_lines(summary: dict[str, Any], labels: dict[str, Any], settings: dic
     fraction = summary["correct_fraction"]
     lines.append(f"correct: {summary['correct']} of {summary['judged']} problems ({_share(fraction)}); "
                  f"at least {CORRECT_TARGET:.0%}: {_verdict(c['correct_fraction_at_least_0.9'])}")
+    sizes = summary.get("other_sizes") or {}
+    if sizes.get("checked"):
+        lines.append(f"the best held at other sizes: {sizes['hold']} of {sizes['checked']} checked"
+                     + (f"; not: {', '.join(sizes['fail'])}" if sizes["fail"] else ""))
     if summary["unjudged"]:
         lines.append(f"left out (the reference itself failed): {', '.join(summary['unjudged'])}")
     if summary["timed"]:
@@ -518,9 +533,11 @@ def search_course(evaluations: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _result_figures(result: dict[str, Any] | None) -> dict[str, Any]:
-    """From a search's result.json: LLM calls made, why it stopped."""
+    """From a search's result.json: LLM calls made, why it stopped, and whether its best held when judged at
+    other sizes (the run's own check: None where it was not made)."""
     result = result or {}
-    return {"llm_calls": (result.get("llm") or {}).get("llm_calls"), "stop_reason": result.get("stop_reason")}
+    return {"llm_calls": (result.get("llm") or {}).get("llm_calls"), "stop_reason": result.get("stop_reason"),
+            "other_sizes": (result.get("best") or {}).get("other_sizes")}
 
 
 def run_figures(gathered: dict[str, Any]) -> dict[str, Any]:

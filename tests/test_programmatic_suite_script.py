@@ -94,9 +94,10 @@ def test_table_and_summary_text(ps):
     lines = text.splitlines()
     assert lines[0].split()[:4] == ["#", "problem", "status", "eager"]
     gemm = next(line for line in lines if "10_fake_gemm" in line).split()
-    assert gemm == ["10", "10_fake_gemm", "ok", "2", "1.6", "1", "2.000x", "1.600x", "1.250x", "16", "yes"]
+    assert gemm == ["10", "10_fake_gemm", "ok", "2", "1.6", "1", "2.000x", "1.600x", "1.250x", "16", "yes", "n/a"]
     norm = next(line for line in lines if "12_fake_norm" in line).split()
-    assert norm == ["12", "12_fake_norm", "no_correct", "0.8*", "0.5*", "-", "-", "-", "1.600x*", "16", "no"]
+    assert norm == ["12", "12_fake_norm", "no_correct", "0.8*", "0.5*", "-", "-", "-", "1.600x*", "16", "no", "-"]
+    assert "held at other sizes" not in text  # no run judged its best at other sizes
     assert "from the reference pass" in text
     assert "device: FAKE GPU; torch 0.0-fake" in text and "statistic median" in text
     assert "correct: 2 of 4 problems (50.0%); at least 90%: no" in text
@@ -106,6 +107,27 @@ def test_table_and_summary_text(ps):
     short = [dict(r, eager_ms=0.3) if r["name"] == "12_fake_norm" else r
              for r in ps.build_rows(FAKE_GPU_PROBLEMS, FAKE_BASELINES)]
     assert ps.summarize(short)["eager_under_min_ms"] == ["12_fake_norm"]  # the suite's size rule, checked
+
+
+def test_the_table_says_which_bests_held_at_other_sizes(ps, tmp_path):
+    """A run's result.json records its best judged at other sizes (FAKE records): the row, the column and the
+    summary line carry it; a best that did not hold is named."""
+    held = {"holds": True, "other": {"batch_size": 3}, "status": "ok", "message": ""}
+    broke = {"holds": False, "other": {"batch_size": 3}, "status": "wrong_output", "message": "fake: values off"}
+    for name, other in (("10_fake_gemm", held), ("11_fake_conv", broke)):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "result.json").write_text(json.dumps(
+            {"stop_reason": "fake", "best": {"other_sizes": other}}))
+    extras = ps.read_extras(tmp_path, FAKE_GPU_PROBLEMS)
+    assert extras["11_fake_conv"]["other_sizes"]["holds"] is False
+    rows = ps.build_rows(FAKE_GPU_PROBLEMS, FAKE_BASELINES, extras)
+    summary = ps.summarize(rows)
+    assert summary["other_sizes"] == {"checked": 2, "hold": 1, "fail": ["11_fake_conv"]}
+    text = ps.render(ps.build_document(_bench(FAKE_GPU_PROBLEMS, FAKE_GPU_LABELS), rows, {"max_evals": 16}, [], "x"))
+    lines = text.splitlines()
+    assert next(line for line in lines if "10_fake_gemm" in line).split()[-1] == "yes"
+    assert next(line for line in lines if "11_fake_conv" in line).split()[-1] == "no"
+    assert "the best held at other sizes: 1 of 2 checked; not: 11_fake_conv" in text
 
 
 def test_cpu_bench_reads_n_a_everywhere(ps):
