@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+CONV = {"batch_size": 2, "in_channels": 8, "out_channels": 16}  # conv_suite's small convolutions
 # problem -> the small sizes a CPU run composes and checks it at
 SMALL = {
     "benchmarks/suite/17_conv2d_groupnorm.py":
@@ -35,6 +36,27 @@ SMALL = {
     "benchmarks/suite/23_affine_relu_maxpool2d.py": {"batch_size": 2, "in_channels": 8, "height": 12, "width": 12},
     "benchmarks/suite/4_linear_epilogue.py": {"batch_size": 32, "in_features": 64, "out_features": 48},
     "benchmarks/suite/3_layernorm.py": {"batch_size": 16, "dim": 96},
+    # conv_suite's convolutions before norms, poolings and channel reductions (8 input channels: the dot templates)
+    "benchmarks/conv_suite/14_conv2d_groupnorm_scale_maxpool_clamp.py":
+        {**CONV, "height": 14, "width": 14, "num_groups": 4},
+    "benchmarks/conv_suite/15_conv_transpose2d_batchnorm_tanh_maxpool_groupnorm.py":
+        {**CONV, "height": 6, "width": 6, "num_groups": 4},
+    "benchmarks/conv_suite/16_conv_transpose2d_subtract_bias_tanh.py":
+        {**CONV, "height": 6, "width": 6},
+    "benchmarks/conv_suite/17_conv3d_groupnorm_mean.py":
+        {**CONV, "depth": 4, "height": 6, "width": 6, "num_groups": 4},
+    "benchmarks/conv_suite/18_conv_transpose2d_gelu_groupnorm.py":
+        {**CONV, "height": 6, "width": 6, "num_groups": 4},
+    "benchmarks/conv_suite/19_conv_transpose3d_sum_channels_residual.py":
+        {"batch_size": 2, "in_channels": 8, "out_channels": 8, "depth": 3, "height": 4, "width": 4},
+    "benchmarks/conv_suite/20_conv2d_instancenorm_avgpool_relu.py":
+        {**CONV, "height": 10, "width": 10},
+    "benchmarks/conv_suite/21_conv2d_scale_min_channels.py":
+        {**CONV, "height": 8, "width": 8},
+    "benchmarks/conv_suite/22_conv3d_batchnorm_max_channels_sigmoid.py":
+        {**CONV, "depth": 4, "height": 6, "width": 6},
+    "benchmarks/conv_suite/23_depthwise_conv2d_groupnorm_silu.py":
+        {"batch_size": 2, "channels": 16, "height": 10, "width": 10, "num_groups": 4},
 }
 
 
