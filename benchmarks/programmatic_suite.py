@@ -2,8 +2,8 @@
 
 Every problem of benchmarks/suite/ gets a search with no LLM (the composer and the tuner alone) and a fixed number
 of evaluations; then one table: eager, torch.compile and our times, both speedups, the evaluations used, whether
-the best held when its run judged it at other sizes, and the summary the issue asks for (the correct fraction of the suite, our geomean speedup over eager against
-torch.compile's on the same problems, and over all problems).
+the best held when its run judged it at other sizes, and the summary the issue asks for (the correct fraction of
+the suite, our geomean speedup over eager against torch.compile's on the same problems, and over all problems).
 
 It runs `kfoundry bench SUITE --method optimize` through the Python API (kfoundry.bench.runner.run_bench with a
 RunConfig built here, whose search has no LLM specs): that is what `--llm none` means, no provider is built whatever

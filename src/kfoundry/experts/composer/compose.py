@@ -18,7 +18,7 @@ from kfoundry.experts.composer.emit.codegen import generate
 from kfoundry.experts.composer.emit.graphed import GRAPH_MIN_LAUNCH_SITES, can_graph
 from kfoundry.experts.composer.genome import REDUCTION_APART, TAIL_IN_ROW, Genome, GenomeSpace
 from kfoundry.experts.composer.ir.graph import INPUT, PARAM, Graph, Op, Value, category
-from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.plan.fusion import plan, plan_with_tails_in_rows
 from kfoundry.experts.composer.plan.steps import Group, Plan, describe_groups
 from kfoundry.experts.composer.plan.amplification import normalised
 from kfoundry.experts.composer.plan.conv_statistics import with_conv_statistics
@@ -336,7 +336,6 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     graph = with_recurrences(copy_unwritten_outputs(captured.graph))
     # planning rewrites the graph: a second plan starts from a copy of it
     unplanned = copy.deepcopy(graph) if _tile_reduction_likely(graph) else None
-    tailed = copy.deepcopy(graph) if unplanned is not None else None
     the_plan = plan_rolled(graph)
     if not the_plan.groups:
         return ComposeResult([], ["empty forward"], f"Nothing composed for {name}: the forward computes nothing.",
@@ -350,7 +349,8 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     # a costly function ending a product's epilogue, computed in the norm's row kernel instead, is also first: which
     # side of the boundary pays less is for the GPU to say (on the H200, erf-GELU cost conv_suite 18's conv kernel
     # about a third of its time)
-    tails = plan(tailed, tails_in_rows=True) if tailed is not None and not the_plan.loops else None
+    tails = plan_with_tails_in_rows(copy.deepcopy(unplanned)) if unplanned is not None and not the_plan.loops \
+        else None
     if tails is not None:
         plans[(TAIL_IN_ROW,)] = tails
     first = list(plans)  # the plans of the first variants; a reduction kept apart is the genome experts' to try

@@ -9,7 +9,7 @@ import pytest
 
 from kfoundry.experts.composer.genome import TAIL_IN_ROW
 from kfoundry.experts.composer.ir.graph import RESHAPES
-from kfoundry.experts.composer.plan.fusion import plan
+from kfoundry.experts.composer.plan.fusion import plan, plan_with_tails_in_rows
 from kfoundry.experts.composer.plan.tails import raised_tails
 from tests.experts.composer.helpers import compose_ok, conv_norm_problem, submit_all, verdict
 from tests.experts.composer.plan.test_conv_statistics import CONV2D
@@ -33,9 +33,9 @@ def _conv_and_row(the_plan):
     ("self.gn(F.silu(y * self.scale))", ["silu"]),  # the product by a tensor stays in the epilogue
 ])
 def test_a_costly_tail_runs_in_the_norms_row_kernel(tmp_path, tail, moved):
-    graph = _graph(_problem(tmp_path, tail))
-    conv_ops, row_ops = _conv_and_row(plan(graph))
-    tailed = plan(_graph(_problem(tmp_path, tail)), tails_in_rows=True)
+    path = _problem(tmp_path, tail)
+    conv_ops, row_ops = _conv_and_row(plan(_graph(path)))
+    tailed = plan_with_tails_in_rows(_graph(path))
     assert tailed is not None
     tailed_conv, tailed_row = _conv_and_row(tailed)
     for name in moved:
@@ -51,7 +51,7 @@ def test_a_costly_tail_runs_in_the_norms_row_kernel(tmp_path, tail, moved):
 ])
 def test_other_tails_stay_where_they_are(tmp_path, tail):
     assert raised_tails(_graph(_problem(tmp_path, tail))) == 0
-    assert plan(_graph(_problem(tmp_path, tail)), tails_in_rows=True) is None
+    assert plan_with_tails_in_rows(_graph(_problem(tmp_path, tail))) is None
 
 
 def test_the_raised_graph_reads_the_view_of_the_products_value(tmp_path):

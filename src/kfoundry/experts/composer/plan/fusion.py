@@ -471,9 +471,9 @@ def trivial_reductions(graph: Graph) -> Graph:
 
 def reductions_through_views(graph: Graph) -> Graph:
     """A sum, mean, max or min over the trailing dims of a reshape of a kernel's result that keeps the dims before
-    them reduces the source over its trailing dims instead (GroupNorm's view back to (N, C, D, H, W), then a mean over all
-    but N): the same elements, in a space the kernel computing the source shares, so that a norm's apply can run
-    in the reduction's kernel (plan/conv_statistics.py) and the normalised tensor is never written."""
+    them reduces the source over its trailing dims instead (GroupNorm's view back to (N, C, D, H, W), then a mean
+    over all but N): the same elements, in a space the kernel computing the source shares, so that a norm's apply
+    can run in the reduction's kernel (plan/conv_statistics.py) and the normalised tensor is never written."""
     for op in graph.ops:
         if op.name not in ("sum", "mean", "amax", "amin") or op.attrs.get("keepdim") or op.attrs.get("correction"):
             continue
@@ -531,12 +531,19 @@ def substituted(arg, replace: dict):
     return arg
 
 
-def plan(graph: Graph, tile_reductions: bool = True, tails_in_rows: bool = False) -> Plan | None:
-    """Cut the graph into kernels and host steps, in execution order (`tile_reductions`: Planner's).
-    `tails_in_rows`: a costly tail of a product's epilogue runs in the norm's row kernel after it (plan/tails.py);
-    None where the graph has no such tail."""
-    graph = reductions_through_views(sink_views(common_subexpressions(trivial_reductions(
-        sink_through_cats(directed_scans(graph))))))
-    if tails_in_rows and not raised_tails(graph):
-        return None
-    return Planner(graph, tile_reductions).plan()
+def _prepared(graph: Graph) -> Graph:
+    """The graph rewritten as every plan starts from it (scans directed, views sunk, common work shared)."""
+    graph = sink_through_cats(directed_scans(graph))
+    return reductions_through_views(sink_views(common_subexpressions(trivial_reductions(graph))))
+
+
+def plan(graph: Graph, tile_reductions: bool = True) -> Plan:
+    """Cut the graph into kernels and host steps, in execution order (`tile_reductions`: Planner's)."""
+    return Planner(_prepared(graph), tile_reductions).plan()
+
+
+def plan_with_tails_in_rows(graph: Graph) -> Plan | None:
+    """The plan with a costly tail of a product's epilogue computed in the norm's row kernel after it
+    (plan/tails.py); None where the graph has no such tail."""
+    graph = _prepared(graph)
+    return Planner(graph).plan() if raised_tails(graph) else None
