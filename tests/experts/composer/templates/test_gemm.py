@@ -83,6 +83,20 @@ def test_dot_precision_follows_the_reference_and_the_tolerance():
     assert loose[0] == "tf32x3" and "tf32" in loose  # a loose tolerance needs no IEEE fallback
 
 
+def test_the_search_has_fp16x3_tiles_of_several_shapes_after_the_lead_tiles():
+    """The genome's tile moves need somewhere to go at the fastest fp32-accurate precision: every fp16x3 tile fits
+    the H100 and the H200 and the first four configurations (the first population's) stay as they were."""
+    linear, = plan(capture(load_sample(fixture("linear_gelu_scale"))).graph).groups
+    for gpu in ("H100", "H200"):
+        fitted = configs(linear, device=target_facts(gpu))
+        split = [c for c in fitted if c["precision"] == "fp16x3"]
+        assert [(c["BM"], c["BN"], c["BK"]) for c in fitted[:2]] == [(128, 128, 64), (128, 128, 32)]
+        assert len({(c["BM"], c["BN"]) for c in split}) >= 4 and len(split) >= 6
+        assert all(c in fitted[4:] for c in split[2:])  # after the lead tiles
+    reduced = plan(capture(load_sample(fixture("matmul_bmm"))).graph).groups[0]
+    assert "fp16x3" not in {c["precision"] for c in configs(reduced)}  # one tile spans the features: no split
+
+
 def test_fp16_candidates_use_the_default_dot(composed):
     result = compose_ok(fixture("linear_gelu_scale"), precision="fp16")
     assert "input_precision" not in first(result).source

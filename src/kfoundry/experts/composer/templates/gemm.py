@@ -81,6 +81,19 @@ SPLIT_CONFIGS = [
 ]
 
 
+# more fp16x3 tiles for the search (the genome's tile moves), after every tile the composer leads with: without them
+# the fastest precision of an fp32 GEMM had two tiles of one shape (gemm_suite's searches of 2026-12-05 found
+# nothing above generation 0 on 5 of 8 problems). Narrower tiles for the three accumulators' registers (acc, the
+# chunk's high products, the low products), a wide one, and wider tile groups for L2 reuse along N
+SPLIT_SEARCH_CONFIGS = [
+    {"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4, "precision": SPLIT},
+    {"BM": 128, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4, "precision": SPLIT},
+    {"BM": 64, "BN": 256, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 4, "precision": SPLIT},
+    {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 16, "num_warps": 8, "num_stages": 3, "precision": SPLIT},
+    {"BM": 64, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 5, "precision": SPLIT},
+]
+
+
 def splittable(group: Group) -> bool:
     """Operands the split helper takes (2 or 3 dims as the kernel reads them), and no reduction over the output
     features (its one tile spanning them all holds one accumulator, not two)."""
@@ -112,6 +125,8 @@ def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict
         # two of every three tile shapes take the first (fastest accurate) precision, the third the others in turn
         pick = precisions[(i // 3) % (len(precisions) - 1) + 1] if i % 3 == 2 and len(precisions) > 1 else precisions[0]
         out.append(dict(base, precision=pick))
+    if precision == "fp32" and splittable(group):
+        out += [dict(c) for c in SPLIT_SEARCH_CONFIGS]
     return out
 
 
