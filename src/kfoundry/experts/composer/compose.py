@@ -181,6 +181,8 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
             name = name.replace("_epilogue", "_row_epilogue")
         if config.get("precision") not in (None, "ieee", "default"):
             name += f"_{config['precision']}"
+        if config.get("persistent"):
+            name += "_persistent"
     elif group.kind == "row":
         name = f"row_{config['mode']}_br{config['BR']}" + (f"_bc{config['BC']}" if "BC" in config else "") + \
             f"_w{config['num_warps']}"

@@ -4,8 +4,8 @@ A genome holds every choice behind a composed candidate: which of the composer's
 switched on: a norm's statistics gathered in the conv epilogue, pooling before the conv's store; or off: a
 reduction, or a costly function ending the epilogue, moved to a kernel after it), each
 kernel's configuration (tiles, warps, stages, tile groups, the dot's precision, a conv's layout: whatever its
-template offers; no template offers split-K or persistent kernels yet), and whether the forward replays from a
-CUDA graph. The space knows
+template offers: the GEMM template a persistent kernel too; none offers split-K yet), and whether the forward
+replays from a CUDA graph. The space knows
 each plan's kernels and the configurations each may take (fitted to the device's limits, precisions the
 tolerance admits: compose.kernel_options), so every genome in it is valid by construction, and it builds a
 genome into the candidate's source (the same source the composer wrote for it). Moves (neighbours), crossover

@@ -4,6 +4,7 @@ import pytest
 
 from kfoundry.evaluate.shared.device_facts import target_facts
 from kfoundry.experts.composer.compose import capture
+from kfoundry.experts.composer.genome import Genome
 from kfoundry.experts.composer.plan.fusion import plan
 from kfoundry.experts.composer.read.trace import load_sample
 from kfoundry.experts.composer.templates.gemm import configs, dot_precisions
@@ -95,6 +96,22 @@ def test_the_search_has_fp16x3_tiles_of_several_shapes_after_the_lead_tiles():
         assert all(c in fitted[4:] for c in split[2:])  # after the lead tiles
     reduced = plan(capture(load_sample(fixture("matmul_bmm"))).graph).groups[0]
     assert "fp16x3" not in {c["precision"] for c in configs(reduced)}  # one tile spans the features: no split
+
+
+def test_a_persistent_kernel_takes_tiles_in_turn_and_passes_the_evaluator():
+    """The persistent gene: one program per multiprocessor (4 on the CPU) looping over the tiles; 600 rows in
+    tiles of 128 give the first program two, the last tile a partial one."""
+    problem, sizes = fixture("linear_gelu_scale"), {"batch_size": 120}
+    result = compose_ok(problem, set_values=sizes, max_variants=1)
+    (options,) = result.space.options.values()
+    (persistent,) = [c for c in options["gemm_0"] if c.get("persistent")]
+    assert persistent["precision"] == "fp16x3"  # the search's, after every lead tile
+    source, label = result.space.build(Genome((), {"gemm_0": persistent}, False))
+    assert label.endswith("_persistent") and "for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):" \
+        in source and "_programs_resident(x)),)]" in source
+    verdict(submit(problem, source, sizes, label="persistent"))
+    fp16 = compose_ok(problem, precision="fp16", max_variants=1).space.options[()]["gemm_0"]
+    assert [c["precision"] for c in fp16 if c.get("persistent")] == ["default"]
 
 
 def test_fp16_candidates_use_the_default_dot(composed):

@@ -23,6 +23,19 @@ HELPERS = {
     """4 where every size divides by 4 (the kernel then reads 16 bytes at a time), else 1."""
     return 4 if all(size % 4 == 0 for size in sizes) else 1
 ''',
+    "_programs_resident": '''_RESIDENT = {}
+
+
+def _programs_resident(t):
+    """A persistent kernel's programs: one per streaming multiprocessor of t's GPU (4 on the CPU, so that the
+    interpreter's programs each take several tiles)."""
+    if not t.is_cuda:
+        return 4
+    index = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    if index not in _RESIDENT:
+        _RESIDENT[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _RESIDENT[index]
+''',
     "_tanh": '''@triton.jit
 def _tanh(x):
     # tanh through the sigmoid: the interpreter has no libdevice tanh

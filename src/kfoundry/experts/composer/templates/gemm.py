@@ -91,7 +91,13 @@ SPLIT_SEARCH_CONFIGS = [
     {"BM": 64, "BN": 256, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 4, "precision": SPLIT},
     {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 16, "num_warps": 8, "num_stages": 3, "precision": SPLIT},
     {"BM": 64, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 5, "precision": SPLIT},
+    {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "precision": SPLIT,
+     "persistent": True},
 ]
+# a persistent kernel (one program per multiprocessor, looping over tiles): the lead tile at the first precision,
+# for the search; not where one tile spans the features (a reduction over them in the epilogue)
+PERSISTENT_CONFIG = {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+                     "persistent": True}
 
 
 def splittable(group: Group) -> bool:
@@ -127,6 +133,8 @@ def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict
         out.append(dict(base, precision=pick))
     if precision == "fp32" and splittable(group):
         out += [dict(c) for c in SPLIT_SEARCH_CONFIGS]
+    elif not group.reduced:
+        out.append(dict(PERSISTENT_CONFIG, precision=precisions[0]))
     return out
 
 
@@ -314,7 +322,14 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     sam, sak = kw.arg("stride_am", a_strides[0]), kw.arg("stride_ak", a_strides[1])
     sbk, sbn = kw.arg("stride_bk", b_strides[0]), kw.arg("stride_bn", b_strides[1])
     tile_constexprs(kw, config, an, sizes[rank - 1])
-    grouped_tiles(kw, m, n)
+    persistent = bool(config.get("persistent"))
+    if persistent:  # one program per multiprocessor, each taking every num_programs-th tile in turn
+        kw.line(f"num_tiles = tl.cdiv({m}, BM) * tl.cdiv({n}, BN)")
+        kw.line("for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):")
+        kw.indent += 1
+        grouped_tiles(kw, m, n, pid="tile")
+    else:
+        grouped_tiles(kw, m, n)
     batch_entries = [[d] for d in batch_dims if group.space[d] != 1]
     a_terms, b_terms, inv_terms = [], [], ["", ""]  # batch offsets of A, B (and, split, of their row factors)
     if batch_entries:
@@ -389,8 +404,13 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     emitter = Emitter(kw, host, group, access)
     emitter.bind(out, "acc", {"m", "n"})
     epilogue(emitter, access, group, rank - 1, n)
+    if persistent:
+        kw.indent -= 1
     batch_total = product([sizes[e[0]] for e in batch_entries]) if batch_entries else None
     tiles = tile_grid(m_total, sizes[rank - 1], config)
+    if persistent:
+        kw.helpers.add("_programs_resident")
+        tiles = f"min({tiles}, _programs_resident({an}))"
     grid = f"lambda META: ({tiles}, {batch_total})" if batch_total else f"lambda META: ({tiles},)"
     lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
