@@ -3,7 +3,8 @@ experience library learned of them.
 
 The diagnosis's `bound` finding names the rule that bounds the parent on the GPU (kfoundry.diagnose.performance);
 each rule points at moves, nearest answer first: launch-bound -> a CUDA graph or a fusion; memory-bound -> a
-layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer precision passes or bigger tiles;
+layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer precision passes or bigger tiles,
+then the same main loop's other configurations;
 register spills -> smaller tiles. A parent whose outputs were wrong takes a costlier, more accurate main loop
 first ("accurate"); a correct one takes it last, as it cannot be faster. The other moves follow, those that paid
 off on problems of the same class (the library's steps of the genome experts) first, so a budget goes to the
@@ -26,9 +27,10 @@ RULE_MOVES: dict[str, tuple[str, ...]] = {
     "launch-bound": ("graph", "fuse", "tiles_up"),
     "fuse-kernels": ("fuse", "graph"),
     "memory-below-bandwidth": ("layout", "fuse", "tiles_up"),
-    "fp32-matmul-below-peak": ("precision", "tiles_up"),
-    "compute-below-peak": ("tiles_up", "precision"),
-    "compute-bound": ("precision", "tiles_up"),
+    # "config": the same precision in other tile shapes, tile groups, a persistent kernel (genome._kernel_moves)
+    "fp32-matmul-below-peak": ("precision", "tiles_up", "config"),
+    "compute-below-peak": ("tiles_up", "precision", "config"),
+    "compute-bound": ("precision", "tiles_up", "config"),
     "register-spills": ("tiles_down",),
     "low-occupancy-registers": ("tiles_down",),
     "latency-bound": ("tiles_down", "graph"),

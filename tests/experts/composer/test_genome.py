@@ -78,6 +78,10 @@ def test_moves_change_what_they_name_and_stay_in_the_space(conv_pool):
                 assert tile_area(after) < tile_area(before)
             if move == "precision":  # the same tiles (its own BK, warps and stages)
                 assert f"{kernel}.precision" in changed and all(after.get(k) == before.get(k) for k in ("BM", "BN"))
+        if move == "config":  # the same main loop's other configurations first
+            same = [c.configs["conv_0"].get("precision") == plain.configs["conv_0"].get("precision")
+                    for c in space.neighbours(plain, move) if c.configs["conv_0"] != plain.configs["conv_0"]]
+            assert same == sorted(same, reverse=True) and True in same and False in same
     # a cheaper main loop, the cheapest first (a faster child), or a costlier one, the nearest first (a repair)
     assert [g.configs["conv_0"]["precision"] for g in space.neighbours(plain, "precision")] == ["fp16", "tf32"]
     assert space.neighbours(plain, "accurate") == []  # TF32x3 is the most accurate loop offered here

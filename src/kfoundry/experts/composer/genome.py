@@ -190,6 +190,6 @@ def _kernel_moves(now: dict, choices: list[dict], move: str) -> list[dict]:
         return sorted(found, key=cost)
     if move == "layout":
         return [c for c in choices if c != now and c.get("layout") != now.get("layout")]
-    if move == "config":
-        return [c for c in choices if c != now]
+    if move == "config":  # the same main loop first (other shapes, tile groups, persistence), then the rest
+        return sorted([c for c in choices if c != now], key=lambda c: c.get("precision") != now.get("precision"))
     return []

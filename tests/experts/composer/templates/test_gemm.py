@@ -109,7 +109,7 @@ def test_a_persistent_kernel_takes_tiles_in_turn_and_passes_the_evaluator():
     source, label = result.space.build(Genome((), {"gemm_0": persistent}, False))
     assert label.endswith("_persistent") and "for tile in range(tl.program_id(0), num_tiles, tl.num_programs(0)):" \
         in source and "_programs_resident(x)),)]" in source
-    verdict(submit(problem, source, sizes, label="persistent"))
+    verdict(submit(problem, source, sizes, label="persistent", guard_runs=False))
     fp16 = compose_ok(problem, precision="fp16", max_variants=1).space.options[()]["gemm_0"]
     assert [c["precision"] for c in fp16 if c.get("persistent")] == ["default"]
 
