@@ -256,13 +256,17 @@ def test_a_run_gives_the_search_course_the_roofs_and_max_autotune(ps, tmp_path):
     assert rows[0]["speedup_autotune"] == pytest.approx(6.5 / 5.2) and rows[0]["search_gain"] == pytest.approx(14 / 5.2)
     assert rows[1]["speedup_autotune"] is None  # compiled in 75 s: over the 60 s bar
     summary = ps.summarize(rows)
-    assert summary["search"] == {"median_gain_over_gen0": pytest.approx(14 / 5.2), "over": 2, "improved": 2}
+    assert {k: v for k, v in summary["search"].items() if k != "goal"} == {
+        "median_gain_over_gen0": pytest.approx(14 / 5.2), "over": 2, "improved": 2}
     assert summary["autotune"]["over"] == 1 and summary["autotune"]["slow_compile"] == ["11_fake_gemm"]
     text = ps.render(ps.build_document(_bench([record], FAKE_GPU_LABELS), rows, {"max_evals": 12}, [], "x"))
     course = [line for line in text.splitlines() if "10_fake_gemm" in line][1]
     assert "compute 1.139x, tuner 1.475x, tuner 1.731x" in course and "78.9% fp32" in course and "32.0%" in course
     assert ">60 s" in [line for line in text.splitlines() if "11_fake_gemm" in line][1]
     assert "median gain 2.692x over 2 problem(s), 2 improved" in text
+    assert summary["search"]["goal"]["below_floor"] == 2 and summary["search"]["goal"]["met"] is True
+    assert "the search's goal, over the 2 problem(s) whose generation 0 reached under 70% of the floor: median gain " \
+        "2.692x (goal 1.10x), >= 1.25x on 2 (goal a quarter); met: yes" in text
     assert "max-autotune-no-cudagraphs 1.250x (geomean over 1); compiled in 60 s or more, left out: 11_fake_gemm" in text
 
 
@@ -301,3 +305,17 @@ def test_the_bench_continues_a_search_cut_short(ps, tmp_path):
     record = ps._optimize_fn("off")(resume=run_dir, quiet=True, max_evals=3, preflight=False)
     assert record["evaluations"] == 3 and record["correct"] == 3
     assert record["settings"]["eval"]["set_values"] == {"batch_size": 4, "dim": 16}  # the run's own settings
+
+
+def test_the_search_goal_counts_the_problems_below_the_floor_and_names_those_near_it(ps):
+    """Issue 41's goal: over the problems whose generation 0 reached under 70% of the floor, a median gain of
+    1.10x and 1.25x on a quarter of them; those near the floor count as met; those without a floor are named."""
+    def row(name, gen0_of_floor, gain):
+        return {"name": name, "gen0_of_floor": gen0_of_floor, "search_gain": gain}
+    rows = [row("a", 0.2, 1.0), row("b", 0.3, 1.12), row("c", 0.5, 1.3), row("d", 0.69, 1.05),
+            row("near", 0.8, 1.0), row("untimed", None, 1.4)]
+    goal = ps.search_goal(rows)
+    assert goal == {"below_floor": 4, "median_gain": pytest.approx((1.05 + 1.12) / 2), "large_gains": 1,
+                    "near_floor": ["near"], "not_counted": ["untimed"], "met": False}  # median 1.085x
+    assert ps.search_goal(rows[1:])["met"] is True  # 1.12x median, 1 of 3 at >= 1.25x
+    assert ps.search_goal([row("near", 0.9, 1.0)])["met"] is None  # nothing below the floor's 70%: no verdict
