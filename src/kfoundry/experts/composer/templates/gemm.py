@@ -82,8 +82,8 @@ SPLIT_CONFIGS = [
 
 
 # more fp16x3 tiles for the search (the genome's tile moves), after every tile the composer leads with: without them
-# the fastest precision of an fp32 GEMM had two tiles of one shape (gemm_suite's searches of 2026-12-05 found
-# nothing above generation 0 on 5 of 8 problems). Narrower tiles for the three accumulators' registers (acc, the
+# the fastest precision of an fp32 GEMM had two tiles of one shape (gemm_suite's searches of 2026-12-05 gained under
+# 5% over generation 0 on 6 of 8 problems). Narrower tiles for the three accumulators' registers (acc, the
 # chunk's high products, the low products), a wide one, and wider tile groups for L2 reuse along N
 SPLIT_SEARCH_CONFIGS = [
     {"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4, "precision": SPLIT},
