@@ -4,7 +4,7 @@ experience library learned of them.
 The diagnosis's `bound` finding names the rule that bounds the parent on the GPU (kfoundry.diagnose.performance);
 each rule points at moves, nearest answer first: launch-bound -> a CUDA graph or a fusion; memory-bound -> a
 layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer precision passes or bigger tiles,
-then the same main loop's other configurations;
+then the same main loop's other configurations, then a reduction out of the product's epilogue;
 register spills -> smaller tiles. A parent whose outputs were wrong takes a costlier, more accurate main loop
 first ("accurate"); a correct one takes it last, as it cannot be faster. The other moves follow, those that paid
 off on problems of the same class (the library's steps of the genome experts) first, so a budget goes to the

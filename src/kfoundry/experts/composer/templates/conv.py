@@ -863,11 +863,10 @@ def _fma_loop(kw: KernelWriter, host: HostContext, group: Group, sample: str, po
                 ok_terms.append(f"({t} >= 0) & ({t} % {s} == 0) & ({i} < {in_sizes[d]})" if s != 1 else
                                 f"({t} >= 0) & ({i} < {in_sizes[d]})")
             off_terms.append(f"{i} * {sx[2 + d]}")
+        where, mask = f"{base} + {' + '.join(off_terms)}", " & ".join(ok_terms)
         if column_tile:
-            kw.line(f"{a} = tl.load(({base} + {' + '.join(off_terms)})[:, None], "
-                    f"mask=({' & '.join(ok_terms)})[:, None], other=0.0)")
-        else:
-            kw.line(f"{a} = tl.load({base} + {' + '.join(off_terms)}, mask={' & '.join(ok_terms)}, other=0.0)")
+            where, mask = f"({where})[:, None]", f"({mask})[:, None]"
+        kw.line(f"{a} = tl.load({where}, mask={mask}, other=0.0)")
         w_off = " + ".join(f"{offsets[d] * 1} * {sw[2 + d]}" for d in range(nd) if offsets[d])
         kw.line(f"{b} = tl.load({w_base}{' + ' + w_off if w_off else ''}, mask=n_in, other=0.0)")
         kw.line(f"acc += {a}.to(tl.float32){'' if column_tile else '[:, None]'} * {b}.to(tl.float32)[None, :]")

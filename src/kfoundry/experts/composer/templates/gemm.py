@@ -81,6 +81,11 @@ SPLIT_CONFIGS = [
 ]
 
 
+# a persistent kernel (one program per multiprocessor, looping over tiles): the lead tile, for the search (at fp16x3
+# among SPLIT_SEARCH_CONFIGS, else at the first precision); not where one tile spans the features (a reduction over
+# them in the epilogue)
+PERSISTENT_CONFIG = {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+                     "persistent": True}
 # more fp16x3 tiles for the search (the genome's tile moves), after every tile the composer leads with: without them
 # the fastest precision of an fp32 GEMM had two tiles of one shape (gemm_suite's searches of 2026-12-05 gained under
 # 5% over generation 0 on 6 of 8 problems). Narrower tiles for the three accumulators' registers (acc, the
@@ -91,13 +96,8 @@ SPLIT_SEARCH_CONFIGS = [
     {"BM": 64, "BN": 256, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 4, "precision": SPLIT},
     {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 16, "num_warps": 8, "num_stages": 3, "precision": SPLIT},
     {"BM": 64, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 5, "precision": SPLIT},
-    {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "precision": SPLIT,
-     "persistent": True},
+    dict(PERSISTENT_CONFIG, precision=SPLIT),
 ]
-# a persistent kernel (one program per multiprocessor, looping over tiles): the lead tile at the first precision,
-# for the search; not where one tile spans the features (a reduction over them in the epilogue)
-PERSISTENT_CONFIG = {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-                     "persistent": True}
 
 
 def splittable(group: Group) -> bool:
