@@ -3,8 +3,9 @@ experience library learned of them.
 
 The diagnosis's `bound` finding names the rule that bounds the parent on the GPU (kfoundry.diagnose.performance);
 each rule points at moves, nearest answer first: launch-bound -> a CUDA graph or a fusion; memory-bound -> a
-layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer precision passes or bigger tiles,
-then the same main loop's other configurations, then a reduction out of the product's epilogue;
+layout that needs no copy, a fusion; compute below peak on a GEMM -> fewer precision passes, K split over more
+programs (where the output's tiles are too few to fill the GPU), bigger tiles, then the same main loop's other
+configurations, then a reduction out of the product's epilogue; latency-bound -> split-K or smaller tiles;
 register spills -> smaller tiles. A parent whose outputs were wrong takes a costlier, more accurate main loop
 first ("accurate"); a correct one takes it last, as it cannot be faster. The other moves follow, those that paid
 off on problems of the same class (the library's steps of the genome experts) first, so a budget goes to the
@@ -30,16 +31,18 @@ RULE_MOVES: dict[str, tuple[str, ...]] = {
     # "config": the same precision in other tile shapes, tile groups, a persistent kernel (genome._kernel_moves);
     # "split": a reduction over a product's features out of its epilogue, which held one tile to the whole row
     # (network_suite 11 on an H100, 2026-12-06: 1.83x -> 2.33x eager, found only in the fifth generation)
-    "fp32-matmul-below-peak": ("precision", "tiles_up", "config", "split"),
-    "compute-below-peak": ("tiles_up", "precision", "config", "split"),
-    "compute-bound": ("precision", "tiles_up", "config", "split"),
+    # "split_k": K shared by more programs a tile, where the output's tiles leave multiprocessors idle (offered only
+    # there: a GEMM without split-K configurations has no such neighbour, and the move is skipped)
+    "fp32-matmul-below-peak": ("precision", "split_k", "tiles_up", "config", "split"),
+    "compute-below-peak": ("split_k", "tiles_up", "precision", "config", "split"),
+    "compute-bound": ("precision", "split_k", "tiles_up", "config", "split"),
     "register-spills": ("tiles_down",),
     "low-occupancy-registers": ("tiles_down",),
-    "latency-bound": ("tiles_down", "graph"),
+    "latency-bound": ("split_k", "tiles_down", "graph"),
     "near-roofline": ("precision", "fuse"),
 }
 # without a rule (a CPU run is not timed): fusions and cheaper main loops first, as they pay most often
-DEFAULT_ORDER = ("fuse", "precision", "tiles_up", "layout", "graph", "tiles_down", "split", "config")
+DEFAULT_ORDER = ("fuse", "precision", "split_k", "tiles_up", "layout", "graph", "tiles_down", "split", "config")
 REPAIR_MOVES = ("accurate",)  # a parent with wrong outputs
 
 

@@ -4,7 +4,8 @@ A genome holds every choice behind a composed candidate: which of the composer's
 switched on: a norm's statistics gathered in the conv epilogue, pooling before the conv's store; or off: a
 reduction, or a costly function ending the epilogue, moved to a kernel after it), each
 kernel's configuration (tiles, warps, stages, tile groups, the dot's precision, a conv's layout: whatever its
-template offers: the GEMM template a persistent kernel too; none offers split-K yet), and whether the forward
+template offers: the GEMM template a persistent kernel too, and split-K where the output has too few tiles to fill
+the GPU), and whether the forward
 replays from a CUDA graph. The space knows
 each plan's kernels and the configurations each may take (fitted to the device's limits, precisions the
 tolerance admits: compose.kernel_options), so every genome in it is valid by construction, and it builds a
@@ -28,7 +29,8 @@ REDUCTION_APART = "reduction_apart"  # a reduction over a product's features in 
 TAIL_IN_ROW = "tail_in_row"  # a costly function ending a product's epilogue computed in the norm's row kernel instead
 APART = frozenset({REDUCTION_APART, TAIL_IN_ROW})  # switches that move work out of a kernel; the others fuse two
 Options = dict[str, list[dict]]  # kernel name -> the configurations it may take
-MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "accurate", "layout", "config")
+MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "accurate", "layout", "config",
+         "split_k")
 ENUMERABLE = 4096  # spaces up to this size are listed whole: exhaustion is then exact
 # cheaper main loops first (fp16 copies and TF32 one pass; fp16x3 and TF32x3 three; IEEE on the FMA units)
 PRECISION_COST = {"fp16": 0, "tf32": 1, "default": 1, "fp16x3": 2, "tf32x3": 3, "ieee": 4}
@@ -190,6 +192,11 @@ def _kernel_moves(now: dict, choices: list[dict], move: str) -> list[dict]:
         return sorted(found, key=cost)
     if move == "layout":
         return [c for c in choices if c != now and c.get("layout") != now.get("layout")]
+    if move == "split_k":  # the same main loop with K shared by more programs a tile (fewer after), nearest first
+        def parts(c: dict) -> int:
+            return int(c.get("SPLIT_K", 1))
+        return sorted([c for c in same_kind if parts(c) != parts(now)],
+                      key=lambda c: (parts(c) < parts(now), abs(math.log2(parts(c) / parts(now)))))
     if move == "config":  # the same main loop first (other shapes, tile groups, persistence), then the rest
         return sorted([c for c in choices if c != now], key=lambda c: c.get("precision") != now.get("precision"))
     return []

@@ -23,6 +23,8 @@ KERNEL_RESERVED = frozenset({
     # the GEMM template's split loop writes these literally: a value named so would rebind a kernel parameter
     # (tests/experts/composer/emit/test_kernel.py checks every composed kernel)
     "a_lo", "b_lo", "acc_hi", "acc_lo", "k_chunk", "row_inv", "col_inv",
+    # and its split-K loop
+    "k_span", "k_begin", "k_end", "part", "tile_ok",
 })
 
 

@@ -10,6 +10,8 @@ accuracy at the fp16 rate), then TF32x3, then IEEE.
 
 from __future__ import annotations
 
+import math
+
 from kfoundry.experts.composer.emit.host import HostContext, product
 from kfoundry.experts.composer.emit.kernel import (
     Access,
@@ -22,6 +24,7 @@ from kfoundry.experts.composer.emit.kernel import (
     merge_dims,
     space_sizes,
     unravel,
+    wrap_call,
 )
 from kfoundry.experts.composer.ir.graph import Value, category
 from kfoundry.experts.composer.plan.steps import Group, kernel_name
@@ -100,6 +103,35 @@ SPLIT_SEARCH_CONFIGS = [
 ]
 
 
+# split-K (the reduction over K shared by SPLIT_K programs a tile, their partial sums added by a second launch of the
+# same kernel before the epilogue): offered where the output has too few tiles to fill the GPU and K is long, at the
+# first precision; the first of them joins the first population where the lead tile fills under a quarter of it
+SPLIT_K_CONFIGS = [
+    {"BM": 64, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4, "SPLIT_K": 4},
+    {"BM": 64, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4, "SPLIT_K": 8},
+    {"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 3, "SPLIT_K": 4},
+    {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "SPLIT_K": 8},
+    {"BM": 32, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 4, "SPLIT_K": 16},
+]
+SPLIT_K_MIN_STEPS = 32  # K of at least this many 64-wide steps: each of 8 programs still runs 4 of them
+TYPICAL_SMS = 132  # the typical target's multiprocessors (an H100 SXM; an H200 has as many) where none is known
+
+
+def split_k_fill(group: Group, sms: int) -> float | None:
+    """The share of the GPU's multiprocessors the lead 128 x 128 tile's programs fill, where split-K is worth
+    offering (a long K, an output of few tiles); else None."""
+    out, a = group.anchor.out, group.anchor.args[0]
+    k = int(a.shape[-1])
+    if group.reduced or out.rank < 2 or k < SPLIT_K_MIN_STEPS * 64:
+        return None
+    if a.rank > 2 and group.anchor.args[1].rank == 2:  # a Linear's rows: every leading dim flattened into M
+        m, batch = math.prod(int(d) for d in out.shape[:-1]), 1
+    else:
+        m, batch = int(out.shape[-2]), math.prod(int(d) for d in out.shape[:-2])
+    programs = math.ceil(m / 128) * math.ceil(int(out.shape[-1]) / 128) * batch
+    return programs / sms if programs < sms else None
+
+
 def splittable(group: Group) -> bool:
     """Operands the split helper takes (2 or 3 dims as the kernel reads them), and no reduction over the output
     features (its one tile spanning them all holds one accumulator, not two)."""
@@ -120,13 +152,18 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
     fewer stages, then smaller tiles; dropped where none fits). None: the default target
     (device_limits.DEFAULT_LIMITS)."""
     n, width = int(group.anchor.out.shape[-1]), operand_bytes(list(group.anchor.args), precision)
-    return fit_configs(_configs(group, precision, tolerance),
+    sms = (device.sm_count if isinstance(device, DeviceFacts) and device.kind != "cpu" else None) or TYPICAL_SMS
+    return fit_configs(_configs(group, precision, tolerance, split_k_fill(group, sms)),
                        lambda c: composer_dot_need(c, n_full=n, element_bytes=width), device)
 
 
-def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict]:
+def _configs(group: Group, precision: str, tolerance: float | None, fill: float | None = None) -> list[dict]:
     precisions = dot_precisions(precision, tolerance)
     out = [dict(c) for c in SPLIT_CONFIGS] if precision == "fp32" and splittable(group) else []
+    lead = SPLIT if out else precisions[0]
+    split_k = [dict(c, precision=lead) for c in SPLIT_K_CONFIGS] if fill is not None else []
+    if fill is not None and fill < 0.25:
+        out.insert(1, split_k.pop(0))
     for i, base in enumerate(TILE_REDUCTION_CONFIGS if group.reduced else BASE_CONFIGS):
         # two of every three tile shapes take the first (fastest accurate) precision, the third the others in turn
         pick = precisions[(i // 3) % (len(precisions) - 1) + 1] if i % 3 == 2 and len(precisions) > 1 else precisions[0]
@@ -135,7 +172,7 @@ def _configs(group: Group, precision: str, tolerance: float | None) -> list[dict
         out += [dict(c) for c in SPLIT_SEARCH_CONFIGS]
     elif not group.reduced:
         out.append(dict(PERSISTENT_CONFIG, precision=precisions[0]))
-    return out
+    return out + split_k
 
 
 def dot_step(kw: KernelWriter, config: dict, a: Value, b: Value) -> None:
@@ -322,6 +359,20 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     sam, sak = kw.arg("stride_am", a_strides[0]), kw.arg("stride_ak", a_strides[1])
     sbk, sbn = kw.arg("stride_bk", b_strides[0]), kw.arg("stride_bn", b_strides[1])
     tile_constexprs(kw, config, an, sizes[rank - 1])
+    batch_entries = [[d] for d in batch_dims if group.space[d] != 1]
+    batch_total = product([sizes[e[0]] for e in batch_entries]) if batch_entries else None
+    split_k = int(config.get("SPLIT_K", 1)) > 1
+    if split_k:  # the partial sums of a tile's SPLIT_K programs: (SPLIT_K, batch, M, N) in fp32
+        parts, split_host = host.fresh(f"{host.name(out)}_parts"), host.fresh("split_k")
+        lines.append(f"        {split_host} = {config['SPLIT_K']}")
+        lines.append(wrap_call(f"        {parts} = torch.empty(({split_host}, {batch_total or 1}, {m_total}, "
+                               f"{sizes[rank - 1]}), device={host.device()}, dtype=torch.float32)"))
+        kw.constexpr("SPLIT_K", split_host)
+        phase = kw.constexpr("PHASE", "1")
+        parts_ptr = kw.arg("parts_ptr", parts)
+        parts_at = (f"{parts_ptr} + {{split}} * {kw.arg('stride_part', f'{parts}.stride(0)')} + "
+                    + (f"pid_b * {kw.arg('stride_part_b', f'{parts}.stride(1)')} + " if batch_entries else "")
+                    + f"rm[:, None] * {n} + rn[None, :]")
     persistent = bool(config.get("persistent"))
     if persistent:  # one program per multiprocessor, each taking every num_programs-th tile in turn
         kw.line(f"num_tiles = tl.cdiv({m}, BM) * tl.cdiv({n}, BN)")
@@ -330,7 +381,6 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         grouped_tiles(kw, m, n, pid="tile")
     else:
         grouped_tiles(kw, m, n)
-    batch_entries = [[d] for d in batch_dims if group.space[d] != 1]
     a_terms, b_terms, inv_terms = [], [], ["", ""]  # batch offsets of A, B (and, split, of their row factors)
     if batch_entries:
         kw.line("pid_b = tl.program_id(1)")
@@ -352,21 +402,33 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     b_at = f"kk[:, None] * {sbk} + rn[None, :] * {sbn}"
     a_mask, b_mask = f"(rm[:, None] < {m}) & (kk[None, :] < {k})", f"(kk[:, None] < {k}) & (rn[None, :] < {n})"
     kw.line("acc = tl.zeros((BM, BN), dtype=tl.float32)")
-    k_stop = k
+    k_start, k_stop, k_bound = "0", k, k
     dead = dead_tile(group)
-    if dead is not None:
+    if split_k:
+        kw.line(f"tile_ok = (rm[:, None] < {m}) & (rn[None, :] < {n})")
+        # the first launch (PHASE 1, a program per tile and share of K) writes the partial sums; the second (one per
+        # tile) adds them in a fixed order and runs the epilogue
+        kw.line(f"if {phase} == 1:  # this program's share of K's steps")
+        kw.indent += 1
+        kw.line(f"k_span = tl.cdiv(tl.cdiv({k}, BK), SPLIT_K) * BK")
+        kw.line("k_begin = tl.program_id(2) * k_span")
+        kw.line(f"k_end = tl.minimum(k_begin + k_span, {k})")
+        if dead is not None:
+            kw.line(f"k_end = tl.where({dead}, k_begin, k_end)  # the triangle keeps nothing of this tile")
+        k_start, k_stop, k_bound = "k_begin", "k_end", "k_end"
+    elif dead is not None:
         kw.line(f"k_stop = tl.where({dead}, 0, {k})  # the triangle keeps nothing of this tile: no products")
         k_stop = "k_stop"
     if split:
         kw.line("acc_lo = tl.zeros((BM, BN), dtype=tl.float32)  # the products with a low part, 2**11 times too large")
         # the tensor cores' own accumulation loses bits a sum of thousands of products shows (0.15 of the fp32
         # tolerance on the H200 for K = 8192): the high products go to `acc` SPLIT_CHUNK steps at a time (0.01)
-        kw.line(f"for k_chunk in range(0, {k_stop}, BK * {SPLIT_CHUNK}):")
+        kw.line(f"for k_chunk in range({k_start}, {k_stop}, BK * {SPLIT_CHUNK}):")
         kw.indent += 1
         kw.line("acc_hi = tl.zeros((BM, BN), dtype=tl.float32)")
-        kw.line(f"for k0 in range(k_chunk, tl.minimum(k_chunk + BK * {SPLIT_CHUNK}, {k}), BK):")
+        kw.line(f"for k0 in range(k_chunk, tl.minimum(k_chunk + BK * {SPLIT_CHUNK}, {k_bound}), BK):")
     else:
-        kw.line(f"for k0 in range(0, {k_stop}, BK):")
+        kw.line(f"for k0 in range({k_start}, {k_stop}, BK):")
     kw.indent += 1
     kw.line("kk = k0 + rk")
     kw.line(f"a = tl.load({based(a_ptr, a_terms)} + {a_at}, mask={a_mask}, other=0.0)")
@@ -388,6 +450,13 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.line(f"row_inv = tl.load({a_inv_ptr} + {inv_terms[0]}rm, mask=rm < {m}, other=0.0)")
         kw.line(f"col_inv = tl.load({b_inv_ptr} + {inv_terms[1]}rn, mask=rn < {n}, other=0.0)")
         kw.line("acc = (acc + acc_lo * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]")
+    if split_k:
+        kw.line(f"tl.store({parts_at.format(split='tl.program_id(2)')}, acc, mask=tile_ok)")
+        kw.indent -= 1
+        kw.line("else:  # the partial sums, then the epilogue")
+        kw.indent += 1
+        kw.line("for part in range(SPLIT_K):")
+        kw.line(f"    acc += tl.load({parts_at.format(split='part')}, mask=tile_ok, other=0.0)")
     kw.line("# epilogue: the ops after the product, on the accumulator tile")
     kw.line(f"m_ok = rm[:, None] < {m}")
     kw.line(f"n_ok = rn[None, :] < {n}")
@@ -404,13 +473,17 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     emitter = Emitter(kw, host, group, access)
     emitter.bind(out, "acc", {"m", "n"})
     epilogue(emitter, access, group, rank - 1, n)
-    if persistent:
+    if persistent or split_k:
         kw.indent -= 1
-    batch_total = product([sizes[e[0]] for e in batch_entries]) if batch_entries else None
     tiles = tile_grid(m_total, sizes[rank - 1], config)
     if persistent:
         kw.helpers.add("_programs_resident")
         tiles = f"min({tiles}, _programs_resident({an}))"
     grid = f"lambda META: ({tiles}, {batch_total})" if batch_total else f"lambda META: ({tiles},)"
+    if split_k:
+        lines.append(kw.launch(f"lambda META: ({tiles}, {batch_total or 1}, META['SPLIT_K'])",
+                               {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
+        next(p for p in kw.params if p.name == phase).host = "2"
+        kw.prelude = []  # placed before the first launch
     lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
