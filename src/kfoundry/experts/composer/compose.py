@@ -183,6 +183,8 @@ def variant_name(group: Group, config: dict, kernels: int) -> str:
             name += f"_{config['precision']}"
         if config.get("persistent"):
             name += "_persistent"
+        if config.get("tma"):
+            name += "_tma"
         if config.get("SPLIT_K", 1) > 1:
             name += f"_splitk{config['SPLIT_K']}"
     elif group.kind == "row":

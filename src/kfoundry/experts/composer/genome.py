@@ -4,8 +4,8 @@ A genome holds every choice behind a composed candidate: which of the composer's
 switched on: a norm's statistics gathered in the conv epilogue, pooling before the conv's store; or off: a
 reduction, or a costly function ending the epilogue, moved to a kernel after it), each
 kernel's configuration (tiles, warps, stages, tile groups, the dot's precision, a conv's layout: whatever its
-template offers: the GEMM template a persistent kernel too, and split-K where the output has too few tiles to fill
-the GPU), and whether the forward
+template offers: the GEMM template a persistent kernel too, operand tiles through tensor descriptors, and split-K
+where the output has too few tiles to fill the GPU), and whether the forward
 replays from a CUDA graph. The space knows
 each plan's kernels and the configurations each may take (fitted to the device's limits, precisions the
 tolerance admits: compose.kernel_options), so every genome in it is valid by construction, and it builds a

@@ -159,6 +159,26 @@ def test_split_k_shares_a_long_k_among_programs_and_passes_the_evaluator(tmp_pat
     assert all("SPLIT_K" not in c for c in configs(square))
 
 
+def test_a_tma_variant_reads_the_split_parts_through_descriptors_and_falls_back_where_rows_are_unaligned():
+    """The descriptor gene: the split parts' tiles through tensor descriptors where K's rows are 16-byte aligned
+    (K % 8 == 0, checked on the host for each call), the pointer loads otherwise; offered for matrices only (a
+    batched product's descriptor base would move with the batch). Judged at K = 40 (descriptors) and K = 44."""
+    problem = fixture("linear_gelu_scale")
+    result = compose_ok(problem, max_variants=1)
+    (options,) = result.space.options.values()
+    tma = [c for c in options["gemm_0"] if c.get("tma")]
+    assert len(tma) == 3 and all(c["precision"] == "fp16x3" for c in tma) and any(c.get("persistent") for c in tma)
+    source, label = result.space.build(Genome((), {"gemm_0": tma[0]}, False))
+    assert label.endswith("_fp16x3_tma") and "triton.set_allocator(_tma_scratch)" in source
+    assert "TMA=x.shape[2] % 8 == 0" in source and source.count("tl.make_tensor_descriptor(") == 4
+    aligned, unaligned = (submit(problem, source, {"in_features": k}, label="tma", guard_runs=False) for k in (40, 44))
+    verdict(aligned)
+    verdict(unaligned)
+    groups = plan(capture(load_sample(fixture("matmul_bmm"))).graph).groups
+    bmm, = [g for g in groups if g.kind == "gemm" and g.anchor.args[0].rank == g.anchor.args[1].rank == 3]
+    assert not any(c.get("tma") for c in configs(bmm)) and any(c.get("tma") for c in configs(groups[1]))
+
+
 def test_fp16_candidates_use_the_default_dot(composed):
     result = compose_ok(fixture("linear_gelu_scale"), precision="fp16")
     assert "input_precision" not in first(result).source

@@ -36,6 +36,10 @@ def _programs_resident(t):
         _RESIDENT[index] = torch.cuda.get_device_properties(index).multi_processor_count
     return _RESIDENT[index]
 ''',
+    "_tma_scratch": '''def _tma_scratch(size, alignment, stream):
+    """Global memory for the kernels' tensor descriptors, which Triton asks for at a launch."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+''',
     "_tanh": '''@triton.jit
 def _tanh(x):
     # tanh through the sigmoid: the interpreter has no libdevice tanh

@@ -101,6 +101,14 @@ SPLIT_SEARCH_CONFIGS = [
     {"BM": 64, "BN": 64, "BK": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 5, "precision": SPLIT},
     dict(PERSISTENT_CONFIG, precision=SPLIT),
 ]
+# the lead fp16x3 tile (at two pipeline depths) and the persistent kernel with their operand tiles read through
+# tensor descriptors (Hopper's copy engine: no address arithmetic or masks in the loop), for the search, where A and
+# B are matrices (no batch dim: a descriptor's base would move with it)
+TMA_CONFIGS = [
+    dict(SPLIT_CONFIGS[0], tma=True),
+    dict(SPLIT_CONFIGS[1], tma=True),
+    dict(PERSISTENT_CONFIG, precision=SPLIT, tma=True),
+]
 
 
 # split-K (the reduction over K shared by SPLIT_K programs a tile, their partial sums added by a second launch of the
@@ -130,6 +138,12 @@ def split_k_fill(group: Group, sms: int) -> float | None:
         m, batch = int(out.shape[-2]), math.prod(int(d) for d in out.shape[:-2])
     programs = math.ceil(m / 128) * math.ceil(int(out.shape[-1]) / 128) * batch
     return programs / sms if programs < sms else None
+
+
+def unbatched(group: Group) -> bool:
+    """A Linear's rows (every leading dim flattened into M) or a product of matrices: no batch dim."""
+    a, b = group.anchor.args
+    return (b.rank == 2 and a.rank > 2) or all(int(d) == 1 for d in group.anchor.out.shape[:-2])
 
 
 def splittable(group: Group) -> bool:
@@ -170,6 +184,7 @@ def _configs(group: Group, precision: str, tolerance: float | None, fill: float 
         out.append(dict(base, precision=pick))
     if precision == "fp32" and splittable(group):
         out += [dict(c) for c in SPLIT_SEARCH_CONFIGS]
+        out += [dict(c) for c in TMA_CONFIGS] if unbatched(group) else []
     elif not group.reduced:
         out.append(dict(PERSISTENT_CONFIG, precision=precisions[0]))
     return out + split_k
@@ -373,6 +388,17 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         parts_at = (f"{parts_ptr} + {{split}} * {kw.arg('stride_part', f'{parts}.stride(0)')} + "
                     + (f"pid_b * {kw.arg('stride_part_b', f'{parts}.stride(1)')} + " if batch_entries else "")
                     + f"rm[:, None] * {n} + rn[None, :]")
+    # operand tiles through tensor descriptors (Hopper's copy engine; zero-filled past the edges, as the masked loads
+    # are): the split's parts are K-contiguous, so only their rows' 16-byte alignment (K % 8) is checked, on the host
+    tma = split and bool(config.get("tma")) and not batch_entries
+    if tma:
+        a_lo_ptr, b_lo_ptr = kw.arg("a_lo_ptr", a_lo), kw.arg("b_lo_ptr", b_lo)
+        kw.constexpr("TMA", f"{k_total} % 8 == 0")
+        kw.line("if TMA:  # else the pointer loads below")
+        for desc, ptr, rows, stride, block in (("a_desc", a_ptr, m, sam, "BM"), ("a_lo_desc", a_lo_ptr, m, sam, "BM"),
+                                               ("b_desc", b_ptr, n, sbn, "BN"), ("b_lo_desc", b_lo_ptr, n, sbn, "BN")):
+            kw.line(f"    {desc} = tl.make_tensor_descriptor({ptr}, shape=[{rows}, {k}], strides=[{stride}, 1], "
+                    f"block_shape=[{block}, BK])")
     persistent = bool(config.get("persistent"))
     if persistent:  # one program per multiprocessor, each taking every num_programs-th tile in turn
         kw.line(f"num_tiles = tl.cdiv({m}, BM) * tl.cdiv({n}, BN)")
@@ -430,6 +456,12 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     else:
         kw.line(f"for k0 in range({k_start}, {k_stop}, BK):")
     kw.indent += 1
+    if tma:  # B's descriptors read (N, K) tiles: transposed for the product
+        kw.line("if TMA:")
+        for name, row in (("a", "pid_m * BM"), ("b", "pid_n * BN"), ("a_lo", "pid_m * BM"), ("b_lo", "pid_n * BN")):
+            kw.line(f"    {name} = {name}_desc.load([{row}, k0]){'.T' if name.startswith('b') else ''}")
+        kw.line("else:")
+        kw.indent += 1
     kw.line("kk = k0 + rk")
     kw.line(f"a = tl.load({based(a_ptr, a_terms)} + {a_at}, mask={a_mask}, other=0.0)")
     kw.line(f"b = tl.load({based(b_ptr, b_terms)} + {b_at}, mask={b_mask}, other=0.0)")
@@ -437,6 +469,8 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         a_lo_ptr, b_lo_ptr = kw.arg("a_lo_ptr", a_lo), kw.arg("b_lo_ptr", b_lo)
         kw.line(f"a_lo = tl.load({based(a_lo_ptr, a_terms)} + {a_at}, mask={a_mask}, other=0.0)")
         kw.line(f"b_lo = tl.load({based(b_lo_ptr, b_terms)} + {b_at}, mask={b_mask}, other=0.0)")
+        if tma:
+            kw.indent -= 1
         kw.line("acc_hi = tl.dot(a, b, acc_hi)")
         kw.line("acc_lo = tl.dot(a, b_lo, acc_lo)")
         kw.line("acc_lo = tl.dot(a_lo, b, acc_lo)")
@@ -480,6 +514,9 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.helpers.add("_programs_resident")
         tiles = f"min({tiles}, _programs_resident({an}))"
     grid = f"lambda META: ({tiles}, {batch_total})" if batch_total else f"lambda META: ({tiles},)"
+    if tma:  # the descriptors' global memory, which Triton asks for at the launch
+        kw.helpers.add("_tma_scratch")
+        lines.append("        triton.set_allocator(_tma_scratch)")
     if split_k:
         lines.append(kw.launch(f"lambda META: ({tiles}, {batch_total or 1}, META['SPLIT_K'])",
                                {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
