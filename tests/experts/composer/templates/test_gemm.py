@@ -176,7 +176,10 @@ def test_a_tma_variant_reads_the_split_parts_through_descriptors_and_falls_back_
     verdict(unaligned)
     groups = plan(capture(load_sample(fixture("matmul_bmm"))).graph).groups
     bmm, = [g for g in groups if g.kind == "gemm" and g.anchor.args[0].rank == g.anchor.args[1].rank == 3]
-    assert not any(c.get("tma") for c in configs(bmm)) and any(c.get("tma") for c in configs(groups[1]))
+    linear = groups[1]
+    assert not any(c.get("tma") for c in configs(bmm)) and any(c.get("tma") for c in configs(linear))
+    assert any(c.get("tma") for c in configs(linear, device=target_facts("H100")))
+    assert not any(c.get("tma") for c in configs(linear, device=target_facts("A100")))  # no copy engine
 
 
 def test_fp16_candidates_use_the_default_dot(composed):

@@ -166,12 +166,16 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
     fewer stages, then smaller tiles; dropped where none fits). None: the default target
     (device_limits.DEFAULT_LIMITS)."""
     n, width = int(group.anchor.out.shape[-1]), operand_bytes(list(group.anchor.args), precision)
-    sms = (device.sm_count if isinstance(device, DeviceFacts) and device.kind != "cpu" else None) or TYPICAL_SMS
-    return fit_configs(_configs(group, precision, tolerance, split_k_fill(group, sms)),
+    gpu = device if isinstance(device, DeviceFacts) and device.kind != "cpu" else None
+    sms = (gpu.sm_count if gpu else None) or TYPICAL_SMS
+    # tensor descriptors where the target has the copy engine (Hopper on): a GPU known to be older is not offered them
+    copy_engine = not (gpu and gpu.compute_capability and float(gpu.compute_capability) < 9.0)
+    return fit_configs(_configs(group, precision, tolerance, split_k_fill(group, sms), copy_engine),
                        lambda c: composer_dot_need(c, n_full=n, element_bytes=width), device)
 
 
-def _configs(group: Group, precision: str, tolerance: float | None, fill: float | None = None) -> list[dict]:
+def _configs(group: Group, precision: str, tolerance: float | None, fill: float | None = None,
+             copy_engine: bool = True) -> list[dict]:
     precisions = dot_precisions(precision, tolerance)
     out = [dict(c) for c in SPLIT_CONFIGS] if precision == "fp32" and splittable(group) else []
     lead = SPLIT if out else precisions[0]
@@ -184,7 +188,7 @@ def _configs(group: Group, precision: str, tolerance: float | None, fill: float 
         out.append(dict(base, precision=pick))
     if precision == "fp32" and splittable(group):
         out += [dict(c) for c in SPLIT_SEARCH_CONFIGS]
-        out += [dict(c) for c in TMA_CONFIGS] if unbatched(group) else []
+        out += [dict(c) for c in TMA_CONFIGS] if unbatched(group) and copy_engine else []
     elif not group.reduced:
         out.append(dict(PERSISTENT_CONFIG, precision=precisions[0]))
     return out + split_k
