@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kfoundry.experts.composer.genome import ENUMERABLE, MOVES, Genome, diff, tile_area
+from kfoundry.experts.composer.genome import ENUMERABLE, MOVES, SWEEP_KERNELS, Genome, diff, tile_area
 from tests.experts.composer.helpers import compose_ok, conv_norm_problem, fixture, submit_all, verdict
 
 CONV = {"conv": "nn.Conv2d(8, 8, 3)", "d": "2", "ln": "8", "input": "2, 8, 10, 10", "field": "8, 8",
@@ -90,6 +90,23 @@ def test_moves_change_what_they_name_and_stay_in_the_space(conv_pool):
     assert space.neighbours(cheap, "precision") == []
     assert set(MOVES) >= {"fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "accurate", "layout",
                           "config"}
+
+
+def test_a_move_that_reaches_many_kernels_takes_each_ones_nearest_step_at_once_first():
+    """A network's plan (12 kernels here): a move with a direction is first offered on every kernel it reaches, then
+    kernel by kernel; the three kernels of conv_pool get no such sweep (the test above: one kernel a child)."""
+    result = compose_ok(fixture("network_splits"), max_variants=1)
+    space, genome = result.space, result.candidates[0].genome
+    assert len(genome.configs) >= SWEEP_KERNELS
+    for move in ("tiles_up", "tiles_down"):
+        sweep, *singles = space.neighbours(genome, move)
+        reached = {gene.split(".")[0] for gene in diff(genome, sweep)}
+        assert space.contains(sweep) and len(reached) >= SWEEP_KERNELS
+        assert all(len({gene.split(".")[0] for gene in diff(genome, child)}) == 1 for child in singles)
+        for name in reached:  # each kernel's own nearest step
+            own = next(c.configs[name] for c in singles if c.configs[name] != genome.configs[name])
+            assert sweep.configs[name] == own
+    assert len({gene.split(".")[0] for gene in diff(genome, space.neighbours(genome, "config")[0])}) == 1
 
 
 def test_crossover_and_draws_stay_in_the_space(conv_pool):

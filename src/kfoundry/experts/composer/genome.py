@@ -32,6 +32,11 @@ Options = dict[str, list[dict]]  # kernel name -> the configurations it may take
 MOVES = ("fuse", "split", "graph", "tiles_up", "tiles_down", "precision", "accurate", "layout", "config",
          "split_k")
 ENUMERABLE = 4096  # spaces up to this size are listed whole: exhaustion is then exact
+# a move with a direction that reaches this many kernels (a network's: conv_suite's and gemm_suite's plans have 5 at
+# most) is offered on all of them at once, first: one kernel a step leaves a 72-kernel network nearly where it was
+# after a 32-evaluation search
+SWEEP_KERNELS = 6
+SWEEPS = ("tiles_up", "tiles_down", "precision", "accurate", "layout", "split_k")
 # cheaper main loops first (fp16 copies and TF32 one pass; fp16x3 and TF32x3 three; IEEE on the FMA units)
 PRECISION_COST = {"fp16": 0, "tf32": 1, "default": 1, "fp16x3": 2, "tf32x3": 3, "ieee": 4}
 TILE_KEYS = ("BM", "BN", "BLOCK", "BR", "BC")
@@ -140,7 +145,8 @@ class GenomeSpace:
         return Genome(plan, configs, graph and self.graphable[plan])
 
     def neighbours(self, genome: Genome, move: str) -> list[Genome]:
-        """The genomes one `move` away (MOVES), nearest first."""
+        """The genomes one `move` away (MOVES), nearest first; for a move with a direction that reaches
+        SWEEP_KERNELS kernels or more, first the genome with every such kernel's nearest step."""
         if move in ("fuse", "split"):
             mine = _fusions(genome.plan)
             keys = [k for k in self.options if (_fusions(k) > mine if move == "fuse" else _fusions(k) < mine)]
@@ -149,10 +155,15 @@ class GenomeSpace:
         if move == "graph":
             return [Genome(genome.plan, genome.configs, not genome.graph)] if self.graphable[genome.plan] else []
         out: list[Genome] = []
+        nearest: dict[str, dict] = {}
         for name, choices in self.options[genome.plan].items():
-            now = genome.configs[name]
-            for config in _kernel_moves(now, choices, move):
+            moved = _kernel_moves(genome.configs[name], choices, move)
+            if moved:
+                nearest[name] = moved[0]
+            for config in moved:
                 out.append(Genome(genome.plan, dict(genome.configs, **{name: config}), genome.graph))
+        if move in SWEEPS and len(nearest) >= SWEEP_KERNELS:  # every kernel's nearest step at once
+            out.insert(0, Genome(genome.plan, dict(genome.configs, **nearest), genome.graph))
         return out
 
     def crossover(self, a: Genome, b: Genome, rng: random.Random) -> Genome:
