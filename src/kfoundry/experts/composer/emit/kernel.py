@@ -24,7 +24,7 @@ KERNEL_RESERVED = frozenset({
     # (tests/experts/composer/emit/test_kernel.py checks every composed kernel)
     "a_lo", "b_lo", "acc_hi", "acc_lo", "k_chunk", "row_inv", "col_inv",
     # and its split-K loop
-    "k_span", "k_begin", "k_end", "part", "tile_ok", "a_desc", "b_desc", "a_lo_desc", "b_lo_desc",
+    "k_span", "k_begin", "k_end", "part", "part_tile", "tile_ok", "a_desc", "b_desc", "a_lo_desc", "b_lo_desc",
 })
 
 

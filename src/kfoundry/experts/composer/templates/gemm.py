@@ -389,9 +389,13 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.constexpr("SPLIT_K", split_host)
         phase = kw.constexpr("PHASE", "1")
         parts_ptr = kw.arg("parts_ptr", parts)
-        parts_at = (f"{parts_ptr} + {{split}} * {kw.arg('stride_part', f'{parts}.stride(0)')} + "
-                    + (f"pid_b * {kw.arg('stride_part_b', f'{parts}.stride(1)')} + " if batch_entries else "")
-                    + f"rm[:, None] * {n} + rn[None, :]")
+        # a share's and a batch's offsets in 64 bits (the workspace may pass 2**31 elements at other sizes), a tile's
+        # within one (M, N) slice as the output's are
+        stride_part = kw.arg("stride_part", f"{parts}.stride(0)")
+        parts_tile = (f"{parts_ptr} + "
+                      + (f"pid_b.to(tl.int64) * {kw.arg('stride_part_b', f'{parts}.stride(1)')} + " if batch_entries
+                         else "")
+                      + f"rm[:, None] * {n} + rn[None, :]")
     # operand tiles through tensor descriptors (Hopper's copy engine; zero-filled past the edges, as the masked loads
     # are): the split's parts are K-contiguous, so only their rows' 16-byte alignment (K % 8) is checked, on the host
     tma = split and bool(config.get("tma")) and not batch_entries
@@ -489,12 +493,14 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         kw.line(f"col_inv = tl.load({b_inv_ptr} + {inv_terms[1]}rn, mask=rn < {n}, other=0.0)")
         kw.line("acc = (acc + acc_lo * (1.0 / 2048.0)) * row_inv[:, None] * col_inv[None, :]")
     if split_k:
-        kw.line(f"tl.store({parts_at.format(split='tl.program_id(2)')}, acc, mask=tile_ok)")
+        kw.line(f"tl.store({parts_tile} + tl.program_id(2).to(tl.int64) * {stride_part}, acc, mask=tile_ok)")
         kw.indent -= 1
         kw.line("else:  # the partial sums, then the epilogue")
         kw.indent += 1
+        kw.line(f"part_tile = {parts_tile}")
         kw.line("for part in range(SPLIT_K):")
-        kw.line(f"    acc += tl.load({parts_at.format(split='part')}, mask=tile_ok, other=0.0)")
+        kw.line("    acc += tl.load(part_tile, mask=tile_ok, other=0.0)")
+        kw.line(f"    part_tile += {stride_part}")
     kw.line("# epilogue: the ops after the product, on the accumulator tile")
     kw.line(f"m_ok = rm[:, None] < {m}")
     kw.line(f"n_ok = rn[None, :] < {n}")
