@@ -111,10 +111,12 @@ class KernelWriter:
         return "@triton.jit\n" + signature + ":\n" + "\n".join(self.lines) + "\n"
 
     def launch(self, grid: str, options: dict[str, str] | None = None, indent: str = "        ",
-               with_prelude: bool = True) -> str:
-        """The launch line, after the prelude's host lines unless the caller placed those itself."""
+               with_prelude: bool = True, constants: dict[str, str] | None = None) -> str:
+        """The launch line, after the prelude's host lines unless the caller placed those itself; `constants`: host
+        values of constexprs for this launch instead of their own (a kernel launched twice, in two phases)."""
+        constants = constants or {}
         args = [p.host for p in self.params if not p.constexpr]
-        args += [f"{p.name}={p.host}" for p in self.params if p.constexpr]
+        args += [f"{p.name}={constants.get(p.name, p.host)}" for p in self.params if p.constexpr]
         args += [f"{k}={v}" for k, v in (options or {}).items()]
         launch = f"{indent}{self.name}[{grid}](\n" + _wrap(args, indent + "    ", len(indent) + 4)
         return "\n".join([indent + line for line in (self.prelude if with_prelude else [])] + [launch])

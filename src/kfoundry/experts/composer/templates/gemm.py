@@ -132,7 +132,7 @@ def split_k_fill(group: Group, sms: int) -> float | None:
     k = int(a.shape[-1])
     if group.reduced or out.rank < 2 or k < SPLIT_K_MIN_STEPS * 64:
         return None
-    if a.rank > 2 and group.anchor.args[1].rank == 2:  # a Linear's rows: every leading dim flattened into M
+    if flattens_rows(group):
         m, batch = math.prod(int(d) for d in out.shape[:-1]), 1
     else:
         m, batch = int(out.shape[-2]), math.prod(int(d) for d in out.shape[:-2])
@@ -140,10 +140,15 @@ def split_k_fill(group: Group, sms: int) -> float | None:
     return programs / sms if programs < sms else None
 
 
+def flattens_rows(group: Group) -> bool:
+    """A Linear on (..., K) (B a matrix, A of more dims): its leading dims flattened into M, one launch for them."""
+    a, b = group.anchor.args
+    return b.rank == 2 and a.rank > 2
+
+
 def unbatched(group: Group) -> bool:
     """A Linear's rows (every leading dim flattened into M) or a product of matrices: no batch dim."""
-    a, b = group.anchor.args
-    return (b.rank == 2 and a.rank > 2) or all(int(d) == 1 for d in group.anchor.out.shape[:-2])
+    return flattens_rows(group) or all(int(d) == 1 for d in group.anchor.out.shape[:-2])
 
 
 def splittable(group: Group) -> bool:
@@ -177,8 +182,9 @@ def configs(group: Group, precision: str = "fp32", tolerance: float | None = Non
 def _configs(group: Group, precision: str, tolerance: float | None, fill: float | None = None,
              copy_engine: bool = True) -> list[dict]:
     precisions = dot_precisions(precision, tolerance)
-    out = [dict(c) for c in SPLIT_CONFIGS] if precision == "fp32" and splittable(group) else []
-    lead = SPLIT if out else precisions[0]
+    split = precision == "fp32" and splittable(group)
+    out = [dict(c) for c in SPLIT_CONFIGS] if split else []
+    lead = SPLIT if split else precisions[0]
     split_k = [dict(c, precision=lead) for c in SPLIT_K_CONFIGS] if fill is not None else []
     if fill is not None and fill < 0.25:
         out.insert(1, split_k.pop(0))
@@ -186,7 +192,7 @@ def _configs(group: Group, precision: str, tolerance: float | None, fill: float 
         # two of every three tile shapes take the first (fastest accurate) precision, the third the others in turn
         pick = precisions[(i // 3) % (len(precisions) - 1) + 1] if i % 3 == 2 and len(precisions) > 1 else precisions[0]
         out.append(dict(base, precision=pick))
-    if precision == "fp32" and splittable(group):
+    if split:
         out += [dict(c) for c in SPLIT_SEARCH_CONFIGS]
         out += [dict(c) for c in TMA_CONFIGS] if unbatched(group) and copy_engine else []
     elif not group.reduced:
@@ -320,7 +326,7 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     sizes = space_sizes(group, host, [(out, identity)])
     an, bn = host.name(a), host.name(b)
     a_shape, b_shape = host.shape(a), host.shape(b)
-    flatten_m = b.rank == 2 and a.rank > 2
+    flatten_m = flattens_rows(group)
     if flatten_m:
         batch_dims: list[int] = []
         m_dims = list(range(rank - 1))
@@ -527,10 +533,10 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
     if tma:  # the descriptors' global memory, which Triton asks for at the launch
         kw.helpers.add("_tma_scratch")
         lines.append("        triton.set_allocator(_tma_scratch)")
-    if split_k:
-        lines.append(kw.launch(f"lambda META: ({tiles}, {batch_total or 1}, META['SPLIT_K'])",
-                               {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
-        next(p for p in kw.params if p.name == phase).host = "2"
-        kw.prelude = []  # placed before the first launch
-    lines.append(kw.launch(grid, {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}))
+    options = {"num_warps": str(config["num_warps"]), "num_stages": str(config["num_stages"])}
+    if split_k:  # the partial sums over a third grid axis, then (after the first launch's prelude) their sum
+        lines.append(kw.launch(f"lambda META: ({tiles}, {batch_total or 1}, META['SPLIT_K'])", options))
+        lines.append(kw.launch(grid, options, with_prelude=False, constants={phase: "2"}))
+    else:
+        lines.append(kw.launch(grid, options))
     return KernelCode(kw.source(), lines, kw.helpers, kw.name)
