@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from kfoundry.bench.figures import FLOOR_MEANING, FLOOR_NAMES, floor_text, of_floor_text  # noqa: E402
 from kfoundry.bench.floor import Floor, floor_fields, speed_of_light  # noqa: E402
 from kfoundry.bench.metrics import floor_metrics  # noqa: E402
+from kfoundry.runs.credit import move_text  # noqa: E402
 
 DEFAULT_SUITE = ROOT / "benchmarks" / "suite"
 DEFAULT_OUT = ROOT / "kfoundry-runs" / "programmatic_suite"  # kfoundry-runs/ is ignored by git
@@ -324,14 +325,17 @@ def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-COURSE_COLUMNS = ("#", "problem", "gen 0", "final", "improved by (speedup after)", "roof", "3xTF32 roof",
+COURSE_COLUMNS = ("#", "problem", "gen 0", "final", "improved by (speedup after, move)", "roof", "3xTF32 roof",
                   "3xTF32 sheet", "floor ms", "ours/eager/compile of floor", "autotune ms", "vs autotune",
                   "reduce-overhead ms", "vs reduce-overhead")
-COURSE_LEFT = {"problem", "improved by (speedup after)"}
+COURSE_LEFT = {"problem", "improved by (speedup after, move)"}
 
 
 def _improved_by(improvements: Sequence[dict[str, Any]]) -> str:
-    return ", ".join(f"{i['expert']} {i['to']:.3f}x" for i in improvements) or NONE
+    def one(i: dict[str, Any]) -> str:
+        move = move_text(i.get("move"), most=2)
+        return f"{i['expert']} {i['to']:.3f}x" + (f" ({move})" if move else "")
+    return ", ".join(one(i) for i in improvements) or NONE
 
 
 def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -550,9 +554,12 @@ def _three_tf32_fraction(point: dict[str, Any], tf32_tflops: float | None, bandw
     return roof.of(runtime_ms) if roof else None
 
 
-def search_course(evaluations: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def search_course(evaluations: Sequence[dict[str, Any]],
+                  moves: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The best of generation 0 and each later evaluation that beat the best so far (speedups vs eager), with the
-    expert that proposed it: what the search added to its first population."""
+    expert that proposed it and its move (the genes it changed, from the run's result.json, by candidate id):
+    what the search added to its first population."""
+    moves = moves or {}
     best, gen0, improvements = None, None, []
     for item in evaluations:
         value = _number(item.get("speedup_eager")) if item.get("status") == "ok" else None
@@ -563,7 +570,8 @@ def search_course(evaluations: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if best is None or value > best:
             if best is not None and item.get("generation") != 0:
                 improvements.append({"expert": item.get("expert"), "generation": item.get("generation"),
-                                     "candidate": item.get("candidate_id"), "from": best, "to": value})
+                                     "candidate": item.get("candidate_id"), "from": best, "to": value,
+                                     "move": moves.get(item.get("candidate_id"))})
             best = value
     return {"gen0_speedup": gen0, "final_speedup": best, "improvements": improvements}
 
@@ -581,7 +589,9 @@ def run_figures(gathered: dict[str, Any]) -> dict[str, Any]:
     its best against the roofs, the problem's floor, and the max-autotune baseline."""
     from kfoundry.evaluate.shared.device_facts import datasheet_for
 
-    figures = {**_result_figures(gathered.get("result")), **search_course(gathered["evaluations"])}
+    moves = {i.get("candidate_id"): i.get("move") for i in (gathered.get("result") or {}).get("improvements") or []
+             if isinstance(i, dict) and i.get("move")}
+    figures = {**_result_figures(gathered.get("result")), **search_course(gathered["evaluations"], moves)}
     point = gathered.get("roofline") or {}
     evaluation = (gathered.get("best") or {}).get("evaluation") or {}
     facts = evaluation.get("device_facts") or {}

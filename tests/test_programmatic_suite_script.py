@@ -232,10 +232,14 @@ def test_a_run_gives_the_search_course_the_roofs_and_max_autotune(ps, tmp_path):
     from tests.runs.test_report_fixture import EAGER_MS, build_run
 
     run_dir = tmp_path / "runs" / "10_fake_gemm"
-    build_run(run_dir)
+    ids = build_run(run_dir)
     gathered = gather(run_dir)
     timing = gathered["best"]["evaluation"]["timing"]
     timing["baselines"][ps.AUTOTUNE] = {"median_ms": 6.5, "setup_s": 41.0}
+    # the last tuner step's move, as result.json records it (the fixture's store records none)
+    gathered["result"]["improvements"] = [{"candidate_id": ids["i"], "expert": "tuner", "move": {
+        "kind": "config", "changed": {"gemm_0.persistent": [None, True], "gemm_0.tma": [None, True],
+                                      "gemm_0.GROUP_M": [8, 16]}}}]
     figures = ps.run_figures(gathered)
     assert figures["gen0_speedup"] == pytest.approx(EAGER_MS / 14.0)
     assert figures["final_speedup"] == pytest.approx(EAGER_MS / 5.2)
@@ -261,7 +265,8 @@ def test_a_run_gives_the_search_course_the_roofs_and_max_autotune(ps, tmp_path):
     assert summary["autotune"]["over"] == 1 and summary["autotune"]["slow_compile"] == ["11_fake_gemm"]
     text = ps.render(ps.build_document(_bench([record], FAKE_GPU_LABELS), rows, {"max_evals": 12}, [], "x"))
     course = [line for line in text.splitlines() if "10_fake_gemm" in line][1]
-    assert "compute 1.139x, tuner 1.475x, tuner 1.731x" in course and "78.9% fp32" in course and "32.0%" in course
+    assert "compute 1.139x, tuner 1.475x, tuner 1.731x (config: gemm_0.persistent None\u2192True, gemm_0.tma " \
+        "None\u2192True, +1 more)" in course and "78.9% fp32" in course and "32.0%" in course
     assert ">60 s" in [line for line in text.splitlines() if "11_fake_gemm" in line][1]
     assert "median gain 2.692x over 2 problem(s), 2 improved" in text
     assert summary["search"]["goal"]["below_floor"] == 2 and summary["search"]["goal"]["met"] is True
