@@ -72,3 +72,60 @@ def test_a_diagnosed_parent_gets_a_step_its_way_and_the_record_says_so(monkeypat
     guided = [r for r in records if r["origin"] == "guided"]
     assert guided and all(r["guided_by"] == "register-spills" for r in guided)
     assert all("guided_by" not in r for r in records if r["origin"] != "guided")
+
+
+def _judged(tuner: TunerExpert, parent: Individual, changes: dict, speed: float, status: str = "ok") -> None:
+    child = Individual(id=f"c{speed}", source="x", status=status, fitness=speed if status == "ok" else None,
+                       record={"changes": changes})
+    tuner.observe(child, parent)
+
+
+def test_a_step_that_slowed_its_child_is_not_taken_again(monkeypatch):
+    """16 warps on a GEMM tile ran every child at 0.26-0.46x of its parent on the H100, and the tuner drew it up
+    to six times in 32 evaluations: once a step alone has run a child under 0.8x, no proposal takes it again."""
+    monkeypatch.setattr(tuner_expert, "PRECISION_SHARE", 0.0)
+    parent = Individual(id="1", source=GEMM, status="ok", fitness=2.0)
+
+    def steps(tuner: TunerExpert, draws: int = 12) -> set:
+        seen, taken = set(), set()
+        tuner.is_known = lambda source: source in seen
+        for _ in range(draws):
+            proposal = asyncio.run(tuner.propose(Step(parent)))
+            if proposal.source is None:
+                break
+            seen.add(proposal.source)
+            taken |= {(n, c["from"], c["to"]) for n, c in proposal.record["changes"].items()}
+        return taken
+
+    before = steps(TunerExpert(is_known=lambda s: False, seed=3))
+    slow = sorted(before)[0]
+    tuner = TunerExpert(is_known=lambda s: False, seed=3)
+    _judged(tuner, parent, {slow[0]: {"from": slow[1], "to": slow[2]}}, 0.7)  # 0.35x alone
+    assert tuner.run.harmful() == {slow}
+    after = steps(tuner)
+    assert after and slow not in after  # the same seed took it before; other steps still come
+    # a judged child with no parent speed, or of a failing parent, teaches nothing
+    _judged(tuner, Individual(id="2", source=GEMM, status="wrong_output"), {"BK": {"from": 1, "to": 2}}, 0.1)
+    assert tuner.run.harmful() == {slow}
+
+
+def test_a_step_is_blamed_for_a_pair_only_when_it_is_not_fine_alone():
+    parent = Individual(id="1", source=GEMM, status="ok", fitness=1.0)
+    tuner = TunerExpert(is_known=lambda s: False)
+    warps, stages, block = ("num_warps", 8, 16), ("num_stages", 4, 3), ("BK", 64, 32)
+    pair = {name: {"from": old, "to": new} for name, old, new in (warps, stages)}
+    _judged(tuner, parent, pair, 0.4)
+    assert tuner.run.harmful() == set()  # one slow pair: neither is blamed yet
+    _judged(tuner, parent, {"num_stages": {"from": 4, "to": 3}}, 0.98)  # stages alone: fine
+    _judged(tuner, parent, {n: {"from": o, "to": w} for n, o, w in (warps, block)}, 0.0, status="compile_error")
+    # warps: in two slow children (a failure counts 0.5x); BK in one; stages cleared by its child alone
+    assert tuner.run.harmful() == {warps}
+    _judged(tuner, parent, pair, 0.5)
+    assert tuner.run.harmful() == {warps}
+    # the steps come back with the random state after a resume; a run saved before them restores its rng alone
+    again = TunerExpert(is_known=lambda s: False, seed=7)
+    restore_in([again], state_of([tuner]))
+    assert again.run.harmful() == tuner.run.harmful() and again.rng.getstate() == tuner.rng.getstate()
+    old = TunerExpert(is_known=lambda s: False, seed=7)
+    restore_in([old], state_of([tuner])["rng"])
+    assert old.rng.getstate() == tuner.rng.getstate() and old.run.harmful() == set()

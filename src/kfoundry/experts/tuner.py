@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,11 +183,13 @@ def _proposals(tunables: list[Tunable], rng: random.Random, preferred: dict[str,
 
 def tune(source: str, rng: random.Random, *, device: DeviceFacts | DeviceLimits | None = None, n: int = 1,
          preferred: dict[str, int] | None = None, max_changes: int = 2,
-         guide: Guidance | None = None, strict: bool = False) -> list[TunedVariant]:
+         guide: Guidance | None = None, strict: bool = False,
+         avoid: Container[tuple[str, int, int]] = ()) -> list[TunedVariant]:
     """Up to `n` distinct valid variants of `source`, each changing 1..max_changes tunables (mostly to a
     neighbouring value, x2 or /2), each within `device`'s limits (see the module; `strict`: the parent failed
     out of resource, every variant must fit); remembered `preferred` values come first, then mostly steps the
-    way `guide` (the parent's diagnosis) points. [] when nothing is tunable."""
+    way `guide` (the parent's diagnosis) points; none takes a step (name, old, new) in `avoid`. [] when nothing
+    is tunable."""
     found = discover(source)
     tunables = [t for t in found.tunables if len(t.choices) > 1] if found else []
     if not tunables or n < 1 or max_changes < 1:
@@ -202,6 +204,8 @@ def tune(source: str, rng: random.Random, *, device: DeviceFacts | DeviceLimits 
         if key in seen:
             continue
         seen.add(key)
+        if any((name, by_name[name].value, value) in avoid for name, value in proposal.items()):
+            continue
         variant = _variant(source, found.tunables, by_name, proposal, parent_limits, device, origin, strict)
         if variant is not None:
             variants.append(variant)

@@ -1,9 +1,11 @@
 """The tuner as an expert (no LLM): a parent's tunable constants changed (kfoundry.experts.tuner), or on
-some turns its dot precision switched; the first variant the search has not seen is proposed."""
+some turns its dot precision switched; the first variant the search has not seen is proposed. A step that made
+its children much slower in this run is not taken again (`TuningSteps`)."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,12 +13,65 @@ from typing import Any
 
 from kfoundry.experts.base import RETRIES, Proposal, Step, Traits
 from kfoundry.experts.composer.genome import PRECISION_COST
+from kfoundry.experts.genome_moves import FAILED_RATIO, LOSING
 from kfoundry.experts.tuner import DOT_PRECISIONS, PRECISION_NAME, guidance, precision_variants, tune, tuning_record
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.types import DeviceFacts
 
 TUNER_TRIES = 6  # variants asked of the tuner at once: the first one not seen before is taken
 PRECISION_SHARE = 0.25  # of the tuner's turns on a parent that spells a dot precision: switch it
+
+
+TuningStep = tuple[str, int, int]  # a tunable's name, its old value, its new value
+
+
+@dataclass
+class TuningSteps:
+    """What each tuning step did in this run: the log of child / parent speed of every judged child whose
+    change held the step (a failed child counts FAILED_RATIO). A step is harmful once the children that changed it
+    alone ran under LOSING x their parents on geometric mean, or two or more children that held it did (a step
+    that alone was not harmful is not blamed for the steps beside it) (16 warps
+    on a GEMM tile ran its children at 0.26-0.46x, and the tuner drew it up to six times a run)."""
+
+    alone: dict[TuningStep, list[float]] = field(default_factory=dict)
+    held: dict[TuningStep, list[float]] = field(default_factory=dict)
+
+    def observe(self, changes: Any, parent_fitness: float | None, child_fitness: float | None,
+                child_ok: bool) -> None:
+        steps = _steps(changes)
+        if not steps or not parent_fitness or parent_fitness <= 0:
+            return
+        ratio = child_fitness / parent_fitness if child_ok and child_fitness and child_fitness > 0 else FAILED_RATIO
+        for step in steps:
+            self.held.setdefault(step, []).append(math.log(ratio))
+            if len(steps) == 1:
+                self.alone.setdefault(step, []).append(math.log(ratio))
+
+    def harmful(self) -> set[TuningStep]:
+        bar = math.log(LOSING)
+        alone = {step for step, logs in self.alone.items() if sum(logs) / len(logs) < bar}
+        return alone | {step for step, logs in self.held.items()  # a step fine alone is not blamed for others
+                        if len(logs) >= 2 and sum(logs) / len(logs) < bar and (step in alone or step not in self.alone)}
+
+    def state(self) -> dict[str, list]:
+        return {name: [[*step, logs] for step, logs in table.items()]
+                for name, table in (("alone", self.alone), ("held", self.held))}
+
+    @classmethod
+    def restore(cls, data: dict | None) -> TuningSteps:
+        def table(rows: Any) -> dict[TuningStep, list[float]]:
+            return {(str(n), int(old), int(new)): [float(x) for x in logs] for n, old, new, logs in rows or []}
+        data = data or {}
+        return cls(table(data.get("alone")), table(data.get("held")))
+
+
+def _steps(changes: Any) -> list[TuningStep]:
+    """A tuner record's changes ({"BK": {"from": 64, "to": 32}}) as steps."""
+    steps = []
+    for name, change in (changes.items() if isinstance(changes, dict) else []):
+        if isinstance(change, dict) and isinstance(change.get("from"), int) and isinstance(change.get("to"), int):
+            steps.append((str(name), change["from"], change["to"]))
+    return steps
 
 
 @dataclass
@@ -30,6 +85,13 @@ class TunerExpert:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed + 1)
+        self.run = TuningSteps()
+
+    def observe(self, child: Any, parent: Any) -> None:
+        """A child of the tuner was judged: what its steps did to the parent's speed."""
+        changes = (getattr(child, "record", None) or {}).get("changes")
+        if changes and parent is not None and getattr(parent, "ok", False):
+            self.run.observe(changes, parent.fitness, child.fitness, child.ok)
 
     async def propose(self, step: Step) -> Proposal:
         parent = step.parent
@@ -47,10 +109,12 @@ class TunerExpert:
 
         guide = guidance(getattr(parent, "diagnosis", None))
         strict = out_of_resource(parent)
+        harmful = self.run.harmful()
+        switched = [v for v in switched if not any((n, *c) in harmful for n, c in v.changes.items())]
 
         def retuned():  # a generator: the tunables are read only when no precision switch is new
             yield from tune(parent.source, self.rng, device=self.device, n=TUNER_TRIES, preferred=self.preferred,
-                            guide=guide, strict=strict)
+                            guide=guide, strict=strict, avoid=harmful)
 
         for variant in itertools.chain(switched, retuned()):
             if not self.is_known(variant.source):
@@ -61,12 +125,15 @@ class TunerExpert:
                 return Proposal(variant.source, [parent.id], record, why=step.reason)
         return Proposal(None, why=step.reason)
 
-    def state(self) -> list:
-        return random_state_to_json(self.rng)
+    def state(self) -> dict:
+        return {"rng": random_state_to_json(self.rng), "steps": self.run.state()}
 
-    def restore(self, data: list | None) -> None:
+    def restore(self, data: dict | list | None) -> None:
+        if isinstance(data, list):  # a run saved before the steps were kept: the random state alone
+            data = {"rng": data}
         if data:
-            self.rng.setstate(random_state_from_json(data))
+            self.rng.setstate(random_state_from_json(data["rng"]))
+            self.run = TuningSteps.restore(data.get("steps"))
 
 
 def cheaper(change: tuple[int, int]) -> bool:

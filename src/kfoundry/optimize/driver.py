@@ -241,7 +241,7 @@ class Optimization:
                 self._remember(ind)
         if kind == "generation":
             self.store.save_state("search", self.loop.state())
-            self.store.save_state("tuner_rng", state_of(self.experts))
+            self.store.save_state("tuner", state_of(self.experts))
             self.store.save_state("genome_experts", states_of(self.experts))
         totals = self.store.totals()
         self.view.event(event, totals.get("cost_usd"), totals.get("unknown_cost_calls") or 0)
@@ -368,7 +368,8 @@ class Optimization:
     async def _first_candidates(self, snapshot: dict[str, Any] | None, stored: dict[str, Individual]) -> None:
         """What the search starts from: a resumed snapshot's interrupted generation, or the first population."""
         if snapshot is not None:
-            restore_in(self.experts, self.store.load_state("tuner_rng"))
+            # "tuner_rng": a run saved before the tuner kept its steps
+            restore_in(self.experts, self.store.load_state("tuner") or self.store.load_state("tuner_rng"))
             restore_states(self.experts, self.store.load_state("genome_experts"))
             self.individuals.update(self.loop.individuals)
             correct = sum(1 for i in self.loop.individuals.values() if i.ok)

@@ -3,7 +3,6 @@ names, and the facts its limits are checked on."""
 
 from __future__ import annotations
 
-import ast
 from collections import Counter
 from dataclasses import dataclass
 
