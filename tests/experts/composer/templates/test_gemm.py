@@ -161,8 +161,9 @@ def test_split_k_shares_a_long_k_among_programs_and_passes_the_evaluator(tmp_pat
 
 def test_a_tma_variant_reads_the_split_parts_through_descriptors_and_falls_back_where_rows_are_unaligned():
     """The descriptor gene: the split parts' tiles through tensor descriptors where K's rows are 16-byte aligned
-    (K % 8 == 0, checked on the host for each call), the pointer loads otherwise; offered for matrices only (a
-    batched product's descriptor base would move with the batch). Judged at K = 40 (descriptors) and K = 44."""
+    (K % 8 == 0, checked on the host for each call), the pointer loads otherwise. A batched product's descriptors
+    are made by each program at its batch's matrices (not in a persistent loop: that configuration is not offered
+    it). Judged at K = 40 (descriptors) and K = 44, the batched one at K = 40."""
     problem = fixture("linear_gelu_scale")
     result = compose_ok(problem, max_variants=1)
     (options,) = result.space.options.values()
@@ -177,7 +178,17 @@ def test_a_tma_variant_reads_the_split_parts_through_descriptors_and_falls_back_
     groups = plan(capture(load_sample(fixture("matmul_bmm"))).graph).groups
     bmm, = [g for g in groups if g.kind == "gemm" and g.anchor.args[0].rank == g.anchor.args[1].rank == 3]
     linear = groups[1]
-    assert not any(c.get("tma") for c in configs(bmm)) and any(c.get("tma") for c in configs(linear))
+    batched = [c for c in configs(bmm) if c.get("tma")]
+    assert len(batched) == 2 and not any(c.get("persistent") for c in batched)
+    assert any(c.get("tma") and c.get("persistent") for c in configs(linear))
+    bmm_problem = fixture("matmul_bmm")
+    space = compose_ok(bmm_problem, max_variants=1).space
+    options = space.options[()]
+    assert [c for c in options["gemm_2"] if c.get("tma")] == batched  # gemm_2: the bmm
+    genome = Genome((), {"gemm_0": options["gemm_0"][0], "gemm_1": options["gemm_1"][0], "gemm_2": batched[0]}, False)
+    source, _ = space.build(genome)
+    assert "tl.make_tensor_descriptor(a_ptr + pid_b * stride_a0," in source
+    verdict(submit(bmm_problem, source, {}, label="tma_batched", guard_runs=False))
     assert any(c.get("tma") for c in configs(linear, device=target_facts("H100")))
     assert not any(c.get("tma") for c in configs(linear, device=target_facts("A100")))  # no copy engine
 

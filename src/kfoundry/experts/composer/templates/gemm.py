@@ -194,7 +194,8 @@ def _configs(group: Group, precision: str, tolerance: float | None, fill: float 
         out.append(dict(base, precision=pick))
     if split:
         out += [dict(c) for c in SPLIT_SEARCH_CONFIGS]
-        out += [dict(c) for c in TMA_CONFIGS] if unbatched(group) and copy_engine else []
+        # a batched product's descriptors are made per program, after its batch: not in the persistent loop
+        out += [dict(c) for c in TMA_CONFIGS if unbatched(group) or not c.get("persistent")] if copy_engine else []
     elif not group.reduced:
         out.append(dict(PERSISTENT_CONFIG, precision=precisions[0]))
     return out + split_k
@@ -403,16 +404,26 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
                          else "")
                       + f"rm[:, None] * {n} + rn[None, :]")
     # operand tiles through tensor descriptors (Hopper's copy engine; zero-filled past the edges, as the masked loads
-    # are): the split's parts are K-contiguous, so only their rows' 16-byte alignment (K % 8) is checked, on the host
-    tma = split and bool(config.get("tma")) and not batch_entries
+    # are): the split's parts are K-contiguous, (batch, rows, K) in one piece, so a row's and a batch's offsets are
+    # whole rows and only the rows' 16-byte alignment (K % 8) is checked, on the host
+    tma = split and bool(config.get("tma"))
     if tma:
         a_lo_ptr, b_lo_ptr = kw.arg("a_lo_ptr", a_lo), kw.arg("b_lo_ptr", b_lo)
         kw.constexpr("TMA", f"{k_total} % 8 == 0")
+
+    def descriptors(a_terms: list[str], b_terms: list[str]) -> None:
         kw.line("if TMA:  # else the pointer loads below")
-        for desc, ptr, rows, stride, block in (("a_desc", a_ptr, m, sam, "BM"), ("a_lo_desc", a_lo_ptr, m, sam, "BM"),
-                                               ("b_desc", b_ptr, n, sbn, "BN"), ("b_lo_desc", b_lo_ptr, n, sbn, "BN")):
-            kw.line(f"    {desc} = tl.make_tensor_descriptor({ptr}, shape=[{rows}, {k}], strides=[{stride}, 1], "
-                    f"block_shape=[{block}, BK])")
+        for desc, ptr, rows, stride, block, terms in (
+                ("a_desc", a_ptr, m, sam, "BM", a_terms), ("a_lo_desc", a_lo_ptr, m, sam, "BM", a_terms),
+                ("b_desc", b_ptr, n, sbn, "BN", b_terms), ("b_lo_desc", b_lo_ptr, n, sbn, "BN", b_terms)):
+            kw.line(f"    {desc} = tl.make_tensor_descriptor({based(ptr, terms)}, shape=[{rows}, {k}], "
+                    f"strides=[{stride}, 1], block_shape=[{block}, BK])")
+
+    def based(ptr: str, terms: list[str]) -> str:
+        return f"{ptr} + {' + '.join(terms)}" if terms else ptr
+
+    if tma and not batch_entries:  # once a program, before its tiles
+        descriptors([], [])
     persistent = bool(config.get("persistent"))
     if persistent:  # one program per multiprocessor, each taking every num_programs-th tile in turn
         kw.line(f"num_tiles = tl.cdiv({m}, BM) * tl.cdiv({n}, BN)")
@@ -432,11 +443,10 @@ def gemm_kernel(group: Group, host: HostContext, config: dict) -> KernelCode:
         if split:  # one batch dim at most (splittable)
             inv_terms = [f"{batch_coords[0]} * {kw.arg('stride_ainv', f'{a_inv}.stride(0)')} + ",
                          f"{batch_coords[0]} * {kw.arg('stride_binv', f'{b_inv}.stride(0)')} + "]
+        if tma:  # based at this program's matrices (one batch a program: the gene is not offered persistent)
+            descriptors(a_terms, b_terms)
     else:
         batch_coords = []
-
-    def based(ptr: str, terms: list[str]) -> str:
-        return f"{ptr} + {' + '.join(terms)}" if terms else ptr
 
     a_at = f"rm[:, None] * {sam} + kk[None, :] * {sak}"
     b_at = f"kk[:, None] * {sbk} + rn[None, :] * {sbn}"
