@@ -140,3 +140,40 @@ def test_recompose_learns_from_its_children_in_this_run(composed):
     failing_parent = Individual(id="f", source=plain.source, status="wrong_output")
     expert.observe(Individual(id="c9", source="x", status="ok", fitness=1.0, record=first.record), failing_parent)
     assert len(expert.run.logs["tiles_down"]) == 2  # no speed to compare with
+
+
+def _kinds(expert: RecomposeExpert, parent: Individual, seen: Seen, count: int) -> list[str]:
+    kinds = []
+    for _ in range(count):
+        proposal = _propose(expert, parent)
+        seen.add(proposal.source)
+        kinds.append(proposal.record["move"]["kind"])
+    return kinds
+
+
+def test_a_move_over_a_network_yields_to_the_next_after_its_first_steps(composed):
+    """ResNet-18 spent its 30 evaluations on tiles_up, one kernel of its 40 at a time, each child slower: a move
+    that reaches SWEEP_KERNELS kernels offers its sweep and three single kernels, then the next move has its turn,
+    and its remaining neighbours come after every move's. A plan of fewer kernels (conv_gn_pool's) keeps the order
+    of before: every neighbour of a move before the next move's."""
+    from kfoundry.experts.composer.genome import SWEEP_KERNELS
+    from kfoundry.experts.genome_experts import NETWORK_HEAD
+    from tests.experts.composer.helpers import fixture
+
+    network = compose_ok(fixture("network_splits"), max_variants=1)
+    first = network.candidates[0]
+    seen = Seen([first.source])
+    expert = RecomposeExpert(network.space, seen)
+    assert network.space.reach(first.genome, "tiles_down") >= SWEEP_KERNELS
+    parent = _individual("n", first, rule="register-spills")  # tiles_down first
+    kinds = _kinds(expert, parent, seen, NETWORK_HEAD + 2)
+    assert kinds[:NETWORK_HEAD] == ["tiles_down"] * NETWORK_HEAD and kinds[NETWORK_HEAD] != "tiles_down"
+    # the small plan: the first move's neighbours all come before the next move's
+    plain = next(c for c in composed.candidates if c.genome.plan == ())
+    small_seen = Seen(c.source for c in composed.candidates)
+    small = RecomposeExpert(composed.space, small_seen)
+    neighbours = [g for g in composed.space.neighbours(plain.genome, "tiles_down") if not small_seen(
+        composed.space.build(g)[0])]
+    assert composed.space.reach(plain.genome, "tiles_down") < SWEEP_KERNELS and len(neighbours) > 1
+    spilling = _individual("s", plain, rule="register-spills")
+    assert _kinds(small, spilling, small_seen, len(neighbours)) == ["tiles_down"] * len(neighbours)

@@ -11,17 +11,18 @@ spent, and then says how much of it was tried (`coverage`).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from kfoundry.experts.base import Proposal, Step, Traits
-from kfoundry.experts.composer.genome import ENUMERABLE, Genome, GenomeSpace, diff
+from kfoundry.experts.composer.genome import ENUMERABLE, SWEEP_KERNELS, Genome, GenomeSpace, diff
 from kfoundry.experts.genome_moves import MoveSteps, moves_for
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 
 RANDOM_DRAWS = 64  # a space too large to list: untried genomes are drawn at random, this many tries a call
 CROSSINGS = 8  # crossovers tried on one step for a child the search has not seen
+NETWORK_HEAD = 4  # a network-wide move's neighbours offered before the next move's: its sweep and three kernels
 
 
 def genome_of(individual: Any, space: GenomeSpace) -> Genome | None:
@@ -118,16 +119,30 @@ class RecomposeExpert(_Explorer):
         parents = [parent.id] if parent is not None else []
         if genome is not None:
             self.tried.add(genome.key)
-            for move in moves_for(getattr(parent, "diagnosis", None), self.gains, self.run):
-                for child in self.space.neighbours(genome, move):
-                    source = self.fresh(child)
-                    if source is not None:
-                        return Proposal(source, parents, _record(child, move, genome), why=step.reason)
+            for move, child in self._steps(genome, getattr(parent, "diagnosis", None)):
+                source = self.fresh(child)
+                if source is not None:
+                    return Proposal(source, parents, _record(child, move, genome), why=step.reason)
         found = self.untried(genome)  # the neighbourhood is spent: the nearest genome not tried yet
         if found is None:
             return Proposal(None, why=f"{step.reason}; {self.coverage()}")
         child, source = found
         return Proposal(source, parents, _record(child, "explore", genome), why=step.reason)
+
+
+    def _steps(self, genome: Genome, diagnosis: Any) -> Iterator[tuple[str, Genome]]:
+        """(move, child) in the order they are offered: the moves in `moves_for`'s order, each move's neighbours
+        nearest first. A move that reaches SWEEP_KERNELS kernels or more (a network's) offers its first
+        NETWORK_HEAD neighbours (its sweep, then single kernels) before the next move, and the rest after every
+        move had its turn: one move over a network's 40 kernels one at a time spent ResNet-18's whole budget."""
+        later: list[tuple[str, list[Genome]]] = []
+        for move in moves_for(diagnosis, self.gains, self.run):
+            children = self.space.neighbours(genome, move)
+            head = NETWORK_HEAD if self.space.reach(genome, move) >= SWEEP_KERNELS else len(children)
+            yield from ((move, child) for child in children[:head])
+            later.append((move, children[head:]))
+        for move, children in later:
+            yield from ((move, child) for child in children)
 
 
 @dataclass

@@ -156,15 +156,26 @@ class GenomeSpace:
             return [Genome(genome.plan, genome.configs, not genome.graph)] if self.graphable[genome.plan] else []
         out: list[Genome] = []
         nearest: dict[str, dict] = {}
-        for name, choices in self.options[genome.plan].items():
-            moved = _kernel_moves(genome.configs[name], choices, move)
-            if moved:
-                nearest[name] = moved[0]
+        for name, moved in self._kernel_steps(genome, move).items():
+            nearest[name] = moved[0]
             for config in moved:
                 out.append(Genome(genome.plan, dict(genome.configs, **{name: config}), genome.graph))
         if move in SWEEPS and len(nearest) >= SWEEP_KERNELS:  # every kernel's nearest step at once
             out.insert(0, Genome(genome.plan, dict(genome.configs, **nearest), genome.graph))
         return out
+
+    def reach(self, genome: Genome, move: str) -> int:
+        """How many of the genome's kernels `move` has a step for (0 for the plan's and the graph's moves)."""
+        return 0 if move in ("fuse", "split", "graph") else len(self._kernel_steps(genome, move))
+
+    def _kernel_steps(self, genome: Genome, move: str) -> dict[str, list[dict]]:
+        """Kernel name -> its configurations one `move` away, nearest first (kernels with none left out)."""
+        steps = {}
+        for name, choices in self.options[genome.plan].items():
+            moved = _kernel_moves(genome.configs[name], choices, move)
+            if moved:
+                steps[name] = moved
+        return steps
 
     def crossover(self, a: Genome, b: Genome, rng: random.Random) -> Genome:
         """The plan and graph of one parent; each kernel's configuration from either where the plan has it."""
