@@ -6,7 +6,6 @@ import shlex
 import sys
 from pathlib import Path
 
-import pytest
 
 from kfoundry.evaluate import EvalOptions
 from kfoundry.generate import generate
