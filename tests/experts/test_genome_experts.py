@@ -3,6 +3,7 @@ its neighbourhood spent, any untried genome until the space is spent (then says 
 parents' genes, another island's first; their states survive a resume."""
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
@@ -154,8 +155,8 @@ def _kinds(expert: RecomposeExpert, parent: Individual, seen: Seen, count: int) 
 def test_a_move_over_a_network_yields_to_the_next_after_its_first_steps(composed):
     """ResNet-18 spent its 30 evaluations on tiles_up, one kernel of its 40 at a time, each child slower: a move
     that reaches SWEEP_KERNELS kernels offers its sweep and three single kernels, then the next move has its turn,
-    and its remaining neighbours come after every move's. A plan of fewer kernels (conv_gn_pool's) keeps the order
-    of before: every neighbour of a move before the next move's."""
+    round after round. A plan of fewer kernels (conv_gn_pool's) keeps the order of before: every neighbour of a
+    move before the next move's."""
     from kfoundry.experts.composer.genome import SWEEP_KERNELS
     from kfoundry.experts.genome_experts import NETWORK_HEAD
     from tests.experts.composer.helpers import fixture
@@ -166,8 +167,13 @@ def test_a_move_over_a_network_yields_to_the_next_after_its_first_steps(composed
     expert = RecomposeExpert(network.space, seen)
     assert network.space.reach(first.genome, "tiles_down") >= SWEEP_KERNELS
     parent = _individual("n", first, rule="register-spills")  # tiles_down first
-    kinds = _kinds(expert, parent, seen, NETWORK_HEAD + 2)
+    kinds = _kinds(expert, parent, seen, 6 * NETWORK_HEAD)
     assert kinds[:NETWORK_HEAD] == ["tiles_down"] * NETWORK_HEAD and kinds[NETWORK_HEAD] != "tiles_down"
+    # every move had a turn before tiles_down's second round, and at most NETWORK_HEAD steps of one move in a row
+    second = kinds.index("tiles_down", NETWORK_HEAD)
+    assert len(set(kinds[NETWORK_HEAD:second])) >= 2 and "tiles_down" in kinds[second:]
+    runs = [len(list(group)) for _, group in itertools.groupby(kinds)]
+    assert max(runs) == NETWORK_HEAD
     # the small plan: the first move's neighbours all come before the next move's
     plain = next(c for c in composed.candidates if c.genome.plan == ())
     small_seen = Seen(c.source for c in composed.candidates)

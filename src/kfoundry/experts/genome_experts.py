@@ -22,7 +22,7 @@ from kfoundry.random_state import random_state_from_json, random_state_to_json
 
 RANDOM_DRAWS = 64  # a space too large to list: untried genomes are drawn at random, this many tries a call
 CROSSINGS = 8  # crossovers tried on one step for a child the search has not seen
-NETWORK_HEAD = 4  # a network-wide move's neighbours offered before the next move's: its sweep and three kernels
+NETWORK_HEAD = 4  # neighbours a network-wide move offers before the next move has its turn (a round)
 
 
 def genome_of(individual: Any, space: GenomeSpace) -> Genome | None:
@@ -132,17 +132,20 @@ class RecomposeExpert(_Explorer):
 
     def _steps(self, genome: Genome, diagnosis: Any) -> Iterator[tuple[str, Genome]]:
         """(move, child) in the order they are offered: the moves in `moves_for`'s order, each move's neighbours
-        nearest first. A move that reaches SWEEP_KERNELS kernels or more (a network's) offers its first
-        NETWORK_HEAD neighbours (its sweep, then single kernels) before the next move, and the rest after every
-        move had its turn: one move over a network's 40 kernels one at a time spent ResNet-18's whole budget."""
-        later: list[tuple[str, list[Genome]]] = []
+        nearest first. A move that reaches SWEEP_KERNELS kernels or more (a network's) offers NETWORK_HEAD
+        neighbours at a time (its sweep, then single kernels) and yields to the next move, round after round:
+        one move over a network's 40 kernels one at a time spent ResNet-18's whole budget. A move that reaches
+        fewer offers all its neighbours in the first round: the order of plans of fewer kernels is as before."""
+        queues: list[tuple[str, list[Genome], bool]] = []
         for move in moves_for(diagnosis, self.gains, self.run):
-            children = self.space.neighbours(genome, move)
-            head = NETWORK_HEAD if self.space.reach(genome, move) >= SWEEP_KERNELS else len(children)
-            yield from ((move, child) for child in children[:head])
-            later.append((move, children[head:]))
-        for move, children in later:
-            yield from ((move, child) for child in children)
+            queues.append((move, self.space.neighbours(genome, move),
+                           self.space.reach(genome, move) >= SWEEP_KERNELS))
+        rounds = max((-(-len(children) // NETWORK_HEAD) for _, children, wide in queues if wide), default=1)
+        for round_ in range(max(rounds, 1)):
+            for move, children, wide in queues:
+                part = children[round_ * NETWORK_HEAD:(round_ + 1) * NETWORK_HEAD] if wide else \
+                    (children if round_ == 0 else [])
+                yield from ((move, child) for child in part)
 
 
 @dataclass
