@@ -17,12 +17,13 @@ from typing import Any
 
 from kfoundry.experts.base import Proposal, Step, Traits
 from kfoundry.experts.composer.genome import ENUMERABLE, SWEEP_KERNELS, Genome, GenomeSpace, diff
-from kfoundry.experts.genome_moves import MoveSteps, moves_for
+from kfoundry.experts.genome_moves import MoveSteps, kernel_shares, moves_for
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 
 RANDOM_DRAWS = 64  # a space too large to list: untried genomes are drawn at random, this many tries a call
 CROSSINGS = 8  # crossovers tried on one step for a child the search has not seen
 NETWORK_HEAD = 4  # neighbours a network-wide move offers before the next move has its turn (a round)
+COLD_SHARE = 0.05  # kernels under this share of the parent's GPU time are moved after the others
 
 
 def genome_of(individual: Any, space: GenomeSpace) -> Genome | None:
@@ -135,17 +136,33 @@ class RecomposeExpert(_Explorer):
         nearest first. A move that reaches SWEEP_KERNELS kernels or more (a network's) offers NETWORK_HEAD
         neighbours at a time (its sweep, then single kernels) and yields to the next move, round after round:
         one move over a network's 40 kernels one at a time spent ResNet-18's whole budget. A move that reaches
-        fewer offers all its neighbours in the first round: the order of plans of fewer kernels is as before."""
+        fewer offers all its neighbours in the first round: the order of plans of fewer kernels is as before.
+        Where the parent's diagnosis has a timed profile, a child that changes only kernels of under COLD_SHARE of
+        its GPU time comes after all the others (gemm_suite 2 and 6 spent half their budget on the tiles of row
+        kernels of a few per cent before a configuration of their GEMM)."""
+        shares = kernel_shares(diagnosis, self.space.kernel_functions(genome))
+
+        def cold(child: Genome) -> bool:  # it changes only kernels of under COLD_SHARE of the parent's GPU time
+            genes = diff(genome, child)
+            return bool(shares) and all("." in gene for gene in genes) and \
+                sum(shares.get(kernel, 0.0) for kernel in {gene.split(".")[0] for gene in genes}) < COLD_SHARE
+
         queues: list[tuple[str, list[Genome], bool]] = []
         for move in moves_for(diagnosis, self.gains, self.run):
             queues.append((move, self.space.neighbours(genome, move),
                            self.space.reach(genome, move) >= SWEEP_KERNELS))
         rounds = max((-(-len(children) // NETWORK_HEAD) for _, children, wide in queues if wide), default=1)
+        deferred: list[tuple[str, Genome]] = []
         for round_ in range(max(rounds, 1)):
             for move, children, wide in queues:
                 part = children[round_ * NETWORK_HEAD:(round_ + 1) * NETWORK_HEAD] if wide else \
                     (children if round_ == 0 else [])
-                yield from ((move, child) for child in part)
+                for child in part:
+                    if cold(child):
+                        deferred.append((move, child))
+                    else:
+                        yield move, child
+        yield from deferred
 
 
 @dataclass

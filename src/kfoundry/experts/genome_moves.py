@@ -19,6 +19,7 @@ the diagnosis names.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,20 @@ class MoveSteps:
     @classmethod
     def restore(cls, data: dict | None) -> MoveSteps:
         return cls({str(k): [float(x) for x in v] for k, v in (data or {}).items()})
+
+
+def kernel_shares(diagnosis: Any, functions: dict[str, str]) -> dict[str, float]:
+    """Kernel (group) name -> its share of the GPU time in the diagnosis's profile (the `kernels` finding; a
+    function several kernels launch shares its time among them evenly), from `functions` (kernel name -> the
+    function it launches). {} without a timed profile (a CPU verdict)."""
+    findings = getattr(diagnosis, "findings", None) or []
+    rows = next((f.data["kernels"] for f in findings if f.category == "kernels" and isinstance(f.data, dict)
+                 and f.data.get("kernels")), None)
+    if not rows or not functions or any(r.get("time_us") is None or r.get("share") is None for r in rows):
+        return {}
+    by_function = {r.get("name"): float(r["share"]) for r in rows}
+    users = Counter(functions.values())
+    return {kernel: by_function.get(function, 0.0) / users[function] for kernel, function in functions.items()}
 
 
 def bound_rule(diagnosis: Any) -> str | None:

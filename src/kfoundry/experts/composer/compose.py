@@ -363,17 +363,19 @@ def _compose(sample: Sample, precision: str, eval_mode: bool, max_variants: int,
     if unplanned is not None and not the_plan.loops and any(g.reduced for g in the_plan.groups if g.anchor):
         plans[(REDUCTION_APART,)] = plan(unplanned, tile_reductions=False)
 
-    def render(genome: Genome) -> tuple[str, str] | str:
+    def render(genome: Genome) -> tuple[str, str, dict[str, str]] | str:
         plan_ = plans[genome.plan]
         title = (f"Composed by Kernel Foundry's template composer for {name} ({captured.tracer} trace): "
                  f"{describe_plan(plan_)}.")
-        source = generate(plan_, init, genome.configs, sample.model, _wrap_doc(title), graphed=genome.graph)
+        functions: dict[str, str] = {}
+        source = generate(plan_, init, genome.configs, sample.model, _wrap_doc(title), graphed=genome.graph,
+                          launches=functions)
         problem = _self_check(source)
         if problem:
             return problem
         lead = dominant(plan_.groups)
         return source, variant_name(lead, genome.configs[lead.name], len(plan_.groups)) + \
-            "".join(f"_{fusion}" for fusion in genome.plan) + ("_graph" if genome.graph else "")
+            "".join(f"_{fusion}" for fusion in genome.plan) + ("_graph" if genome.graph else ""), functions
 
     # the graph gene wherever the forward can be captured: the first variants are replayed only where they launch
     # many kernels (graphable), but a forward of a few launches loses its host's time too (0.2 ms of 0.49 on

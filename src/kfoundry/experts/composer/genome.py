@@ -87,14 +87,16 @@ def tile_area(config: dict) -> int:
 
 class GenomeSpace:
     """`options`: per plan, its kernels' configurations; `graphable`: per plan, whether a CUDA-graph replay is
-    offered; `render(genome)`: (source, label), or the reason it cannot be written (a self-check failure)."""
+    offered; `render(genome)`: (source, label, the kernel function each kernel launches), or the reason it cannot
+    be written (a self-check failure)."""
 
     def __init__(self, options: dict[PlanKey, Options], graphable: dict[PlanKey, bool],
-                 render: Callable[[Genome], tuple[str, str] | str]):
+                 render: Callable[[Genome], tuple[str, str, dict[str, str]] | str]):
         self.options = options
         self.graphable = graphable
         self._render = render
         self._built: dict[str, tuple[str, str] | str] = {}
+        self._functions: dict[str, dict[str, str]] = {}  # genome key -> kernel name -> its kernel function
         self._by_source: dict[str, Genome] = {}  # normalized-source hash -> the genome built into it
 
     # -- the space -----------------------------------------------------------------------------------
@@ -126,10 +128,21 @@ class GenomeSpace:
         if not self.contains(genome):
             return "not a genome of this problem's space"
         if genome.key not in self._built:
-            built = self._built[genome.key] = self._render(genome)
-            if not isinstance(built, str):
-                self._by_source[source_hash(built[0])] = genome
+            rendered = self._render(genome)
+            if isinstance(rendered, str):
+                self._built[genome.key] = rendered
+            else:
+                source, label, functions = rendered
+                self._built[genome.key] = (source, label)
+                self._functions[genome.key] = functions
+                self._by_source[source_hash(source)] = genome
         return self._built[genome.key]
+
+    def kernel_functions(self, genome: Genome) -> dict[str, str]:
+        """Kernel (group) name -> the name of the kernel function it launches in the genome's source (a
+        profile's kernel names); {} where the genome cannot be built."""
+        self.build(genome)
+        return self._functions.get(genome.key, {})
 
     def genome_of(self, hashed_source: str) -> Genome | None:
         """The genome a source (by its normalized hash) was built from here, if it was."""

@@ -116,9 +116,10 @@ class ForwardWriter:
 
 
 def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch.nn.Module | None = None,
-             title: str = "", graphed: bool = False) -> str:
+             title: str = "", graphed: bool = False, launches: dict[str, str] | None = None) -> str:
     """The source of a complete candidate file for one choice of tile configuration per group; `graphed`: its
-    forward replays the kernels from a CUDA graph (emit/graphed.py)."""
+    forward replays the kernels from a CUDA graph (emit/graphed.py). `launches`, when given, is filled with the
+    name of the kernel function each group launches (groups whose kernels are the same launch one function)."""
     host = HostContext(plan, model)
     for value in plan.graph.inputs:
         if value.index is not None and value.index < len(init.forward_args):
@@ -156,6 +157,8 @@ def generate(plan: Plan, init: InitParts, configs: dict[str, dict], model: torch
             kernels.append(code)
         else:  # launch the kernel already written
             host_lines = [line.replace(f"{code.name}[", f"{same.name}[") for line in host_lines]
+        if launches is not None:
+            launches[step.name] = same.name
         writer.lines.append(f"{INDENT}# {_summary(step)}")
         writer.lines.extend(host_lines)
     for value in plan.graph.outputs:
