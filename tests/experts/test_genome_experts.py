@@ -187,9 +187,9 @@ def test_a_move_over_a_network_yields_to_the_next_after_its_first_steps(composed
 
 def test_moves_on_kernels_of_a_few_percent_of_the_gpu_time_come_last(composed):
     """gemm_suite 2 on the H100: its GEMM took 68% of the GPU time, the split 31%, a pooling and a row kernel
-    1.2% and 0.4% (6: 1.1% and 0.2%), and recompose spent half its budget on the last two's tiles. With the parent's timed profile,
-    a child that changes only kernels under COLD_SHARE of the time comes after every other; without one (a CPU
-    verdict) the order is as before."""
+    1.2% and 0.4% (6: 1.1% and 0.2%), and recompose spent half its budget on the last two's tiles. With the
+    parent's timed profile, a child that changes only kernels under COLD_SHARE of the time comes after every
+    other; without one (a CPU verdict) the order is as before."""
     from kfoundry.experts.genome_experts import COLD_SHARE
     from kfoundry.experts.genome_moves import kernel_shares
 

@@ -130,7 +130,6 @@ class RecomposeExpert(_Explorer):
         child, source = found
         return Proposal(source, parents, _record(child, "explore", genome), why=step.reason)
 
-
     def _steps(self, genome: Genome, diagnosis: Any) -> Iterator[tuple[str, Genome]]:
         """(move, child) in the order they are offered: the moves in `moves_for`'s order, each move's neighbours
         nearest first. A move that reaches SWEEP_KERNELS kernels or more (a network's) offers NETWORK_HEAD
@@ -151,9 +150,9 @@ class RecomposeExpert(_Explorer):
         for move in moves_for(diagnosis, self.gains, self.run):
             queues.append((move, self.space.neighbours(genome, move),
                            self.space.reach(genome, move) >= SWEEP_KERNELS))
-        rounds = max((-(-len(children) // NETWORK_HEAD) for _, children, wide in queues if wide), default=1)
+        rounds = max([-(-len(children) // NETWORK_HEAD) for _, children, wide in queues if wide] + [1])
         deferred: list[tuple[str, Genome]] = []
-        for round_ in range(max(rounds, 1)):
+        for round_ in range(rounds):
             for move, children, wide in queues:
                 part = children[round_ * NETWORK_HEAD:(round_ + 1) * NETWORK_HEAD] if wide else \
                     (children if round_ == 0 else [])

@@ -64,10 +64,9 @@ class MoveSteps:
 
     def observe(self, kind: str, parent_fitness: float | None, child_fitness: float | None, child_ok: bool) -> None:
         """A judged child of a move in this run (a failed one counts FAILED_RATIO)."""
-        if kind not in MOVES or not parent_fitness or parent_fitness <= 0:
-            return
-        self.add(kind, child_fitness / parent_fitness if child_ok and child_fitness and child_fitness > 0
-                 else FAILED_RATIO)
+        ratio = speed_ratio(parent_fitness, child_fitness, child_ok)
+        if kind in MOVES and ratio is not None:
+            self.add(kind, ratio)
 
     def geomeans(self) -> dict[str, float]:
         return {kind: math.exp(sum(logs) / len(logs)) for kind, logs in self.logs.items()}
@@ -90,6 +89,13 @@ class MoveSteps:
     @classmethod
     def restore(cls, data: dict | None) -> MoveSteps:
         return cls({str(k): [float(x) for x in v] for k, v in (data or {}).items()})
+
+
+def speed_ratio(parent_fitness: float | None, child_fitness: float | None, child_ok: bool) -> float | None:
+    """A judged child's speed over its parent's, FAILED_RATIO for a failed child; None without a parent speed."""
+    if not parent_fitness or parent_fitness <= 0:
+        return None
+    return child_fitness / parent_fitness if child_ok and child_fitness and child_fitness > 0 else FAILED_RATIO
 
 
 def kernel_shares(diagnosis: Any, functions: dict[str, str]) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kfoundry.experts.base import RETRIES, Proposal, Step, Traits
 from kfoundry.experts.composer.genome import PRECISION_COST
-from kfoundry.experts.genome_moves import FAILED_RATIO, LOSING
+from kfoundry.experts.genome_moves import LOSING, speed_ratio
 from kfoundry.experts.tuner import DOT_PRECISIONS, PRECISION_NAME, guidance, precision_variants, tune, tuning_record
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.types import DeviceFacts
@@ -29,19 +29,18 @@ TuningStep = tuple[str, int, int]  # a tunable's name, its old value, its new va
 class TuningSteps:
     """What each tuning step did in this run: the log of child / parent speed of every judged child whose
     change held the step (a failed child counts FAILED_RATIO). A step is harmful once the children that changed it
-    alone ran under LOSING x their parents on geometric mean, or two or more children that held it did (a step
-    that alone was not harmful is not blamed for the steps beside it) (16 warps
-    on a GEMM tile ran its children at 0.26-0.46x, and the tuner drew it up to six times a run)."""
+    alone ran under LOSING x their parents on geometric mean, or two or more children that held it did; a step
+    that alone was not harmful is not blamed for the steps beside it. (16 warps on a GEMM tile ran its children
+    at 0.26-0.46x, and the tuner drew it up to six times a run.)"""
 
     alone: dict[TuningStep, list[float]] = field(default_factory=dict)
     held: dict[TuningStep, list[float]] = field(default_factory=dict)
 
     def observe(self, changes: Any, parent_fitness: float | None, child_fitness: float | None,
                 child_ok: bool) -> None:
-        steps = _steps(changes)
-        if not steps or not parent_fitness or parent_fitness <= 0:
+        steps, ratio = _steps(changes), speed_ratio(parent_fitness, child_fitness, child_ok)
+        if not steps or ratio is None:
             return
-        ratio = child_fitness / parent_fitness if child_ok and child_fitness and child_fitness > 0 else FAILED_RATIO
         for step in steps:
             self.held.setdefault(step, []).append(math.log(ratio))
             if len(steps) == 1:
