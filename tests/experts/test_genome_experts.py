@@ -143,6 +143,32 @@ def test_recompose_learns_from_its_children_in_this_run(composed):
     assert len(expert.run.logs["tiles_down"]) == 2  # no speed to compare with
 
 
+def test_a_gene_step_that_lost_is_taken_again_only_after_every_other_child(composed):
+    """benchmarks/suite 12 on the H100: seven of recompose's children took its GEMM's BK from 32 to 64 beside other
+    genes, and every one was wrong on the guard's outliers. Once two children holding a gene's step were slow or
+    wrong, children that take that step come after every other, across moves; the log survives a resume."""
+    from kfoundry.experts.genome_moves import gene_steps
+
+    plain = next(c for c in composed.candidates if c.genome.plan == ())
+    seen = Seen(c.source for c in composed.candidates)
+    expert = RecomposeExpert(composed.space, seen)
+    parent = _individual("p", plain, rule="register-spills")
+    first = _propose(expert, parent)
+    step = gene_steps(first.record["move"]["changed"])[0]
+    for n in range(2):  # two wrong children held the step
+        expert.observe(Individual(id=f"w{n}", source=first.source, status="wrong_output", record=first.record),
+                       parent)
+    assert step in expert.genes.harmful()
+    taken = []
+    while (proposal := _propose(expert, parent)).source is not None and proposal.record["move"]["kind"] != "explore":
+        seen.add(proposal.source)
+        taken.append(step in gene_steps(proposal.record["move"]["changed"]))
+    assert True in taken and False in taken and taken == sorted(taken)  # those taking the step come last
+    resumed = RecomposeExpert(composed.space, seen)
+    restore_states([resumed], states_of([expert]))
+    assert resumed.genes.harmful() == expert.genes.harmful()
+
+
 def _kinds(expert: RecomposeExpert, parent: Individual, seen: Seen, count: int) -> list[str]:
     kinds = []
     for _ in range(count):

@@ -4,7 +4,8 @@ import json
 import math
 
 from kfoundry.experts.composer.genome import MOVES
-from kfoundry.experts.genome_moves import RULE_MOVES, MoveSteps, bound_rule, move_gains, moves_for
+from kfoundry.experts.genome_moves import (RULE_MOVES, MoveSteps, StepLog, bound_rule, gene_steps, move_gains,
+                                          moves_for)
 from kfoundry.types import DiagnosticFinding, Diagnosis
 
 
@@ -63,3 +64,23 @@ def test_what_a_move_did_in_this_run_orders_it_and_a_clear_loser_goes_last():
     assert order.index("graph") < order.index("fuse")  # 1.2x in this run puts it ahead of DEFAULT_ORDER's first
     assert MoveSteps.restore(json.loads(json.dumps(run.state()))).logs == run.logs
     assert moves_for(_diagnosis("compute-bound"), {}, MoveSteps()) == moves_for(_diagnosis("compute-bound"))
+
+
+def test_gene_steps_of_any_json_value_are_judged_and_survive_a_resume():
+    """A genome's genes hold strings, booleans and None besides numbers; a step keeps them as they are, through the
+    run's saved state (JSON) and back."""
+    changed = {"gemm_0.BK": [32, 64], "gemm_0.precision": ["fp16x3", "tf32x3"], "gemm_0.tma": [None, True],
+               "graph": [False, True], "odd": "not a pair"}
+    steps = gene_steps(changed)
+    assert steps == [("gemm_0.BK", 32, 64), ("gemm_0.precision", "fp16x3", "tf32x3"), ("gemm_0.tma", None, True),
+                     ("graph", False, True)]
+    log = StepLog()
+    log.observe(steps[:2], 2.0, None, False)  # a failed child (0.5x) and another: both steps held twice
+    log.observe(steps[:2], 2.0, 0.9, True)
+    log.observe([steps[2]], 2.0, 1.9, True)  # tma alone: 0.95x, fine
+    log.observe(steps[2:], 2.0, 1.0, True)  # tma and graph held twice at 0.5x
+    log.observe(steps[2:], 2.0, 1.0, True)
+    log.observe(steps[2:], None, 1.0, True)  # no parent speed: nothing learned
+    assert log.harmful() == {steps[0], steps[1], steps[3]}  # tma is fine alone, so the pairs do not blame it
+    again = StepLog.restore(json.loads(json.dumps(log.state())))
+    assert again.harmful() == log.harmful() and again.held == log.held

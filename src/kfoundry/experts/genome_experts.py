@@ -17,7 +17,7 @@ from typing import Any
 
 from kfoundry.experts.base import Proposal, Step, Traits
 from kfoundry.experts.composer.genome import ENUMERABLE, SWEEP_KERNELS, Genome, GenomeSpace, diff
-from kfoundry.experts.genome_moves import MoveSteps, kernel_shares, moves_for
+from kfoundry.experts.genome_moves import MoveSteps, StepLog, gene_steps, kernel_shares, moves_for
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 
 RANDOM_DRAWS = 64  # a space too large to list: untried genomes are drawn at random, this many tries a call
@@ -98,19 +98,23 @@ class RecomposeExpert(_Explorer):
     name: str = "recompose"
     traits: Traits = Traits(changes_approach=True, fallback=True, focus=("fusion", "launch"))
     run: MoveSteps = field(default_factory=MoveSteps)  # what its moves did in this run
+    genes: StepLog = field(default_factory=StepLog)  # what each gene's step did in this run
 
     def observe(self, child: Any, parent: Any) -> None:
-        """A child of this expert was judged: what its move did to the parent's speed orders the next moves."""
-        kind = ((getattr(child, "record", None) or {}).get("move") or {}).get("kind")
-        if kind and parent is not None and getattr(parent, "ok", False):
-            self.run.observe(kind, parent.fitness, child.fitness, child.ok)
+        """A child of this expert was judged: what its move did to the parent's speed orders the next moves, and
+        a gene's step that made children slower or wrong puts the children that take it again last."""
+        move = (getattr(child, "record", None) or {}).get("move") or {}
+        if move.get("kind") and parent is not None and getattr(parent, "ok", False):
+            self.run.observe(move["kind"], parent.fitness, child.fitness, child.ok)
+            self.genes.observe(gene_steps(move.get("changed")), parent.fitness, child.fitness, child.ok)
 
     def state(self) -> dict:
-        return {**super().state(), "run": self.run.state()}
+        return {**super().state(), "run": self.run.state(), "genes": self.genes.state()}
 
     def restore(self, data: dict | None) -> None:
         super().restore(data)
         self.run = MoveSteps.restore((data or {}).get("run"))
+        self.genes = StepLog.restore((data or {}).get("genes"))
 
     async def propose(self, step: Step) -> Proposal:
         parent = step.parent
@@ -138,8 +142,10 @@ class RecomposeExpert(_Explorer):
         fewer offers all its neighbours in the first round: the order of plans of fewer kernels is as before.
         Where the parent's diagnosis has a timed profile, a child that changes only kernels of under COLD_SHARE of
         its GPU time comes after all the others (gemm_suite 2 and 6 spent half their budget on the tiles of row
-        kernels of a few per cent before a configuration of their GEMM)."""
+        kernels of a few per cent before a configuration of their GEMM). A child that takes a gene's step harmful
+        in this run (StepLog) comes after those."""
         shares = kernel_shares(diagnosis, self.space.kernel_functions(genome))
+        harmful = self.genes.harmful()
 
         def cold(child: Genome) -> bool:  # it changes only kernels of under COLD_SHARE of the parent's GPU time
             genes = diff(genome, child)
@@ -152,16 +158,20 @@ class RecomposeExpert(_Explorer):
                            self.space.reach(genome, move) >= SWEEP_KERNELS))
         rounds = max([-(-len(children) // NETWORK_HEAD) for _, children, wide in queues if wide] + [1])
         deferred: list[tuple[str, Genome]] = []
+        losing: list[tuple[str, Genome]] = []
         for round_ in range(rounds):
             for move, children, wide in queues:
                 part = children[round_ * NETWORK_HEAD:(round_ + 1) * NETWORK_HEAD] if wide else \
                     (children if round_ == 0 else [])
                 for child in part:
-                    if cold(child):
+                    if harmful and any(step in harmful for step in gene_steps(diff(genome, child))):
+                        losing.append((move, child))
+                    elif cold(child):
                         deferred.append((move, child))
                     else:
                         yield move, child
         yield from deferred
+        yield from losing
 
 
 @dataclass

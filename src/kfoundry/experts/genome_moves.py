@@ -13,7 +13,8 @@ likeliest gains before the rest.
 
 Within a run, what each move did to its parents' speed so far (`MoveSteps`) joins what the library saw, and a
 move that has lost clearly in this run (twice or more, at a geometric mean under LOSING) goes last, even one
-the diagnosis names.
+the diagnosis names. Below the moves, `StepLog` keeps what each single step (a gene's or a tunable's old value
+to its new one) did, so that a step that made its children slower or wrong is not taken again.
 """
 
 from __future__ import annotations
@@ -89,6 +90,62 @@ class MoveSteps:
     @classmethod
     def restore(cls, data: dict | None) -> MoveSteps:
         return cls({str(k): [float(x) for x in v] for k, v in (data or {}).items()})
+
+
+Change = tuple[str, Any, Any]  # a gene's (or a tunable's) name, its old value, its new value (JSON scalars)
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(_hashable(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+@dataclass
+class StepLog:
+    """What each step did in this run: the log of child / parent speed of every judged child whose change held the
+    step (a failed child counts FAILED_RATIO). A step is harmful once the children that changed it alone ran under
+    LOSING x their parents on geometric mean, or two or more children that held it did; a step that alone was not
+    harmful is not blamed for the steps beside it. The tuner keeps one of its tunables (16 warps on a GEMM tile ran
+    its children at 0.26-0.46x, and it was drawn up to six times a run), recompose one of its genes (on the H100,
+    benchmarks/suite 12 spent 7 of 32 evaluations on children that took a GEMM's BK from 32 to 64, and every one
+    was wrong on the guard's outlier inputs)."""
+
+    alone: dict[Change, list[float]] = field(default_factory=dict)
+    held: dict[Change, list[float]] = field(default_factory=dict)
+
+    def observe(self, steps: list[Change], parent_fitness: float | None, child_fitness: float | None,
+                child_ok: bool) -> None:
+        ratio = speed_ratio(parent_fitness, child_fitness, child_ok)
+        if not steps or ratio is None:
+            return
+        for name, old, new in steps:
+            step = (name, _hashable(old), _hashable(new))
+            self.held.setdefault(step, []).append(math.log(ratio))
+            if len(steps) == 1:
+                self.alone.setdefault(step, []).append(math.log(ratio))
+
+    def harmful(self) -> set[Change]:
+        bar = math.log(LOSING)
+        alone = {step for step, logs in self.alone.items() if sum(logs) / len(logs) < bar}
+        return alone | {step for step, logs in self.held.items()  # a step fine alone is not blamed for others
+                        if len(logs) >= 2 and sum(logs) / len(logs) < bar and (step in alone or step not in self.alone)}
+
+    def state(self) -> dict[str, list]:
+        return {name: [[*step, logs] for step, logs in table.items()]
+                for name, table in (("alone", self.alone), ("held", self.held))}
+
+    @classmethod
+    def restore(cls, data: dict | None) -> StepLog:
+        def table(rows: Any) -> dict[Change, list[float]]:
+            return {(str(n), _hashable(old), _hashable(new)): [float(x) for x in logs]
+                    for n, old, new, logs in rows or []}
+        data = data or {}
+        return cls(table(data.get("alone")), table(data.get("held")))
+
+
+def gene_steps(changed: Any) -> list[Change]:
+    """A genome move's changed genes ({"gemm_0.BK": [64, 32]}, as `diff` gives them) as steps."""
+    return [(str(gene), pair[0], pair[1]) for gene, pair in (changed.items() if isinstance(changed, dict) else [])
+            if isinstance(pair, (list, tuple)) and len(pair) == 2]
 
 
 def speed_ratio(parent_fitness: float | None, child_fitness: float | None, child_ok: bool) -> float | None:

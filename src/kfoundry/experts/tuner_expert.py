@@ -1,11 +1,10 @@
 """The tuner as an expert (no LLM): a parent's tunable constants changed (kfoundry.experts.tuner), or on
 some turns its dot precision switched; the first variant the search has not seen is proposed. A step that made
-its children much slower in this run is not taken again (`TuningSteps`)."""
+its children much slower in this run is not taken again (genome_moves.StepLog)."""
 
 from __future__ import annotations
 
 import itertools
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from typing import Any
 
 from kfoundry.experts.base import RETRIES, Proposal, Step, Traits
 from kfoundry.experts.composer.genome import PRECISION_COST
-from kfoundry.experts.genome_moves import LOSING, speed_ratio
+from kfoundry.experts.genome_moves import Change, StepLog
 from kfoundry.experts.tuner import DOT_PRECISIONS, PRECISION_NAME, guidance, precision_variants, tune, tuning_record
 from kfoundry.random_state import random_state_from_json, random_state_to_json
 from kfoundry.types import DeviceFacts
@@ -22,49 +21,7 @@ TUNER_TRIES = 6  # variants asked of the tuner at once: the first one not seen b
 PRECISION_SHARE = 0.25  # of the tuner's turns on a parent that spells a dot precision: switch it
 
 
-TuningStep = tuple[str, int, int]  # a tunable's name, its old value, its new value
-
-
-@dataclass
-class TuningSteps:
-    """What each tuning step did in this run: the log of child / parent speed of every judged child whose
-    change held the step (a failed child counts FAILED_RATIO). A step is harmful once the children that changed it
-    alone ran under LOSING x their parents on geometric mean, or two or more children that held it did; a step
-    that alone was not harmful is not blamed for the steps beside it. (16 warps on a GEMM tile ran its children
-    at 0.26-0.46x, and the tuner drew it up to six times a run.)"""
-
-    alone: dict[TuningStep, list[float]] = field(default_factory=dict)
-    held: dict[TuningStep, list[float]] = field(default_factory=dict)
-
-    def observe(self, changes: Any, parent_fitness: float | None, child_fitness: float | None,
-                child_ok: bool) -> None:
-        steps, ratio = _steps(changes), speed_ratio(parent_fitness, child_fitness, child_ok)
-        if not steps or ratio is None:
-            return
-        for step in steps:
-            self.held.setdefault(step, []).append(math.log(ratio))
-            if len(steps) == 1:
-                self.alone.setdefault(step, []).append(math.log(ratio))
-
-    def harmful(self) -> set[TuningStep]:
-        bar = math.log(LOSING)
-        alone = {step for step, logs in self.alone.items() if sum(logs) / len(logs) < bar}
-        return alone | {step for step, logs in self.held.items()  # a step fine alone is not blamed for others
-                        if len(logs) >= 2 and sum(logs) / len(logs) < bar and (step in alone or step not in self.alone)}
-
-    def state(self) -> dict[str, list]:
-        return {name: [[*step, logs] for step, logs in table.items()]
-                for name, table in (("alone", self.alone), ("held", self.held))}
-
-    @classmethod
-    def restore(cls, data: dict | None) -> TuningSteps:
-        def table(rows: Any) -> dict[TuningStep, list[float]]:
-            return {(str(n), int(old), int(new)): [float(x) for x in logs] for n, old, new, logs in rows or []}
-        data = data or {}
-        return cls(table(data.get("alone")), table(data.get("held")))
-
-
-def _steps(changes: Any) -> list[TuningStep]:
+def _steps(changes: Any) -> list[Change]:
     """A tuner record's changes ({"BK": {"from": 64, "to": 32}}) as steps."""
     steps = []
     for name, change in (changes.items() if isinstance(changes, dict) else []):
@@ -84,13 +41,13 @@ class TunerExpert:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed + 1)
-        self.run = TuningSteps()
+        self.run = StepLog()
 
     def observe(self, child: Any, parent: Any) -> None:
         """A child of the tuner was judged: what its steps did to the parent's speed."""
         changes = (getattr(child, "record", None) or {}).get("changes")
         if changes and parent is not None and getattr(parent, "ok", False):
-            self.run.observe(changes, parent.fitness, child.fitness, child.ok)
+            self.run.observe(_steps(changes), parent.fitness, child.fitness, child.ok)
 
     async def propose(self, step: Step) -> Proposal:
         parent = step.parent
@@ -132,7 +89,7 @@ class TunerExpert:
             data = {"rng": data}
         if data:
             self.rng.setstate(random_state_from_json(data["rng"]))
-            self.run = TuningSteps.restore(data.get("steps"))
+            self.run = StepLog.restore(data.get("steps"))
 
 
 def cheaper(change: tuple[int, int]) -> bool:
