@@ -142,3 +142,24 @@ _STATIC_RULES = {"torch-compute", "nn-compute-layer", "try-except", "concurrency
 
 def test_every_static_rule_is_a_catalogued_rule():
     assert _STATIC_RULES <= set(RULES)
+
+
+def test_a_source_checked_again_is_not_read_again_and_its_findings_are_the_callers_own(monkeypatch):
+    """The composer checks each composed file and the evaluator judges the same file: the second check takes the
+    first one's findings (up to 2 s a network file) as copies, so an edit to one list reaches no other caller."""
+    import kfoundry.guard.static as static
+
+    reads = []
+    real = static.run
+    monkeypatch.setattr(static, "run", lambda tree, source: reads.append(source) or real(tree, source))
+    source = model("return torch.matmul(x, x)  # <- " + str(id(reads)))  # a source no earlier test checked
+    first = check_source(source)
+    first[0].evidence.append("edited by the caller")
+    first.append(first[0])
+    again = check_source(source, "/some/candidate.py")
+    assert len(reads) == 1 and [f.rule for f in again] == ["torch-compute"]
+    assert "edited by the caller" not in again[0].evidence
+    for n in range(static.REMEMBERED):  # the oldest sources are forgotten
+        check_source(model(f"return x + {n}  # {id(reads)}"))
+    check_source(source)
+    assert len(reads) == 2 + static.REMEMBERED

@@ -96,8 +96,11 @@ point), ``scope`` (the forward scope), ``report`` (findings merged per rule and 
 from __future__ import annotations
 
 import ast
+import copy
+import hashlib
 import sys
 import threading
+from collections import OrderedDict
 
 from kfoundry import source_ast
 
@@ -132,8 +135,48 @@ def _run_deep(tree: ast.Module, source: str) -> list[Finding]:
     return out["findings"]
 
 
+REMEMBERED = 64  # sources whose findings are kept: a composed candidate is checked by the composer, then judged
+
+
+class _Remembered:
+    """The findings of the last REMEMBERED sources checked, by the source's hash: the findings depend on the
+    source alone (the file's name only labels a parse error, which gives none), and the composer's self-check and
+    the evaluator's static guard read the same composed file, up to 2 s each for a network's (ResNet-18's on
+    a 2-core machine), in the parent's one Python thread, between a search's proposals."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._findings: OrderedDict[str, list[Finding]] = OrderedDict()
+
+    def get(self, key: str) -> list[Finding] | None:
+        with self._lock:
+            if key not in self._findings:
+                return None
+            self._findings.move_to_end(key)
+            return copy.deepcopy(self._findings[key])  # a caller's edits never reach the next caller
+
+    def put(self, key: str, findings: list[Finding]) -> None:
+        with self._lock:
+            self._findings[key] = copy.deepcopy(findings)
+            while len(self._findings) > REMEMBERED:
+                self._findings.popitem(last=False)
+
+
+_remembered = _Remembered()
+
+
 def check_source(source: str, filename: str = "<candidate>") -> list[Finding]:
     """Findings of the static rules on a candidate's source (empty when it does not parse)."""
+    key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    known = _remembered.get(key)
+    if known is not None:
+        return known
+    findings = _check(source, filename)
+    _remembered.put(key, findings)
+    return findings
+
+
+def _check(source: str, filename: str) -> list[Finding]:
     try:
         tree = source_ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
