@@ -18,7 +18,12 @@ had not run that problem measures it anew, in the same session).
     python benchmarks/programmatic_suite.py [--max-evals 16] [--time-per-problem S] [--problems 1-9,12]
         [--out DIR] [--resume] [--device D | --devices cuda:0,cuda:1|all] [--set NAME=VALUE ...]
         [--trials N] [--timing-trials N] [--timeout S] [--baselines eager,compile,...] [--no-cache] [--library PATH|user|off]
-        [--fill-baselines auto|on|off] [--json PATH] [--report-only [--also DIR ...]] [--verbose]
+        [--fill-baselines auto|on|off] [--confirm-gain] [--json PATH] [--report-only [--also DIR ...]]
+        [--verbose]
+
+With --confirm-gain, each correct problem's generation-0 best and final best are timed again after its search, one
+after the other by one evaluator (kfoundry.bench.confirm: the same source timed 14% apart in two runs on one H100
+model while the finals agreed), into OUT/confirm/; the search's goal counts that ratio where it was measured.
 
 With --report-only, --problems picks the rows from every result bench.json holds, also those an earlier
 call with another selection finished.
@@ -45,7 +50,7 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from kfoundry.bench.figures import FLOOR_MEANING, FLOOR_NAMES, floor_text, of_floor_text  # noqa: E402
+from kfoundry.bench.confirm import read_confirmations  # noqa: E402
 from kfoundry.bench.floor import Floor, floor_fields, speed_of_light  # noqa: E402
 from kfoundry.bench.metrics import floor_metrics  # noqa: E402
 from kfoundry.runs.credit import move_text  # noqa: E402
@@ -91,13 +97,15 @@ def geomean(values: Iterable[float]) -> float | None:
 
 
 def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str, Any]] | None = None,
-               extras: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+               extras: dict[str, dict[str, Any]] | None = None,
+               confirmations: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per problem of an optimize bench (its bench.json `problems`).
 
     `baselines`: problem name -> the reference pass's record for it (its eager_ms and compile_ms fill in a
     problem whose search left none); `extras`: problem name -> figures from its run's result.json
-    (llm_calls, stop_reason)."""
-    baselines, extras = baselines or {}, extras or {}
+    (llm_calls, stop_reason); `confirmations`: problem name -> its kfoundry.bench.confirm.Confirmation
+    (--confirm-gain: generation 0's best and the final best timed again, one after the other)."""
+    baselines, extras, confirmations = baselines or {}, extras or {}, confirmations or {}
     rows = []
     for p in problems:
         name = p["name"]
@@ -136,6 +144,8 @@ def build_rows(problems: Sequence[dict[str, Any]], baselines: dict[str, dict[str
             "gen0_speedup": gen0,
             "final_speedup": final,
             "search_gain": final / gen0 if gen0 and final else None,
+            "confirmed_gain": confirmations[name].gain if correct and name in confirmations else None,
+            "confirmation": confirmations[name].to_dict() if correct and name in confirmations else None,
             # generation 0's best against the floor: where the search's goal (issue 41) applies
             "gen0_of_floor": floor.of(eager_ms / gen0) if floor is not None and gen0 and eager_ms else None,
             "improvements": extra.get("improvements", []),
@@ -172,17 +182,26 @@ GOAL_MEDIAN_GAIN = 1.10  # ... and asks this of their median gain
 GOAL_LARGE_GAIN, GOAL_LARGE_SHARE = 1.25, 0.25  # ... and this gain of at least this share of them
 
 
+def goal_gain(row: dict[str, Any]) -> float | None:
+    """The gain a problem counts in the search's goal: timed again where --confirm-gain did (generation 0's best
+    and the final best one after the other), else the final best's speedup over generation 0's as each was
+    timed when found."""
+    return row["confirmed_gain"] if row.get("confirmed_gain") is not None else row.get("search_gain")
+
+
 def search_goal(correct: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The search's goal over the correct problems: those whose generation 0 was below GOAL_BELOW_FLOOR of the
-    floor count, their median gain against GOAL_MEDIAN_GAIN and the share that gained GOAL_LARGE_GAIN against
-    GOAL_LARGE_SHARE; those already near the floor count as met; those without a floor or a gain are named."""
-    with_both = [r for r in correct if r.get("gen0_of_floor") is not None and r.get("search_gain") is not None]
+    floor count, their median gain (goal_gain) against GOAL_MEDIAN_GAIN and the share that gained GOAL_LARGE_GAIN
+    against GOAL_LARGE_SHARE; those already near the floor count as met; those without a floor or a gain are
+    named."""
+    with_both = [r for r in correct if r.get("gen0_of_floor") is not None and goal_gain(r) is not None]
     below = [r for r in with_both if r["gen0_of_floor"] < GOAL_BELOW_FLOOR]
-    gains = [r["search_gain"] for r in below]
+    gains = [goal_gain(r) for r in below]
     median = statistics.median(gains) if gains else None
     large = sum(g >= GOAL_LARGE_GAIN for g in gains)
     return {
         "below_floor": len(below),
+        "timed_again": sum(r.get("confirmed_gain") is not None for r in below),
         "median_gain": median,
         "large_gains": large,
         "near_floor": [r["name"] for r in with_both if r["gen0_of_floor"] >= GOAL_BELOW_FLOOR],
@@ -325,7 +344,8 @@ def table_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-COURSE_COLUMNS = ("#", "problem", "gen 0", "final", "improved by (speedup after, move)", "roof", "3xTF32 roof",
+COURSE_COLUMNS = ("#", "problem", "gen 0", "final", "gain timed again", "improved by (speedup after, move)", "roof",
+                  "3xTF32 roof",
                   "3xTF32 sheet", "floor ms", "ours/eager/compile of floor", "autotune ms", "vs autotune",
                   "reduce-overhead ms", "vs reduce-overhead")
 COURSE_LEFT = {"problem", "improved by (speedup after, move)"}
@@ -342,7 +362,8 @@ def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The second table: the search's course (speedups vs eager of generation 0's best and the final best, and the
     experts whose candidates raised it), the best against the roofs, torch.compile max-autotune-no-cudagraphs
     (its time where it compiled within AUTOTUNE_COMPILE_LIMIT_S; '>60 s' where it did not) and torch.compile
-    reduce-overhead (CUDA graphs; '(graph)' where our best replays a CUDA graph too)."""
+    reduce-overhead (CUDA graphs; '(graph)' where our best replays a CUDA graph too). "gain timed again": with
+    --confirm-gain, generation 0's best over the final best timed one after the other (kfoundry.bench.confirm)."""
     body = []
     for r in rows:
         autotune = _ms(r.get("autotune_ms"))
@@ -350,7 +371,7 @@ def course_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             autotune = f">{AUTOTUNE_COMPILE_LIMIT_S:g} s"
         body.append([
             "" if r["number"] is None else str(r["number"]), r["name"], _x(r.get("gen0_speedup")),
-            _x(r.get("final_speedup")), _improved_by(r.get("improvements") or []),
+            _x(r.get("final_speedup")), _x(r.get("confirmed_gain")), _improved_by(r.get("improvements") or []),
             NA if r.get("roofline") is None else f"{_share(r['roofline'])} {r.get('roof_key') or ''}".rstrip(),
             _share(r.get("roof_3xtf32")), _share(r.get("roof_3xtf32_datasheet")), floor_text(r), of_floor_text(r),
             autotune,
@@ -424,8 +445,9 @@ def summary_lines(summary: dict[str, Any], labels: dict[str, Any], settings: dic
             f"the search's goal, over the {goal['below_floor']} problem(s) whose generation 0 reached under "
             f"{GOAL_BELOW_FLOOR:.0%} of the floor: median gain {_x(goal['median_gain'])} (goal "
             f"{GOAL_MEDIAN_GAIN:.2f}x), >= {GOAL_LARGE_GAIN:.2f}x on {goal['large_gains']} (goal a quarter); met: "
-            f"{_verdict(goal['met'])}" + (f"; near the floor already (met): {', '.join(goal['near_floor'])}"
-                                          if goal["near_floor"] else "")
+            f"{_verdict(goal['met'])}"
+            + (f"; {goal['timed_again']} of the gains timed again" if goal.get("timed_again") else "")
+            + (f"; near the floor already (met): {', '.join(goal['near_floor'])}" if goal["near_floor"] else "")
             + (f"; without a floor or a gain: {', '.join(goal['not_counted'])}" if goal["not_counted"] else ""))
     if autotune["over"] or autotune["slow_compile"]:
         lines.append(f"ours vs torch.compile max-autotune-no-cudagraphs {_x(autotune['ours_vs'])} (geomean over "
@@ -712,7 +734,32 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     elif missing:
         why = "--fill-baselines off" if args.fill_baselines == "off" else "no GPU to time on"
         say(f"no reference pass ({why}): {len(missing)} problem(s) without eager / torch.compile times")
-    return read_bench(args.out) or report.to_dict(), interrupted
+    bench = read_bench(args.out) or report.to_dict()
+    if args.confirm_gain and not interrupted:
+        interrupted = confirm_gains(bench, args.out, dataclasses.replace(options, device=devices[0]), say)
+    return bench, interrupted
+
+
+def confirm_gains(bench: dict[str, Any], out: Path, options: Any, say: Callable[[str], None]) -> bool:
+    """Each correct problem's generation-0 best and final best timed again, one after the other
+    (kfoundry.bench.confirm), into OUT/confirm/; a problem confirmed by an earlier call is kept. True when
+    interrupted (the next call with --resume confirms the rest)."""
+    from kfoundry.bench.confirm import confirm_run, write_confirmation
+
+    done = read_confirmations(out)
+    for p in bench.get("problems", []) + bench.get("kept", []):
+        if p.get("status") != "ok" or p["name"] in done or not p.get("path"):
+            continue
+        say(f"confirming {p['name']}: generation 0's best and the final best timed again, one after the other")
+        try:
+            confirmation = confirm_run(out / (p.get("run_dir") or f"runs/{p['name']}"), Path(p["path"]), options)
+        except KeyboardInterrupt:
+            return True
+        if confirmation is not None:
+            write_confirmation(out, p["name"], confirmation)
+            gain = confirmation.gain
+            say(f"  {p['name']}: gain {'n/a' if gain is None else f'{gain:.3f}x'} timed again")
+    return False
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -742,6 +789,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "off, or a path")
     parser.add_argument("--fill-baselines", choices=("auto", "on", "off"), default="auto",
                         help="reference pass for problems ours did not solve: auto (on a GPU), on, off")
+    parser.add_argument("--confirm-gain", action="store_true",
+                        help="time each run's generation-0 best and final best again, one after the other, and "
+                             "count that ratio as the search's gain (costs two evaluations a problem)")
     parser.add_argument("--json", type=Path, default=None,
                         help="where the JSON goes (default benchmarks/results/programmatic_suite-<UTC stamp>.json)")
     parser.add_argument("--report-only", action="store_true",
@@ -791,7 +841,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     baselines = {}
     for directory in [*reversed(args.also), args.out] if args.report_only else [args.out]:
         baselines.update(baseline_records(directory))
-    rows = build_rows(bench.get("problems", []), baselines, read_extras(args.out, bench.get("problems", [])))
+    confirmations = {}
+    for directory in [*reversed(args.also), args.out] if args.report_only else [args.out]:
+        confirmations.update(read_confirmations(directory))
+    rows = build_rows(bench.get("problems", []), baselines, read_extras(args.out, bench.get("problems", [])),
+                      confirmations)
     document = build_document(bench, rows, settings, argv, stamp)
     merged = {}
     for p in bench.get("problems", []):

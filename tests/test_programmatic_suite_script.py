@@ -320,7 +320,46 @@ def test_the_search_goal_counts_the_problems_below_the_floor_and_names_those_nea
     rows = [row("a", 0.2, 1.0), row("b", 0.3, 1.12), row("c", 0.5, 1.3), row("d", 0.69, 1.05),
             row("near", 0.8, 1.0), row("untimed", None, 1.4)]
     goal = ps.search_goal(rows)
-    assert goal == {"below_floor": 4, "median_gain": pytest.approx((1.05 + 1.12) / 2), "large_gains": 1,
-                    "near_floor": ["near"], "not_counted": ["untimed"], "met": False}  # median 1.085x
+    assert goal == {"below_floor": 4, "timed_again": 0, "median_gain": pytest.approx((1.05 + 1.12) / 2),
+                    "large_gains": 1, "near_floor": ["near"], "not_counted": ["untimed"], "met": False}  # 1.085x
     assert ps.search_goal(rows[1:])["met"] is True  # 1.12x median, 1 of 3 at >= 1.25x
     assert ps.search_goal([row("near", 0.9, 1.0)])["met"] is None  # nothing below the floor's 70%: no verdict
+    # --confirm-gain: a gain timed again counts instead of the one found (c's 1.3x was 1.02x timed side by side)
+    rows[2]["confirmed_gain"] = 1.02
+    again = ps.search_goal(rows)
+    assert again["timed_again"] == 1 and again["large_gains"] == 0
+    assert again["median_gain"] == pytest.approx((1.02 + 1.05) / 2)
+
+
+def test_confirm_gain_judges_each_runs_pair_again_once_and_the_report_reads_it(ps, tmp_path):
+    """--confirm-gain: a correct problem whose final best is not generation 0's has both judged again, one after
+    the other (on the CPU: correct, untimed); a problem already confirmed, a failed one and one whose best is
+    generation 0's are left alone; --report-only shows what OUT/confirm/ holds (here a FAKE timed record)."""
+    from kfoundry.bench.confirm import Confirmation, Timed, read_confirmations, write_confirmation
+    from kfoundry.evaluate.parent.options import EvalOptions
+
+    fixtures, out = REPO / "tests" / "fixtures", tmp_path / "bench"
+    correct = (fixtures / "candidates" / "affine_ok.py").read_text()
+    problem = str(fixtures / "problems" / "affine.py")
+    for name, pair in (("1_pair", (1, 2)), ("2_same", (1, 1)), ("3_done", (1, 2)), ("4_failed", (1, 2))):
+        run_dir = out / "runs" / name
+        (run_dir / "candidates").mkdir(parents=True)
+        (run_dir / "result.json").write_text(json.dumps({"generation0": {"candidate_id": pair[0]},
+                                                         "best": {"candidate_id": pair[1]}}))
+        for number in pair:
+            (run_dir / "candidates" / f"{number}.py").write_text(correct + f"\n# candidate {number}\n")
+    faked = Confirmation(Timed(1, "ok", 2.0), Timed(2, "ok", 1.6), "FAKE GPU")
+    write_confirmation(out, "3_done", faked)
+    bench = {"problems": [{"name": n, "status": "wrong_output" if n == "4_failed" else "ok", "path": problem,
+                           "run_dir": f"runs/{n}"} for n in ("1_pair", "2_same", "3_done", "4_failed")]}
+    said = []
+    options = EvalOptions(device="cpu", trials=1, seed=5, timeout_s=120, guard=False)
+    assert ps.confirm_gains(bench, out, options, said.append) is False
+    found = read_confirmations(out)
+    assert sorted(found) == ["1_pair", "3_done"] and found["3_done"] == faked
+    assert found["1_pair"].generation0.status == "ok" and found["1_pair"].gain is None  # the CPU times nothing
+    assert any("1_pair: gain n/a timed again" in line for line in said)
+    rows = ps.build_rows([{**p, "number": i} for i, p in enumerate(bench["problems"], 1)], {}, {}, found)
+    assert rows[2]["confirmed_gain"] == pytest.approx(1.25) and rows[0]["confirmed_gain"] is None
+    assert rows[3]["confirmed_gain"] is None  # not correct: no gain counts
+    assert "1.250x" in "\n".join(ps.course_lines(rows))
