@@ -106,4 +106,4 @@ def test_a_cpu_bench_has_no_floor_column_values_nor_summary_line(ps):
     text = ps.render(ps.build_document(bench, rows, {"max_evals": 3}, [], "x"))
     assert "of the floor (speed of light)" not in text and "ceilings" in text  # the roof note stays as it was
     course = [line for line in text.splitlines() if "1_fake_chain" in line][1].split()
-    assert course[5:10] == ["n/a", "n/a", "n/a", "-", "-"]  # roof, 3xTF32 roof and sheet, floor ms, of floor
+    assert course[6:11] == ["n/a", "n/a", "n/a", "-", "-"]  # roof, 3xTF32 roof and sheet, floor ms, of floor
