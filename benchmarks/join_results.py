@@ -25,7 +25,6 @@ import argparse
 import functools
 import importlib.util
 import json
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,18 +84,14 @@ def load_rows(sources: list[Source]) -> list[dict[str, Any]]:
     return rows
 
 
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The speedups (geomeans over the correct, timed rows) and search_goal of some rows."""
-    correct = [r for r in rows if r.get("correct")]
-    eager = [r["speedup_eager"] for r in correct if r.get("speedup_eager")]
-    compiled = [r["speedup_compile"] for r in correct if r.get("speedup_compile")]
-    return {"problems": len(rows), "correct": len(correct), "vs_eager": _geomean(eager), "vs_eager_over": len(eager),
-            "vs_compile": _geomean(compiled), "vs_compile_over": len(compiled),
-            "goal": _programmatic_suite().search_goal(correct)}
+    """Some rows' speedups (geomeans over the correct, timed ones) and the search's goal, as programmatic_suite's
+    summary gives them."""
+    summary = _programmatic_suite().summarize(rows)
+    solved = summary["solved"]
+    return {"problems": summary["problems"], "correct": summary["correct"], "vs_eager": solved["ours_vs_eager"],
+            "vs_eager_over": solved["timed"], "vs_compile": solved["ours_vs_compile"],
+            "vs_compile_over": solved["ours_vs_compile_over"], "goal": summary["search"]["goal"]}
 
 
 def join(rows: list[dict[str, Any]]) -> dict[str, Any]:

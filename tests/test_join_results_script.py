@@ -15,8 +15,10 @@ SCRIPT = REPO / "benchmarks" / "join_results.py"
 
 
 def _file(tmp_path, name, suite, problems):
-    rows = [{"number": n, "name": f"{n}_fake", "correct": ok, "gen0_of_floor": of_floor, "search_gain": gain,
-             "speedup_eager": 2.0 * n if ok else None, "speedup_compile": float(n) if ok else None}
+    # rows as programmatic_suite writes them (build_rows), with the fields its summary reads
+    rows = [{"number": n, "name": f"{n}_fake", "judged": True, "correct": ok, "gen0_of_floor": of_floor,
+             "search_gain": gain, "eager_ms": 4.0, "speedup_eager": 2.0 * n if ok else None,
+             "speedup_compile": float(n) if ok else None, "compile_vs_eager": 2.0}
             for n, ok, of_floor, gain in problems]
     path = tmp_path / name
     path.write_text(json.dumps({"settings": {"suite": f"benchmarks/{suite}"}, "problems": rows}))

@@ -147,8 +147,7 @@ class RecomposeExpert(_Explorer):
         shares = kernel_shares(diagnosis, self.space.kernel_functions(genome))
         harmful = self.genes.harmful()
 
-        def cold(child: Genome) -> bool:  # it changes only kernels of under COLD_SHARE of the parent's GPU time
-            genes = diff(genome, child)
+        def cold(genes: dict[str, list]) -> bool:  # only kernels of under COLD_SHARE of the parent's GPU time
             return bool(shares) and all("." in gene for gene in genes) and \
                 sum(shares.get(kernel, 0.0) for kernel in {gene.split(".")[0] for gene in genes}) < COLD_SHARE
 
@@ -164,9 +163,10 @@ class RecomposeExpert(_Explorer):
                 part = children[round_ * NETWORK_HEAD:(round_ + 1) * NETWORK_HEAD] if wide else \
                     (children if round_ == 0 else [])
                 for child in part:
-                    if harmful and any(step in harmful for step in gene_steps(diff(genome, child))):
+                    changed = diff(genome, child)
+                    if harmful and any(step in harmful for step in gene_steps(changed)):
                         losing.append((move, child))
-                    elif cold(child):
+                    elif cold(changed):
                         deferred.append((move, child))
                     else:
                         yield move, child

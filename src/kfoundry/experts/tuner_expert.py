@@ -107,7 +107,8 @@ def out_of_resource(parent: Any) -> bool:
 
 
 def state_of(experts: list[Any]) -> Any:
-    """The tuner's random state among `experts` (None without a tuner): what a resumed run restores."""
+    """The tuner's state among `experts` (its random state and its steps; None without a tuner): what a resumed
+    run restores."""
     return next((e.state() for e in experts if isinstance(e, TunerExpert)), None)
 
 
