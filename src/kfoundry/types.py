@@ -149,6 +149,9 @@ class TimingStats:
     host_flagged_trials: int = 0
     event_median_ms: float | None = None  # CUDA events alone
     host_median_ms: float | None = None  # host clock alone, less the empty-region overhead
+    # host clock from the lead's launch until the call returned (its work queued): above the lead, the GPU waited
+    # for the host inside the events (a busy or slow host lengthens the time)
+    enqueue_median_ms: float | None = None
     warmup_runs: int | None = None
     warmup_s: float | None = None
     setup_s: float | None = None  # a baseline's first call before its timing: torch.compile's compilation

@@ -142,6 +142,27 @@ def test_timer_keeps_the_event_time_when_the_host_sees_only_a_little_more(monkey
     assert stats.median_ms == 20.0 and stats.host_median_ms == pytest.approx(21.0)
 
 
+def test_the_hosts_time_to_queue_the_call_is_kept_apart_from_the_sync(monkeypatch):
+    """enqueue: from the lead's launch until the call returned, not until the GPU finished (the sync after the end
+    event): 0.3 ms to queue a call whose events say 1 ms."""
+    from kfoundry.evaluate.timing import gpu_timer
+
+    now = [0.0]
+    monkeypatch.setattr(gpu_timer, "_perf_counter", lambda: now[0])
+    timer = _fake_timer(event_ms=1.0)
+
+    def sync():
+        now[0] += 0.005  # a sync waits for the GPU: in no enqueue time
+
+    def call():
+        now[0] += 0.0003
+
+    timer._sync = sync
+    stats, _ = timer.time(call, trials=10, budget_s=2.0)
+    assert stats.enqueue_median_ms == pytest.approx(0.3)
+    assert timer.last_enqueue_ms == pytest.approx(0.3)
+
+
 def test_each_trial_gives_the_gpu_a_lead_before_the_start_event(monkeypatch):
     """The GPU spins for the lead while the host launches the call, so the start event does not wait
     for the host's launch path (different in every process) and the call's kernels run back to back."""

@@ -151,8 +151,12 @@ class GpuTimer:
     def flush(self) -> None:
         self.flush_buffer.zero_()
 
+    last_enqueue_ms = 0.0  # the last trial's host time until the call returned (see trial)
+
     def trial(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
-        """One timed run: (event ms, host ms less the empty-region overhead, output)."""
+        """One timed run: (event ms, host ms less the empty-region overhead, output). It also keeps the host's time
+        from the lead's launch until the call returned, its work queued (`last_enqueue_ms`): where that is longer
+        than the lead, the GPU waited for the host inside the events, and a slower host gives a longer time."""
         start, end = self._event(), self._event()
         self.flush()
         self._sync()
@@ -160,6 +164,7 @@ class GpuTimer:
         self._lead()
         self._record(start)
         out = fn()
+        self.last_enqueue_ms = (_perf_counter() - t0) * 1e3
         self._record(end)
         self._sync()
         host_ms = (_perf_counter() - t0) * 1e3 - self.host_overhead_ms
@@ -221,9 +226,10 @@ class GpuTimer:
             count = max(MIN_TRIALS, int(limit / max(per_run, 1e-9)))
         count = min(count, trials)
         clock_start = self.clock_mhz()
-        times, events, hosts, flagged = [], [], [], 0
+        times, events, hosts, enqueues, flagged = [], [], [], [], 0
         for _ in range(count):
             event_ms, host_ms, out = self.trial(fn)
+            enqueues.append(self.last_enqueue_ms)
             # Events are the measure; the host clock only overrides them where it saw far more
             # (work the events on this stream missed). A plain max() would let host jitter of a
             # few tens of µs decide launch-bound medians.
@@ -233,6 +239,7 @@ class GpuTimer:
             events.append(event_ms)
             hosts.append(host_ms)
         stats = summarize(times, flagged, events, hosts)
+        stats.enqueue_median_ms = statistics.median(enqueues) if enqueues else None
         stats.warmup_runs, stats.warmup_s = warm_runs, round(warm_s, 4)
         stats.sm_clock_mhz = [clock_start, self.clock_mhz()]
         return stats, out
