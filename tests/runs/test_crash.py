@@ -65,7 +65,10 @@ def test_sigkill_loses_nothing_committed_and_resume_requeues_once(store):
     in_flight = reopened.in_flight()
     ids = [row["id"] for row in in_flight]
     assert len(ids) == len(set(ids)) and 1 <= len(ids) <= 2
-    assert started - finished <= set(ids)
+    # each evaluation started and not printed as finished is in flight, or was finished by a commit that the kill
+    # caught before its line was printed (at most the last one)
+    unprinted = {eid for eid in started - finished - set(ids) if reopened.evaluation(eid)["status"] == "ok"}
+    assert started - finished <= set(ids) | unprinted and len(unprinted) <= 1
     assert not set(ids) & finished
     max_candidate = max(cid for cid, _ in candidates)
     assert all(row["candidate_id"] >= max_candidate - 1 for row in in_flight)
