@@ -350,16 +350,23 @@ def test_confirm_gain_judges_each_runs_pair_again_once_and_the_report_reads_it(p
             (run_dir / "candidates" / f"{number}.py").write_text(correct + f"\n# candidate {number}\n")
     faked = Confirmation(Timed(1, "ok", 2.0), Timed(2, "ok", 1.6), "FAKE GPU")
     write_confirmation(out, "3_done", faked)
+    # a run that optimize timed again itself (result.json's timed_again): taken as it is, nothing judged again
+    by_run = Confirmation(Timed(1, "ok", 3.0), Timed(2, "ok", 2.0), "FAKE GPU")
+    (out / "runs" / "5_by_run" / "candidates").mkdir(parents=True)
+    (out / "runs" / "5_by_run" / "result.json").write_text(json.dumps({
+        "generation0": {"candidate_id": 1}, "best": {"candidate_id": 2}, "timed_again": by_run.to_dict()}))
+    names = ("1_pair", "2_same", "3_done", "4_failed", "5_by_run")
     bench = {"problems": [{"name": n, "status": "wrong_output" if n == "4_failed" else "ok", "path": problem,
-                           "run_dir": f"runs/{n}"} for n in ("1_pair", "2_same", "3_done", "4_failed")]}
+                           "run_dir": f"runs/{n}"} for n in names]}
     said = []
     options = EvalOptions(device="cpu", trials=1, seed=5, timeout_s=120, guard=False)
     assert ps.confirm_gains(bench, out, options, said.append) is False
     found = read_confirmations(out)
-    assert sorted(found) == ["1_pair", "3_done"] and found["3_done"] == faked
+    assert sorted(found) == ["1_pair", "3_done", "5_by_run"] and found["3_done"] == faked
+    assert found["5_by_run"] == by_run and not any(line.startswith("confirming 5_by_run") for line in said)
     assert found["1_pair"].generation0.status == "ok" and found["1_pair"].gain is None  # the CPU times nothing
     assert any("1_pair: gain n/a timed again" in line for line in said)
-    rows = ps.build_rows([{**p, "number": i} for i, p in enumerate(bench["problems"], 1)], {}, {}, found)
+    rows = ps.build_rows([{**p, "number": i} for i, p in enumerate(bench["problems"][:4], 1)], {}, {}, found)
     assert rows[2]["confirmed_gain"] == pytest.approx(1.25) and rows[0]["confirmed_gain"] is None
     assert rows[3]["confirmed_gain"] is None  # not correct: no gain counts
     assert "1.250x" in "\n".join(ps.course_lines(rows))

@@ -243,6 +243,7 @@ TIMEOUT_OPT = typer.Option(None, help="Seconds allowed for the candidate's whole
 SEED_OPT = typer.Option(None, help="Fix the trial seeds (default: drawn unpredictably, reported).")
 EVAL_MODE_OPT = typer.Option(False, "--eval-mode", help="Run both models in .eval() (default: as constructed, training mode).")
 CHECK_SIZES_OPT = typer.Option(None, "--check-sizes/--no-check-sizes", help="Judge the final best again at a second size set derived from the problem (another batch, odd spatial sizes, other channel counts): does it hold at other sizes? (default: on)")
+TIME_AGAIN_OPT = typer.Option(None, "--time-again/--no-time-again", help="On a GPU, time generation 0's best and the final best again once the search is over, one after the other with nothing else in flight, and report that gain beside the one found (default: on).")
 SET_OPT = typer.Option(None, "--set", metavar="<NAME=VALUE>", help="NAME=VALUE: override a module-level constant of the problem (repeatable).")
 MEMORY_LIMIT_OPT = typer.Option(None, "--memory-limit", help="GB of host memory the evaluation may plan for (default: what is free: MemAvailable or the cgroup's limit less its usage).")
 CONFIG_OPT = typer.Option(None, help="A TOML config file (default: ./kfoundry.toml if present).")
@@ -484,6 +485,7 @@ def optimize_command(
     backend: Optional[Backend] = typer.Option(None, help="What the LLM experts write: triton (default) or cuda."),
     target_gpu: Optional[str] = typer.Option(None, autocompletion=complete_gpu, help="On a CPU run, the GPU whose datasheet figures the prompts show: H100, H100 PCIe, H200, A100, L40S or RTX 4090 (default: a typical H100); a GPU run shows its own and ignores this."),
     check_sizes: Optional[bool] = CHECK_SIZES_OPT,
+    time_again: Optional[bool] = TIME_AGAIN_OPT,
     config: Optional[Path] = CONFIG_OPT,
     log_file: Optional[Path] = LOG_FILE_OPT,
     log_level: Optional[LogLevel] = LOG_LEVEL_OPT,

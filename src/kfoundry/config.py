@@ -169,6 +169,9 @@ OPTIONS: dict[str, Option] = {
                                                                   "run shows its own and ignores this"),
     "check_sizes": Option("search", "check_sizes", _bool, "judge the final best again at a second size set of the "
                                                           "problem: does it hold at other sizes (default on)"),
+    "time_again": Option("search", "time_again", _bool, "on a GPU, time generation 0's best and the final best "
+                                                        "again once the search is over, one after the other: the "
+                                                        "gain timed side by side (default on)"),
     # the evaluation
     "device": Option("eval", "device", _optional(str), "cpu, cuda or cuda:N (default: CUDA when available)"),
     "precision": Option("eval", "precision", str, "fp32, fp16 or bf16"),

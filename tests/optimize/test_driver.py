@@ -320,6 +320,7 @@ def test_without_an_llm_the_genome_experts_search_the_composers_space(tmp_path):
                                                 seed=4),
                       max_evals=4)
     assert result["evaluations"] == 4 and any("genome space holds" in n for n in result["notes"])
+    assert "timed_again" not in result  # the CPU times nothing: no second timing of the gain
     with sqlite3.connect(tmp_path / "run" / "run.sqlite") as conn:
         genomic = {row[0]: row[1] for row in conn.execute(
             "SELECT id, expert FROM candidates WHERE expert IN ('recompose', 'recombine')")}
@@ -330,3 +331,23 @@ def test_without_an_llm_the_genome_experts_search_the_composers_space(tmp_path):
     assert any(moves[cid]["changed"] for cid in genomic)  # the genes each move changed
     steps = [s for s in Library(tmp_path / "lib.sqlite").steps() if s["expert"] in ("recompose", "recombine")]
     assert steps  # the library learns from them
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_gain_is_timed_again_once_the_search_is_over(tmp_path):
+    """Generation 0's best and the final best, timed again one after the other: both correct and timed, and the
+    gain is their ratio; a run whose best is generation 0's has nothing to time again."""
+    from kfoundry.evaluate import EvalOptions
+
+    result = optimize(AFFINE, out=tmp_path / "run", options=EvalOptions(device="cuda", trials=1, timeout_s=120),
+                      seeds=[AFFINE_KERNEL], settings=OptimizeSettings(islands=1, library="off", compose_variants=2),
+                      max_evals=8)
+    first, best = result["generation0"]["candidate_id"], result["best"]["candidate_id"]
+    if first == best:
+        assert "timed_again" not in result
+        return
+    again = result["timed_again"]
+    assert (again["generation0"]["candidate"], again["final"]["candidate"]) == (first, best)
+    assert again["generation0"]["status"] == again["final"]["status"] == "ok"
+    assert again["gain"] == pytest.approx(again["generation0"]["ms"] / again["final"]["ms"])
+    assert any(note.startswith("generation 0's best and the final best timed again") for note in result["notes"])

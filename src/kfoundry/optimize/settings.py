@@ -42,6 +42,11 @@ class OptimizeSettings:
     # it off for the API as for the command line (where kfoundry.config reads the environment)
     check_sizes: bool = field(default_factory=lambda: os.environ.get("KFOUNDRY_CHECK_SIZES", "1").strip().lower()
                               not in ("0", "false", "no", "off"))
+    # on a GPU, generation 0's best and the final best timed again once the search is over, one after the other with
+    # nothing else in flight (kfoundry.bench.confirm): the gain as the search timed it carried up to 36% of timing
+    # (H100, 2026-12-06); KFOUNDRY_TIME_AGAIN=0 turns it off as for the command line
+    time_again: bool = field(default_factory=lambda: os.environ.get("KFOUNDRY_TIME_AGAIN", "1").strip().lower()
+                             not in ("0", "false", "no", "off"))
 
     def validate(self) -> None:
         if self.islands < 1:
