@@ -152,6 +152,7 @@ class TimingStats:
     # host clock from the lead's launch until the call returned (its work queued): above the lead, the GPU waited
     # for the host inside the events (a busy or slow host lengthens the time)
     enqueue_median_ms: float | None = None
+    lead_ms: float | None = None  # the GPU's spin before each trial's start event, fitted to the host's queueing
     warmup_runs: int | None = None
     warmup_s: float | None = None
     setup_s: float | None = None  # a baseline's first call before its timing: torch.compile's compilation

@@ -134,8 +134,12 @@ def test_timer_keeps_the_event_time_when_the_host_sees_only_a_little_more(monkey
     timer = _fake_timer(event_ms=20.0)
 
     def call():
-        now[0] += 0.021
+        now[0] += 0.001  # 1 ms to queue the call
 
+    def sync():
+        now[0] += 0.020  # the GPU's work
+
+    timer._sync = sync
     # host 21 ms: jitter, not hidden work (the flag needs 1.5x the event time)
     stats, _ = timer.time(call, trials=10, budget_s=2.0)
     assert stats.host_flagged_trials == 0
@@ -161,6 +165,39 @@ def test_the_hosts_time_to_queue_the_call_is_kept_apart_from_the_sync(monkeypatc
     stats, _ = timer.time(call, trials=10, budget_s=2.0)
     assert stats.enqueue_median_ms == pytest.approx(0.3)
     assert timer.last_enqueue_ms == pytest.approx(0.3)
+
+
+def test_a_call_whose_host_outlasts_its_gpu_work_counts_the_hosts_time(monkeypatch):
+    """3 ms to queue work the GPU does in 1 ms: in a loop the host sets the pace, so a trial counts 3 ms."""
+    from kfoundry.evaluate.timing import gpu_timer
+
+    now = [0.0]
+    monkeypatch.setattr(gpu_timer, "_perf_counter", lambda: now[0])
+    timer = _fake_timer(event_ms=1.0)
+    stats, _ = timer.time(lambda: now.__setitem__(0, now[0] + 0.003), trials=10, budget_s=2.0)
+    assert stats.median_ms == pytest.approx(3.0) and stats.event_median_ms == 1.0
+    assert stats.host_flagged_trials == 10  # host 3 ms against 1 ms of events: flagged as before
+
+
+def test_the_lead_is_fitted_to_the_hosts_time_to_queue_the_call(monkeypatch):
+    """1.5x the 90th percentile of the warm-up's queueing times, at least LEAD_MS, at most LEAD_CAP_MS; the cost of
+    an empty timed region is measured again with the new lead."""
+    from kfoundry.evaluate.timing import gpu_timer
+
+    spins = []
+    monkeypatch.setattr(gpu_timer, "_sleep", spins.append)
+    timer = _fake_timer(event_ms=1.0)
+    timer.cycles_per_ms = 1000.0
+    timer.set_lead(gpu_timer.LEAD_MS)
+    assert timer.lead_cycles == 200 and timer.lead_ms == gpu_timer.LEAD_MS
+    timer.fit_lead([0.1] * 9 + [0.6])  # the 90th percentile: 0.15 ms (one slow trial of ten weighs a tenth)
+    assert timer.lead_ms == pytest.approx(0.225)
+    timer.fit_lead([0.4] * 10)
+    assert timer.lead_ms == pytest.approx(0.6) and timer.lead_cycles == 600 and spins[-1] == 600
+    timer.fit_lead([50.0] * 10)
+    assert timer.lead_ms == gpu_timer.LEAD_CAP_MS
+    timer.fit_lead([0.01] * 10)
+    assert timer.lead_ms == gpu_timer.LEAD_MS
 
 
 def test_each_trial_gives_the_gpu_a_lead_before_the_start_event(monkeypatch):
@@ -195,9 +232,9 @@ def test_a_spin_that_fails_leaves_trials_without_a_lead(monkeypatch):
 
     monkeypatch.setattr(gpu_timer, "_sleep", broken)
     timer = _fake_timer(event_ms=1.0)
-    assert timer._calibrate_lead() == 0
+    assert timer._calibrate_spin() == 0
     monkeypatch.setattr(gpu_timer, "_sleep", lambda cycles: None)
-    assert timer._calibrate_lead() == 200_000  # 1e6 cycles took 1.0 ms: 0.2 ms is 2e5 cycles
+    assert timer._calibrate_spin() == 1_000_000  # 1e6 cycles took 1.0 ms
 
 
 def test_spent_adds_a_blocks_wall_time_to_a_counter_or_a_dict():

@@ -9,6 +9,14 @@ kernel durations 0.7% apart over 5 processes, event medians 21% apart). Events o
 current stream miss work put on other streams, so the host time (less the measured cost of an
 empty timed region) is taken too, and a trial counts as max(event, host). Trials whose host time
 is far above their event time are flagged.
+
+The lead fits the call: the warm-up measures how long the host takes to queue it (from the lead's
+launch until the call returns), and the lead is made longer than that (up to LEAD_CAP_MS). A
+trial then counts the larger of the event time (the GPU's work back to back) and that queueing
+time (a call whose host work outlasts its GPU work is bound by the host in a loop). Why: with a
+fixed 0.2 ms lead, a GEMM candidate whose host path (operand splits, five launches) took 0.45-0.7
+ms timed 12-17% above its kernels' sum inside a search on an H100 and 2% above alone; the GPU
+waited for the host inside the events, and the host's speed differs from one moment to the next.
 """
 
 from __future__ import annotations
@@ -45,17 +53,19 @@ def spent(seconds: MutableMapping[str, float], name: str) -> Iterator[None]:
         seconds[name] = seconds.get(name, 0.0) + _perf_counter() - started
 
 
-TIMING_METHOD_VERSION = 8
-LEAD_MS = 0.2  # the GPU's spin before the start event: longer than launching a few kernels takes
+TIMING_METHOD_VERSION = 9
+LEAD_MS = 0.2  # the GPU's shortest spin before the start event: longer than launching a few kernels takes
+LEAD_MARGIN = 1.5  # the lead: this many times the warm-up's 90th percentile of the host's queueing time ...
+LEAD_CAP_MS = 10.0  # ... and no longer than this (a host-bound call counts its queueing time anyway)
 WARMUP_S = 0.1  # at least this much warm-up, so the GPU leaves its idle clocks
 STABLE_BATCH = 10  # then warm-up batches of this many trials ...
 STABLE_TOLERANCE = 0.02  # ... until two in a row have medians this close
 STABLE_LIMIT_S = 2.0  # ... or this much time has passed
 TIMING_METHOD = (
-    "per trial: L2 flush, device sync, a 0.2 ms GPU spin while the host launches, CUDA events around "
-    "one call, device sync; "
-    "trial time = event time, or host time minus empty-region overhead where that is far longer "
-    "(work the events missed); median over trials"
+    "per trial: L2 flush, device sync, a GPU spin while the host launches (0.2 ms, or 1.5x the host's time to "
+    "queue the call in the warm-up, up to 10 ms), CUDA events around one call, device sync; "
+    "trial time = the larger of the event time and the host's time to queue the call, or host time minus "
+    "empty-region overhead where that is far longer (work the events missed); median over trials"
 )
 DEFAULT_BUDGET_S = 10.0
 MIN_TRIALS = 10
@@ -104,19 +114,21 @@ class GpuTimer:
     empty timed region."""
 
     lead_cycles = 0  # 0: no lead (no torch.cuda._sleep)
+    cycles_per_ms = 0.0  # the spin's clock cycles a millisecond, as calibrated
+    lead_ms = 0.0
 
     def __init__(self, device) -> None:
         self.device = torch.device(device)
         props = torch.cuda.get_device_properties(self.device)
         l2 = int(getattr(props, "L2_cache_size", 0) or (50 << 20))
         self.flush_buffer = torch.empty(max(4 * l2, 256 << 20) // 4, dtype=torch.int32, device=self.device)
-        self.lead_cycles = self._calibrate_lead()
-        self.host_overhead_ms = self._empty_region_ms()
+        self.cycles_per_ms = self._calibrate_spin()
+        self.set_lead(LEAD_MS)
 
-    def _calibrate_lead(self) -> int:
-        """Clock cycles of a LEAD_MS spin, from a timed spin of a million cycles (the second of two)."""
+    def _calibrate_spin(self) -> float:
+        """Clock cycles a millisecond of the spin, from a timed spin of a million cycles (the second of two)."""
         if _sleep is None:
-            return 0
+            return 0.0
         cycles, ms = 1_000_000, 0.0
         try:
             for _ in range(2):
@@ -128,8 +140,23 @@ class GpuTimer:
                 self._sync()
                 ms = self._elapsed_time(start, end)
         except RuntimeError:  # a build without the spin kernel: trials without a lead
-            return 0
-        return max(1, int(cycles * LEAD_MS / ms)) if ms > 0 else 0
+            return 0.0
+        return cycles / ms if ms > 0 else 0.0
+
+    def set_lead(self, ms: float) -> None:
+        """A lead of `ms` (none where there is no spin), and the cost of an empty timed region with it."""
+        self.lead_cycles = max(1, int(self.cycles_per_ms * ms)) if self.cycles_per_ms else 0
+        self.lead_ms = ms if self.lead_cycles else 0.0
+        self.host_overhead_ms = self._empty_region_ms()
+
+    def fit_lead(self, enqueue_ms: list[float]) -> None:
+        """The lead for a call whose host took `enqueue_ms` to queue it in the warm-up: LEAD_MARGIN times their
+        90th percentile, at least LEAD_MS and at most LEAD_CAP_MS."""
+        if not enqueue_ms or not self.cycles_per_ms:
+            return
+        wanted = min(LEAD_CAP_MS, max(LEAD_MS, LEAD_MARGIN * quantile(sorted(enqueue_ms), 0.9)))
+        if abs(wanted - self.lead_ms) > 0.01:
+            self.set_lead(wanted)
 
     def _lead(self) -> None:
         if self.lead_cycles:
@@ -183,15 +210,19 @@ class GpuTimer:
     def warm_up(self, fn: Callable[[], Any], budget_s: float) -> tuple[int, float]:
         """Run timed-like trials for at least WARMUP_S, then in batches until two batches in a
         row agree within STABLE_TOLERANCE (clocks settled), for at most a quarter of the budget.
-        Returns (runs, seconds)."""
+        The last batch's queueing times are kept (`warm_enqueue_ms`). Returns (runs, seconds)."""
         started = _perf_counter()
         self.trial(fn)
         one = _perf_counter() - started
         limit = min(STABLE_LIMIT_S, budget_s / 4)
         size = max(1, min(STABLE_BATCH, int(limit / 4 / max(one, 1e-9))))  # long runs: smaller batches
         runs, previous = 1, None
+        self.warm_enqueue_ms = [self.last_enqueue_ms]
         while True:
-            batch = [self.trial(fn)[0] for _ in range(size)]
+            batch, self.warm_enqueue_ms = [], []
+            for _ in range(size):
+                batch.append(self.trial(fn)[0])
+                self.warm_enqueue_ms.append(self.last_enqueue_ms)
             runs += size
             elapsed = _perf_counter() - started
             current = statistics.median(batch)
@@ -219,7 +250,9 @@ class GpuTimer:
         if flush_files:
             flush_page_cache()
         warm_runs, warm_s = self.warm_up(fn, budget_s)
-        per_run = warm_s / warm_runs
+        before = self.lead_ms
+        self.fit_lead(self.warm_enqueue_ms)
+        per_run = warm_s / warm_runs + max(0.0, self.lead_ms - before) / 1e3
         count = trials
         limit = min(budget_s, trials_budget_s) if trials_budget_s else budget_s
         if per_run * trials > limit:
@@ -235,11 +268,13 @@ class GpuTimer:
             # few tens of µs decide launch-bound medians.
             hidden = host_ms > FLAG_RATIO * event_ms + FLAG_MARGIN_MS
             flagged += hidden
-            times.append(host_ms if hidden else event_ms)
+            # the queueing time counts where it outlasts the GPU's work: such a call is bound by its host
+            times.append(host_ms if hidden else max(event_ms, self.last_enqueue_ms))
             events.append(event_ms)
             hosts.append(host_ms)
         stats = summarize(times, flagged, events, hosts)
         stats.enqueue_median_ms = statistics.median(enqueues) if enqueues else None
+        stats.lead_ms = round(self.lead_ms, 4)
         stats.warmup_runs, stats.warmup_s = warm_runs, round(warm_s, 4)
         stats.sm_clock_mhz = [clock_start, self.clock_mhz()]
         return stats, out
