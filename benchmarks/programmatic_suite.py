@@ -742,29 +742,18 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     return bench, interrupted
 
 
-def timed_by_the_run(run_dir: Path) -> Any:
-    """The Confirmation a run's own result.json holds (optimize's time_again), or None."""
-    from kfoundry.bench.confirm import Confirmation
-
-    try:
-        again = json.loads((run_dir / "result.json").read_text(encoding="utf-8")).get("timed_again")
-        return Confirmation.from_dict(again) if again else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def confirm_gains(bench: dict[str, Any], out: Path, options: Any, say: Callable[[str], None]) -> bool:
     """Each correct problem's generation-0 best and final best timed again, one after the other
     (kfoundry.bench.confirm), into OUT/confirm/; a problem confirmed by an earlier call is kept. True when
     interrupted (the next call with --resume confirms the rest)."""
-    from kfoundry.bench.confirm import confirm_run, write_confirmation
+    from kfoundry.bench.confirm import confirm_run, confirmation_of_run, write_confirmation
 
     done = read_confirmations(out)
     for p in bench.get("problems", []) + bench.get("kept", []):
         if p.get("status") != "ok" or p["name"] in done or not p.get("path"):
             continue
         run_dir = out / (p.get("run_dir") or f"runs/{p['name']}")
-        confirmation = timed_by_the_run(run_dir)  # optimize times them again itself since 2026-12-06
+        confirmation = confirmation_of_run(run_dir)  # optimize times them again itself since 2026-12-06
         if confirmation is None:
             say(f"confirming {p['name']}: generation 0's best and the final best timed again, one after the other")
             try:

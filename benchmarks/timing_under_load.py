@@ -86,9 +86,11 @@ def measured(verdict: Any) -> dict[str, Any]:
         row.update(event_ms=stats.event_median_ms, host_ms=stats.host_median_ms, enqueue_ms=stats.enqueue_median_ms,
                    iqr=(stats.q3_ms - stats.q1_ms) / stats.median_ms if stats.median_ms else None,
                    clocks=stats.sm_clock_mhz, trials=stats.trials)
-    kernels = [k.get("duration_us") for k in (verdict.profile or {}).get("kernels") or []]
-    if kernels and all(d is not None for d in kernels):
-        row["kernels_ms"] = sum(kernels) / 1e3  # the profiler's kernel durations: no host in them
+    from timing_fidelity import kernel_us
+
+    kernels = kernel_us(verdict)
+    if kernels is not None:
+        row["kernels_ms"] = kernels / 1e3  # the profiler's kernel durations: no host in them
     if verdict.status != "ok":
         row["message"] = (verdict.message or "")[:200]
     return row

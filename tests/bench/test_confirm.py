@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kfoundry.bench.confirm import (CONFIRM_DIR, Confirmation, Timed, candidates_to_confirm, confirm_run,
-                                    read_confirmations, write_confirmation)
+                                    confirmation_of_run, read_confirmations, write_confirmation)
 from kfoundry.evaluate.parent.options import EvalOptions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -36,6 +36,16 @@ def test_the_gain_is_generation_zeros_time_over_the_final_bests_and_survives_a_f
     assert list(found) == ["1_a"] and found["1_a"] == timed
     assert json.loads((tmp_path / CONFIRM_DIR / "1_a.json").read_text())["gain"] == pytest.approx(1.2)
     assert read_confirmations(tmp_path / "nowhere") == {}
+
+
+def test_a_runs_own_second_timing_is_read_from_its_result(tmp_path):
+    """optimize's time_again writes result.json's timed_again; a run without it (older, or on the CPU) has none."""
+    run_dir = _run_dir(tmp_path, 1, 7)
+    assert confirmation_of_run(run_dir) is None and confirmation_of_run(tmp_path / "no-run") is None
+    timed = Confirmation(Timed(1, "ok", 1.2), Timed(7, "ok", 1.0), "FAKE GPU")
+    result = json.loads((run_dir / "result.json").read_text())
+    (run_dir / "result.json").write_text(json.dumps({**result, "timed_again": timed.to_dict()}))
+    assert confirmation_of_run(run_dir) == timed
 
 
 def test_a_run_whose_best_is_generation_zeros_needs_no_confirmation(tmp_path):

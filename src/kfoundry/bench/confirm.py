@@ -67,6 +67,15 @@ def candidates_to_confirm(run_dir: Path) -> tuple[int, int] | None:
     return first, best
 
 
+def confirmation_of_run(run_dir: Path) -> Confirmation | None:
+    """The Confirmation a run's own result.json holds (optimize's time_again, kfoundry.optimize.driver), or None."""
+    try:
+        again = json.loads((Path(run_dir) / "result.json").read_text(encoding="utf-8")).get("timed_again")
+        return Confirmation.from_dict(again) if again else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def confirm_run(run_dir: Path, problem: Path, options: Any) -> Confirmation | None:
     """Generation 0's best, then the final best, through one evaluator (kfoundry.evaluate.Evaluator with `options`,
     the bench's EvalOptions) on `problem` (the problem file the run was made from: a user's problem may import

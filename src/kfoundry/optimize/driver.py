@@ -200,9 +200,7 @@ class Optimization:
             raise self._fault
         cid = int(ind.id)
         eval_id = self.store.start_evaluation(cid)
-        path = self.run_dir / "candidates" / f"{cid}.py"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(ind.source, encoding="utf-8")
+        path = self._candidate_file(cid, ind.source)
         try:
             evaluation = self.evaluator.evaluate(path)
         except EnvironmentFault as fault:
@@ -473,6 +471,13 @@ class Optimization:
         return result
 
 
+    def _candidate_file(self, cid: int, source: str) -> Path:
+        """The candidate's source as run_dir/candidates/<id>.py, the file an evaluator reads."""
+        path = self.run_dir / "candidates" / f"{cid}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+        return path
+
     def _time_gain_again(self) -> Any:
         """On a GPU, generation 0's best and the final best timed again, one after the other through one evaluator
         with nothing else in flight (kfoundry.bench.confirm), once the search's evaluator has closed: a
@@ -490,9 +495,7 @@ class Optimization:
         if done and done.get("pair") == list(pair):
             return Confirmation.from_dict(done["confirmation"])  # a resumed run timed them already
         for cid in pair:  # the files the evaluations read (a run folder copied without them still has its store)
-            path = self.run_dir / "candidates" / f"{cid}.py"
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(self.store.candidate(cid)["source"], encoding="utf-8")
+            self._candidate_file(cid, self.store.candidate(cid)["source"])
         device = self.evaluator.device if isinstance(self.evaluator.device, str) else self.options.device
         try:
             confirmation = confirm_run(self.run_dir, self.problem, dataclasses.replace(self.options, device=device))
@@ -529,9 +532,7 @@ class Optimization:
             check = SizeCheck(verified_at=size_constants(self.problem, self.options.set_values),
                               message="not asked for (--no-check-sizes)")
         else:
-            path = self.run_dir / "candidates" / f"{best['candidate_id']}.py"
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(best["source"], encoding="utf-8")
+            path = self._candidate_file(best["candidate_id"], best["source"])
             device = self.evaluator.device if isinstance(self.evaluator.device, str) else self.options.device
             say = (lambda message: None) if self.quiet else (lambda message: print(message, file=sys.stderr))
             try:

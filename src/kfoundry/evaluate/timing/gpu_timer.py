@@ -217,7 +217,6 @@ class GpuTimer:
         limit = min(STABLE_LIMIT_S, budget_s / 4)
         size = max(1, min(STABLE_BATCH, int(limit / 4 / max(one, 1e-9))))  # long runs: smaller batches
         runs, previous = 1, None
-        self.warm_enqueue_ms = [self.last_enqueue_ms]
         while True:
             batch, self.warm_enqueue_ms = [], []
             for _ in range(size):
@@ -263,12 +262,12 @@ class GpuTimer:
         for _ in range(count):
             event_ms, host_ms, out = self.trial(fn)
             enqueues.append(self.last_enqueue_ms)
-            # Events are the measure; the host clock only overrides them where it saw far more
-            # (work the events on this stream missed). A plain max() would let host jitter of a
-            # few tens of µs decide launch-bound medians.
+            # The host's whole time (to the sync) only overrides the events where it saw far more (work
+            # the events on this stream missed): a plain max() with it would let host jitter of a few tens
+            # of µs decide launch-bound medians. The queueing time counts where it outlasts the GPU's
+            # work: such a call is bound by its host.
             hidden = host_ms > FLAG_RATIO * event_ms + FLAG_MARGIN_MS
             flagged += hidden
-            # the queueing time counts where it outlasts the GPU's work: such a call is bound by its host
             times.append(host_ms if hidden else max(event_ms, self.last_enqueue_ms))
             events.append(event_ms)
             hosts.append(host_ms)
